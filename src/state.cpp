@@ -1,0 +1,143 @@
+// The enabled-group state. Every group name a site or a set ever mentioned is interned once into
+// an append-only, lock-free hash table (entries are never removed or moved) and owns one flag in a
+// statically initialised array. Sites cache a pointer to their flag; lookups by name probe the
+// table. Writers serialise on one mutex; readers never take it.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "nemo/lens/detail/gate.hpp"
+#include "nemo/lens/state.hpp"
+
+namespace nemo::lens {
+namespace detail {
+
+const std::atomic<bool> g_unresolved_flag{true};
+
+namespace {
+
+constexpr std::uint32_t kMaxGroups = 4096;
+constexpr std::size_t kTableSize = 8192;  // power of two, at most half full
+constexpr std::size_t kTableMask = kTableSize - 1;
+
+struct InternedGroup {
+  std::string name;
+  std::uint64_t hash;
+  std::uint32_t index;
+};
+
+constinit std::atomic<bool> g_flags[kMaxGroups] = {};
+constinit std::atomic<const InternedGroup*> g_table[kTableSize] = {};
+constinit std::atomic<const GroupSet*> g_snapshot{nullptr};  // null: nothing published yet
+constinit std::mutex g_writer_mu;                            // guards everything below
+
+// Never destroyed: readers on other threads may still use them during exit.
+std::vector<const InternedGroup*>& interned() {
+  static auto* v = new std::vector<const InternedGroup*>();
+  return *v;
+}
+std::vector<const GroupSet*>& published_sets() {
+  static auto* v = new std::vector<const GroupSet*>();
+  return *v;
+}
+
+std::uint64_t hash_name(std::string_view s) noexcept {  // FNV-1a, 64 bit
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+const InternedGroup* find(std::string_view name, std::uint64_t h) noexcept {
+  for (std::size_t i = h & kTableMask, n = 0; n < kTableSize; i = (i + 1) & kTableMask, ++n) {
+    // Acquire pairs with the release in intern_locked(): the entry's fields are visible.
+    const InternedGroup* e = g_table[i].load(std::memory_order_acquire);
+    if (e == nullptr) return nullptr;
+    if (e->hash == h && e->name == name) return e;
+  }
+  return nullptr;
+}
+
+bool snapshot_contains(std::string_view name) noexcept {
+  const GroupSet* s = g_snapshot.load(std::memory_order_acquire);
+  return s != nullptr && s->find(name) != s->end();
+}
+
+// Requires g_writer_mu. Returns null when the table is full.
+const InternedGroup* intern_locked(std::string_view name) {
+  const std::uint64_t h = hash_name(name);
+  if (const InternedGroup* e = find(name, h)) return e;
+  auto& all = interned();
+  if (all.size() >= kMaxGroups) return nullptr;
+  all.reserve(all.size() + 1);
+  auto* e = new InternedGroup{std::string(name), h, static_cast<std::uint32_t>(all.size())};
+  // The flag is set before the entry is published, so whoever finds the entry reads its state.
+  g_flags[e->index].store(snapshot_contains(name), std::memory_order_relaxed);
+  std::size_t i = h & kTableMask;
+  while (g_table[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & kTableMask;
+  g_table[i].store(e, std::memory_order_release);
+  all.push_back(e);
+  return e;
+}
+
+}  // namespace
+
+bool resolve_site(SiteGate& site) noexcept {
+  const InternedGroup* e = nullptr;
+  try {
+    std::lock_guard lock(g_writer_mu);
+    e = intern_locked(site.group);
+  } catch (...) {
+    e = nullptr;  // out of memory: the site stays unresolved and asks by name each time
+  }
+  if (e == nullptr) return is_span_group_enabled(site.group);
+  // Relaxed: the flag array is statically initialised; see site_enabled().
+  site.flag.store(&g_flags[e->index], std::memory_order_relaxed);
+  return g_flags[e->index].load(std::memory_order_relaxed);
+}
+
+}  // namespace detail
+
+bool is_span_group_enabled(std::string_view group) noexcept {
+  using namespace detail;
+  if (const InternedGroup* e = find(group, hash_name(group))) {
+    return g_flags[e->index].load(std::memory_order_relaxed);
+  }
+  // Not interned: enabled only if the table was full when it was enabled.
+  return snapshot_contains(group);
+}
+
+void set_enabled_span_groups(GroupSet groups) {
+  using namespace detail;
+  std::lock_guard lock(g_writer_mu);
+  const GroupSet* snapshot = nullptr;
+  for (const GroupSet* s : published_sets()) {
+    if (*s == groups) snapshot = s;
+  }
+  if (snapshot == nullptr) {
+    published_sets().reserve(published_sets().size() + 1);
+    snapshot = new GroupSet(std::move(groups));
+    published_sets().push_back(snapshot);
+  }
+  g_snapshot.store(snapshot, std::memory_order_release);
+  // Only flags whose value changes are written, so a group in both sets never reads false.
+  for (const InternedGroup* e : interned()) {
+    const bool on = snapshot->count(e->name) != 0;
+    if (g_flags[e->index].load(std::memory_order_relaxed) != on) {
+      g_flags[e->index].store(on, std::memory_order_relaxed);
+    }
+  }
+  for (const auto& name : *snapshot) intern_locked(name);
+}
+
+GroupSet enabled_span_groups() {
+  const GroupSet* s = detail::g_snapshot.load(std::memory_order_acquire);
+  return s != nullptr ? *s : GroupSet{};
+}
+
+}  // namespace nemo::lens
