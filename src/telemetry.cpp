@@ -98,7 +98,15 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   state->config = config;
   state->rank = rank;
   state->world_size = world_size;
-  if (!config.enabled) return TelemetryHandle(std::move(state));
+  if (!config.enabled) {
+    // Every group off, unless an enabled set-up (say, of another library in this process) is
+    // active: a disabled configuration must not switch that one's tracing off.
+    std::lock_guard lock(detail::g_setup_mu);
+    if (auto active = detail::active_state().lock(); !active || active->shut_down.load()) {
+      set_enabled_span_groups({});
+    }
+    return TelemetryHandle(std::move(state));
+  }
 
   // Everything that can throw happens before any state changes.
   config.validate();
