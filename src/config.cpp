@@ -95,6 +95,12 @@ std::optional<std::string> NemoLensConfig::env(std::string_view key) const {
   return f->value;
 }
 
+std::optional<std::string> NemoLensConfig::env_variable(std::string_view key) const {
+  auto f = lookup(env_prefix, env_fallback_prefix, key);
+  if (!f) return std::nullopt;
+  return f->variable;
+}
+
 NemoLensConfig NemoLensConfig::from_env(std::string_view prefix,
                                         std::optional<std::string_view> fallback_prefix,
                                         const SpanGroupCatalog& span_group_cls) {

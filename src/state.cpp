@@ -47,7 +47,7 @@ std::vector<const GroupSet*>& published_sets() {
 }
 
 // Eight bytes per multiply and no variable-length copies: lookups by name must stay near 10 ns.
-std::uint64_t hash_name(std::string_view s) noexcept {
+[[gnu::always_inline]] inline std::uint64_t hash_name(std::string_view s) noexcept {
   const char* p = s.data();
   const std::size_t n = s.size();
   auto load64 = [](const char* q) {
@@ -78,12 +78,31 @@ std::uint64_t hash_name(std::string_view s) noexcept {
   return h ^ (h >> 32);
 }
 
-const InternedGroup* find(std::string_view name, std::uint64_t h) noexcept {
+// Equality without a call into the C library: names are short.
+[[gnu::always_inline]] inline bool same_name(const std::string& a, std::string_view b) noexcept {
+  const std::size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* p = a.data();
+  const char* q = b.data();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, p + i, 8);
+    std::memcpy(&y, q + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; ++i) {
+    if (p[i] != q[i]) return false;
+  }
+  return true;
+}
+
+[[gnu::always_inline]] inline const InternedGroup* find(std::string_view name, std::uint64_t h) noexcept {
   for (std::size_t i = h & kTableMask, n = 0; n < kTableSize; i = (i + 1) & kTableMask, ++n) {
     // Acquire pairs with the release in intern_locked(): the entry's fields are visible.
     const InternedGroup* e = g_table[i].load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;
-    if (e->hash == h && e->name == name) return e;
+    if (e->hash == h && same_name(e->name, name)) return e;
   }
   return nullptr;
 }

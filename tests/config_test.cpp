@@ -223,3 +223,21 @@ TEST(Config, ValidateChecksTheSampleRate) {
 
 }  // namespace
 }  // namespace nemo::lens
+
+namespace nemo::lens {
+namespace {
+
+TEST(Config, EnvVariableNamesWhereAValueCameFrom) {
+  lens_test::ScopedEnv env;
+  NemoLensConfig c = NemoLensConfig::from_env("APP", "NEMO_LENS");
+  EXPECT_FALSE(c.env_variable("SPAN_GROUPS").has_value());
+  env.set("NEMO_LENS_SPAN_GROUPS", "all");
+  EXPECT_EQ(c.env_variable("SPAN_GROUPS"), "NEMO_LENS_SPAN_GROUPS");
+  env.set("APP_SPAN_GROUPS", " \t");
+  EXPECT_EQ(c.env_variable("SPAN_GROUPS"), "NEMO_LENS_SPAN_GROUPS");  // blank primary
+  env.set("APP_SPAN_GROUPS", "default");
+  EXPECT_EQ(c.env_variable("SPAN_GROUPS"), "APP_SPAN_GROUPS");
+}
+
+}  // namespace
+}  // namespace nemo::lens

@@ -75,6 +75,10 @@ struct NEMO_LENS_API NemoLensConfig {
   /// unset or blank; trimmed. Empty optional when neither is set to something non-blank.
   std::optional<std::string> env(std::string_view key) const;
 
+  /// The name of the variable env(key) reads: `<env_prefix>_<key>`, or the fallback's when only
+  /// that one is set. Empty optional when neither is set. For error messages.
+  std::optional<std::string> env_variable(std::string_view key) const;
+
   /// Reads the configuration from the environment: every field's `<prefix>_<KEY>` first,
   /// `<fallback_prefix>_<KEY>` when the primary is unset or blank, the default otherwise.
   /// Booleans accept 1/0, true/false, yes/no, on/off in any case; numbers must parse whole.

@@ -26,8 +26,12 @@
 #include <string_view>
 
 namespace nemo::lens {
+// Its own inline namespace, so the no-op never shares a linker name with the real function when
+// code built with and without lens ends up in one program.
+inline namespace fallback_noop {
 /// No-op: every group is off without lens.
 inline bool is_span_group_enabled(std::string_view) noexcept { return false; }
+}  // namespace fallback_noop
 }  // namespace nemo::lens
 
 #if !defined(LENS_GROUP_ENABLED)

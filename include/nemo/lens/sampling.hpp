@@ -21,7 +21,7 @@ class NEMO_LENS_API RankAwareSampler {
   /// Whether this rank's spans are kept. Constant; costs a load.
   bool should_sample() const noexcept { return keep_; }
 
-  /// A description for diagnostics, e.g. "RankAwareSampler(rank=3, rate=0.5)".
+  /// A description for diagnostics, e.g. "RankAwareSampler(rank=3, world_size=8, rate=0.5)".
   std::string description() const;
 
  private:
