@@ -134,6 +134,10 @@ const InternedGroup* intern_locked(std::string_view name) {
 
 }  // namespace
 
+// fork(): the writer mutex is held across fork so the child never inherits it mid-update.
+void lock_state_for_fork() noexcept { g_writer_mu.lock(); }
+void unlock_state_after_fork() noexcept { g_writer_mu.unlock(); }
+
 bool resolve_site(SiteGate& site) noexcept {
   const InternedGroup* e = nullptr;
   try {

@@ -6,7 +6,12 @@
 #include <random>
 
 #include "env.hpp"
+#include "export/exporters.hpp"
+#include "nemo/lens/sampling.hpp"
 #include "nemo/lens/state.hpp"
+#include "resources/resource.hpp"
+#include "strings.hpp"
+#include "tracing/engine.hpp"
 
 namespace nemo::lens {
 
@@ -17,8 +22,8 @@ struct TelemetryState {
   int rank = 0;
   int world_size = 1;
   bool exporting = false;
-  std::atomic<bool> shut_down{false};
-  std::mutex shutdown_mu;
+  Pipeline* pipeline = nullptr;  // immortal; null when not exporting
+  std::atomic<bool> shut_down{false};  // written under g_setup_mu
 };
 
 namespace {
@@ -32,13 +37,58 @@ std::weak_ptr<TelemetryState>& active_state() {
 
 std::string random_hex(std::size_t n) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // the OS's entropy source, unaffected by the program's seeding
   std::string out;
   while (out.size() < n) {
-    unsigned v = rd();
-    for (int i = 0; i < 8 && out.size() < n; ++i, v >>= 4) out += kHex[v & 0xf];
+    std::uint64_t v = os_random64();  // the OS's entropy, unaffected by the program's seeding
+    for (int i = 0; i < 16 && out.size() < n; ++i, v >>= 4) out += kHex[v & 0xf];
   }
   return out;
+}
+
+std::vector<std::string> redacted_keys(const NemoLensConfig& config, const SetupOptions& options) {
+  if (options.redacted_keys) return *options.redacted_keys;
+  auto env = config.env("REDACTED_KEYS");
+  if (!env) return default_redacted_keys();
+  std::vector<std::string> keys;
+  for (auto part : split(*env, ',')) {
+    auto k = trim(part);
+    if (!k.empty()) keys.emplace_back(k);
+  }
+  return keys;
+}
+
+void print_summary(const TelemetryState& s, const TelemetryStats& st) {
+  const std::uint64_t dropped =
+      st.spans_dropped_queue_full + st.spans_dropped_export_failed + st.spans_dropped_shutdown;
+  if (dropped == 0) return;
+  std::fprintf(stderr,
+               "lens: rank %d dropped %llu of %llu spans (queue full %llu, export failed %llu, "
+               "at shutdown %llu); exported %llu\n",
+               s.rank, static_cast<unsigned long long>(dropped),
+               static_cast<unsigned long long>(st.spans_ended),
+               static_cast<unsigned long long>(st.spans_dropped_queue_full),
+               static_cast<unsigned long long>(st.spans_dropped_export_failed),
+               static_cast<unsigned long long>(st.spans_dropped_shutdown),
+               static_cast<unsigned long long>(st.spans_exported));
+}
+
+// Requires g_setup_mu. Stops `s`'s pipeline and, when `s` is the active set-up, every group.
+bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadline) noexcept {
+  if (active_state().lock().get() == &s) {
+    try {
+      set_enabled_span_groups({});
+    } catch (...) {
+    }
+    active_state().reset();
+  }
+  bool ok = true;
+  if (s.pipeline != nullptr) {
+    Pipeline* p = s.pipeline->current();
+    ok = p->shutdown(deadline);
+    print_summary(s, p->stats());
+  }
+  s.shut_down.store(true);
+  return ok;
 }
 
 }  // namespace
@@ -60,29 +110,36 @@ int TelemetryHandle::rank() const noexcept { return state_ ? state_->rank : 0; }
 
 int TelemetryHandle::world_size() const noexcept { return state_ ? state_->world_size : 1; }
 
-bool TelemetryHandle::force_flush(std::chrono::milliseconds) noexcept { return true; }
+bool TelemetryHandle::force_flush(std::chrono::milliseconds timeout) noexcept {
+  if (!state_ || state_->pipeline == nullptr || state_->shut_down.load()) return true;
+  return state_->pipeline->current()->flush(std::chrono::steady_clock::now() + timeout);
+}
 
-bool TelemetryHandle::shutdown(std::chrono::milliseconds) noexcept {
+bool TelemetryHandle::shutdown(std::chrono::milliseconds timeout) noexcept {
   if (!state_) return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   try {
-    std::lock_guard lock(state_->shutdown_mu);
+    std::lock_guard lock(detail::g_setup_mu);
     if (state_->shut_down.load()) return true;
-    {
-      std::lock_guard setup_lock(detail::g_setup_mu);
-      if (detail::active_state().lock() == state_) {
-        set_enabled_span_groups({});
-        detail::active_state().reset();
-      }
-    }
-    state_->shut_down.store(true);
+    return detail::stop_locked(*state_, deadline);
   } catch (...) {
     return false;  // a mutex failed; nothing else here can throw
   }
-  return true;
 }
 
 bool TelemetryHandle::is_shut_down() const noexcept {
   return state_ && state_->shut_down.load();
+}
+
+TelemetryStats TelemetryHandle::stats() const noexcept {
+  if (!state_ || state_->pipeline == nullptr) return {};
+  return state_->pipeline->current()->stats();
+}
+
+const Resource& TelemetryHandle::resource() const noexcept {
+  static const Resource kEmpty;
+  if (!state_ || state_->pipeline == nullptr) return kEmpty;
+  return state_->pipeline->current()->resource;
 }
 
 TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int world_size,
@@ -108,7 +165,16 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     return TelemetryHandle(std::move(state));
   }
 
-  // Everything that can throw happens before any state changes.
+  // Everything that can throw happens before any state changes. Set-up is rare: it runs under
+  // the set-up mutex from here on.
+  std::lock_guard lock(detail::g_setup_mu);
+  auto active = detail::active_state().lock();
+  if (active && active->shut_down.load()) active.reset();
+  if (active && !options.allow_reinit) {
+    throw ConfigError(
+        "setup_telemetry was already called in this process (run_id '" + active->config.run_id +
+        "'). Call shutdown() on its handle first, or pass SetupOptions{.allow_reinit = true}.");
+  }
   config.validate();
   GroupSet groups = config.resolved_span_groups();
   ExportStrategy strategy =
@@ -117,17 +183,42 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   if (state->config.run_id.empty()) {
     state->config.run_id = detail::env_trimmed("SLURM_JOB_ID").value_or(detail::random_hex(12));
   }
-
-  std::lock_guard lock(detail::g_setup_mu);
-  if (auto active = detail::active_state().lock(); active && !active->shut_down.load()) {
-    if (!options.allow_reinit) {
-      throw ConfigError(
-          "setup_telemetry was already called in this process (run_id '" + active->config.run_id +
-          "'). Call shutdown() on its handle first, or pass SetupOptions{.allow_reinit = true}.");
+  // A rank the rank-aware sampler drops keeps none of its spans: it gets no pipeline and every
+  // group off, so its sites cost only the gate.
+  const bool rank_sampled =
+      !config.sampler_enabled ||
+      RankAwareSampler(rank, world_size, config.export_sample_rate).should_sample();
+  const bool tracing = state->exporting && config.traces_enabled && rank_sampled;
+  if (tracing) {
+    detail::BatchOptions batch = detail::batch_options_from_env();
+    detail::SpanLimits limits = detail::span_limits_from_env();
+    detail::SamplerConfig sampler = detail::sampler_from_env();
+    Resource resource =
+        detail::detect_resource(state->config, rank, world_size, options.resource_attributes);
+    std::shared_ptr<SpanExporter> exporter = options.exporter;
+    std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
+    if (!exporter) {
+      exporter = detail::make_exporter(state->config, rank);
+      exporter_for_child = [cfg = state->config, rank]() -> std::shared_ptr<SpanExporter> {
+        try {
+          return detail::make_exporter(cfg, rank);
+        } catch (...) {
+          return nullptr;  // the child's spans are counted as failed exports
+        }
+      };
     }
-    active->shut_down.store(true);  // replaced: its groups are overwritten below
+    auto* pipeline = new detail::Pipeline(batch, limits, sampler, detail::redacted_keys(config, options),
+                                          std::move(resource), std::move(exporter));
+    pipeline->exporter_for_child = std::move(exporter_for_child);
+    state->pipeline = pipeline;
   }
-  set_enabled_span_groups(state->exporting ? std::move(groups) : GroupSet{});
+
+  if (active) {
+    detail::stop_locked(*active, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  }
+  detail::install_fork_handlers();
+  detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
+  set_enabled_span_groups(tracing ? std::move(groups) : GroupSet{});
   detail::active_state() = state;
   return TelemetryHandle(std::move(state));
 }

@@ -15,4 +15,19 @@ TEST(Fallback, WithLensItIsTheRealApi) {
   EXPECT_FALSE(LENS_GROUP_ENABLED("step"));
 }
 
+TEST(Fallback, WithLensSpansAreReal) {
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.span_groups = "step";
+  nemo::lens::SetupOptions o;
+  auto memory = std::make_shared<nemo::lens::InMemorySpanExporter>();
+  o.exporter = memory;
+  auto h = nemo::lens::setup_telemetry(c, 0, 1, o);
+  { LENS_SPAN(span, "step", "real", {"k", 1}); }
+  h.force_flush();
+  EXPECT_EQ(memory->spans().size(), 1u);
+  h.shutdown();
+}
+
 }  // namespace

@@ -11,8 +11,9 @@ extern char** environ;
 
 namespace lens_test {
 
-/// Clears every variable lens reads (any NEMO_LENS_*, OTEL_*, SLURM_*, WANDB_*, LOCAL_RANK and
-/// the test prefixes) on construction and restores the whole previous set on destruction.
+/// Clears every variable lens reads (any NEMO_LENS_*, OTEL_*, SLURM_*, SLURMD_*, WANDB_*, K8S_*,
+/// KUBERNETES_*, HOSTNAME, CUDA_VISIBLE_DEVICES, LOCAL_RANK and the test prefixes) on construction
+/// and restores the whole previous set on destruction.
 class ScopedEnv {
  public:
   ScopedEnv() {
@@ -46,8 +47,10 @@ class ScopedEnv {
 
  private:
   static bool relevant(const std::string& key) {
-    for (const char* p : {"NEMO_LENS_", "OTEL_", "SLURM_", "WANDB_", "MEGATRON_OTEL_", "RL_OTEL_",
-                          "DEPLOYMENT_ENV", "ENVIRONMENT", "LOCAL_RANK", "KUBERNETES_"}) {
+    for (const char* p :
+         {"NEMO_LENS_", "OTEL_", "SLURM_", "SLURMD_", "LENS_SLURM_", "NV_LAUNCH_", "WANDB_",
+          "MEGATRON_OTEL_", "RL_OTEL_", "DEPLOYMENT_ENV", "ENVIRONMENT", "LOCAL_RANK",
+          "KUBERNETES_", "K8S_", "HOSTNAME", "CUDA_VISIBLE_DEVICES"}) {
       if (key.rfind(p, 0) == 0) return true;
     }
     return false;

@@ -18,6 +18,7 @@ NemoLensConfig enabled_config(std::string spec = "default") {
   c.enabled = true;
   c.span_groups = std::move(spec);
   c.export_strategy = "all_ranks";
+  c.exporter = "console";
   return c;
 }
 

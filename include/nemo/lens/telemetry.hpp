@@ -9,13 +9,16 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/exporter.hpp"
 #include "nemo/lens/groups.hpp"
 #include "nemo/lens/strategies.hpp"
 
@@ -24,12 +27,40 @@ namespace nemo::lens {
 /// Optional inputs to setup_telemetry().
 struct SetupOptions {
   /// Extra resource attributes, applied last (they override detected ones).
-  std::vector<std::pair<std::string, std::string>> resource_attributes;
+  std::vector<KeyValue> resource_attributes;
+  /// An exporter used instead of the one config.exporter names. In a forked child it keeps being
+  /// used as is, so it must tolerate fork (the built-in exporters are re-created instead).
+  std::shared_ptr<SpanExporter> exporter;
+  /// Attribute keys whose string values are exported as "[REDACTED]", replacing the default set
+  /// (prompt, input_text, output_text, text, password, token, secret, key) and
+  /// `<PREFIX>_REDACTED_KEYS`.
+  std::optional<std::vector<std::string>> redacted_keys;
   /// A strategy used instead of the one config.export_strategy names.
   ExportStrategy strategy;
   /// Permits a second enabled set-up while one is active (the active one is shut down first).
   /// Meant for tests.
   bool allow_reinit = false;
+};
+
+/// Counters of one set-up's span pipeline, since it started.
+struct TelemetryStats {
+  /// Spans started (recording or sampled out).
+  std::uint64_t spans_started = 0;
+  /// Spans ended.
+  std::uint64_t spans_ended = 0;
+  /// Spans handed to the exporter successfully.
+  std::uint64_t spans_exported = 0;
+  /// Spans dropped because the queue was full (the caller never waits).
+  std::uint64_t spans_dropped_queue_full = 0;
+  /// Spans lost because the exporter failed.
+  std::uint64_t spans_dropped_export_failed = 0;
+  /// Spans dropped because they ended while the pipeline was shutting down, or did not fit the
+  /// queue as truncated copies.
+  std::uint64_t spans_dropped_shutdown = 0;
+  /// Open spans exported as truncated at shutdown.
+  std::uint64_t spans_truncated = 0;
+  /// export_spans() calls made.
+  std::uint64_t export_requests = 0;
 };
 
 namespace detail {
@@ -61,12 +92,21 @@ class NEMO_LENS_API TelemetryHandle {
   /// time (always true when not exporting).
   bool force_flush(std::chrono::milliseconds timeout = std::chrono::seconds(30)) noexcept;
 
-  /// Flushes, stops the pipeline and switches every span group off. Idempotent: later calls
-  /// return true at once. After it, a new setup_telemetry() is allowed.
+  /// Switches every span group off, ends still-open spans as truncated (attribute and event
+  /// nemo.span.truncated, innermost first), exports everything queued and stops the exporter
+  /// thread, waiting at most `timeout`. Prints a one-line summary to stderr when spans were
+  /// dropped. Idempotent: later calls return true at once. After it, a new setup_telemetry() is
+  /// allowed. Returns false when the timeout expired first.
   bool shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(30)) noexcept;
 
   /// Whether shutdown() has completed (false for a default-constructed handle).
   bool is_shut_down() const noexcept;
+
+  /// The pipeline's counters (all zero when not exporting).
+  TelemetryStats stats() const noexcept;
+
+  /// The resource every export carries (empty when not exporting).
+  const Resource& resource() const noexcept;
 
  private:
   friend NEMO_LENS_API TelemetryHandle setup_telemetry(const NemoLensConfig&, int, int,
@@ -76,11 +116,13 @@ class NEMO_LENS_API TelemetryHandle {
 };
 
 /// Sets up telemetry for this process. Disabled config: a no-op handle, every group off. Enabled
-/// and this rank exports (per the strategy): the resolved span groups are enabled. Enabled but not
-/// exporting: every group off, so gated sites cost only the gate. Throws SpanGroupError for a bad
-/// span_groups spec and ConfigError for a bad field, an unknown strategy, an invalid rank/world
-/// size, or a second enabled set-up while one is active (unless options.allow_reinit); on a
-/// throw nothing changes.
+/// and this rank exports (per the strategy): the span pipeline starts and the resolved span groups
+/// are enabled. Enabled but not exporting: every group off, so gated sites cost only the gate.
+/// Reads the OTEL_BSP_*, OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_*, OTEL_TRACES_SAMPLER[_ARG] and
+/// OTEL_RESOURCE_ATTRIBUTES variables. Throws SpanGroupError for a bad span_groups spec and
+/// ConfigError for a bad field or variable, an unknown strategy or exporter, an invalid
+/// rank/world size, or a second enabled set-up while one is active (unless
+/// options.allow_reinit); on a throw nothing changes.
 NEMO_LENS_API TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank = 0,
                                               int world_size = 1, SetupOptions options = {});
 

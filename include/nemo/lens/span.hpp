@@ -1,0 +1,159 @@
+// Spans: RAII scopes that record a name, a start and end time, attributes, events, links and a
+// status, nest under the thread's current span and are exported when they end.
+//
+//   {
+//     auto span = nemo::lens::managed_span("step", "train_step", {{"iteration", it}});
+//     span.set_attribute("loss", loss);          // no-op when the group is off
+//   }                                             // ends here; an escaping exception marks it ERROR
+//   auto job = nemo::lens::span_cm("pretrain");  // ungated; job.end() or scope exit ends it
+//   auto timed_save = nemo::lens::trace_fn("checkpoint", "save", [&] { save(); });
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "nemo/lens/attributes.hpp"
+#include "nemo/lens/context.hpp"
+#include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/detail/gate.hpp"
+#include "nemo/lens/exporter.hpp"
+
+namespace nemo::lens {
+
+namespace detail {
+struct SpanRecord;
+struct SpanSite;
+struct SpanAccess;
+}  // namespace detail
+
+/// A span in progress, or an empty handle that records nothing (its group is off, tracing is not
+/// set up, the span was sampled out, or it has ended). Movable, not copyable. Every method is
+/// noexcept and costs nothing on an empty handle. A span is the current span of the thread that
+/// started it from start until it ends, wherever the handle has moved; spans may end in any order.
+/// A handle may be used from another thread than the one that started it, but not from two threads
+/// at once.
+class NEMO_LENS_API Span {
+ public:
+  /// An empty handle.
+  Span() noexcept = default;
+  Span(Span&& other) noexcept
+      : rec_(std::exchange(other.rec_, nullptr)), uncaught_(other.uncaught_) {}
+  /// Ends the span this handle holds, then takes over `other`'s.
+  Span& operator=(Span&& other) noexcept;
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  /// Ends the span. When the scope is left by an exception thrown after the span started, the span
+  /// gets status ERROR and an "exception" event first.
+  ~Span() {
+    if (rec_ != nullptr) finish(std::uncaught_exceptions() > uncaught_);
+  }
+
+  /// Whether the span records (false for an empty or ended handle, or a sampled-out span).
+  explicit operator bool() const noexcept { return is_recording(); }
+  /// Whether the span records.
+  bool is_recording() const noexcept;
+
+  /// Sets (or replaces) an attribute. String values under a redacted key become "[REDACTED]".
+  Span& set_attribute(std::string_view key, AttributeArg value) noexcept;
+  /// Sets several attributes.
+  Span& set_attributes(std::initializer_list<Attribute> attributes) noexcept;
+  /// Adds a timestamped event.
+  Span& add_event(std::string_view name, std::initializer_list<Attribute> attributes = {}) noexcept;
+  /// Links this span to another span's context (ignored when the context is invalid).
+  Span& add_link(const SpanContext& target, std::initializer_list<Attribute> attributes = {}) noexcept;
+  /// Sets the status. An OK status is final; UNSET never replaces another status.
+  Span& set_status(StatusCode code, std::string_view message = {}) noexcept;
+  /// Sets the kind (internal by default).
+  Span& set_kind(SpanKind kind) noexcept;
+  /// Records `e` as an "exception" event (exception.type demangled, exception.message) and sets
+  /// status ERROR with the message.
+  Span& record_exception(const std::exception& e) noexcept;
+  /// The span's context; invalid for an empty handle.
+  SpanContext context() const noexcept;
+  /// Ends the span now (idempotent); the handle becomes empty.
+  void end() noexcept {
+    if (rec_ != nullptr) finish(false);
+  }
+
+ private:
+  friend struct detail::SpanAccess;
+  explicit Span(detail::SpanRecord* rec) noexcept
+      : rec_(rec), uncaught_(std::uncaught_exceptions()) {}
+  void finish(bool unwinding) noexcept;
+
+  detail::SpanRecord* rec_ = nullptr;
+  int uncaught_ = 0;
+};
+
+/// Options for start_span().
+struct SpanStartOptions {
+  /// The span group; empty for an ungated span. A non-empty group that is off gives an empty span.
+  std::string_view group;
+  SpanKind kind = SpanKind::kInternal;
+  /// An explicit parent (e.g. extracted from another process); when null the thread's current span
+  /// is the parent.
+  const SpanContext* parent = nullptr;
+  /// Start a new trace even when the thread has a current span.
+  bool root = false;
+  /// A span to link to (ignored when null or invalid).
+  const SpanContext* link = nullptr;
+};
+
+/// Starts a span with full control over parent, kind and links. Never throws.
+NEMO_LENS_API Span start_span(std::string_view name, const SpanStartOptions& options,
+                              std::initializer_list<Attribute> attributes = {}) noexcept;
+
+/// Starts a span of `group` when that group is enabled; otherwise returns an empty handle after one
+/// lookup of the group by name. Prefer LENS_SPAN at hot sites: it caches the lookup.
+inline Span managed_span(std::string_view group, std::string_view name,
+                         std::initializer_list<Attribute> attributes = {}) noexcept {
+  SpanStartOptions options;
+  options.group = group;
+  return start_span(name, options, attributes);
+}
+
+/// Starts an ungated span: it records whenever tracing is set up on an exporting rank.
+inline Span span_cm(std::string_view name, std::initializer_list<Attribute> attributes = {}) noexcept {
+  return start_span(name, SpanStartOptions{}, attributes);
+}
+
+/// Wraps `f` so that every call runs inside managed_span(group, name). An exception leaving `f` is
+/// recorded on the span (type and message) and rethrown. The wrapper owns copies of the names.
+template <class F>
+auto trace_fn(std::string_view group, std::string_view name, F&& f) {
+  struct Names {
+    std::string group, name;
+  };
+  return [names = std::make_shared<const Names>(Names{std::string(group), std::string(name)}),
+          fn = std::forward<F>(f)](auto&&... args) mutable -> decltype(auto) {
+    Span span = managed_span(names->group, names->name);
+    try {
+      return fn(std::forward<decltype(args)>(args)...);
+    } catch (const std::exception& e) {
+      span.record_exception(e);
+      throw;
+    }
+  };
+}
+
+namespace detail {
+
+/// A LENS_SPAN call site: its gate and its span name. Constant-initialised.
+struct SpanSite {
+  SiteGate gate;
+  std::string_view name;
+};
+
+/// Starts the span of an enabled LENS_SPAN site.
+NEMO_LENS_API Span start_site_span(const SpanSite& site,
+                                   std::initializer_list<Attribute> attributes) noexcept;
+
+}  // namespace detail
+
+}  // namespace nemo::lens

@@ -1,0 +1,64 @@
+#include "nemo/lens/context.hpp"
+
+namespace nemo::lens {
+
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+template <std::size_t N>
+std::string to_hex(const std::array<std::uint8_t, N>& bytes) {
+  std::string out(2 * N, '0');
+  for (std::size_t i = 0; i < N; ++i) {
+    out[2 * i] = kHex[bytes[i] >> 4];
+    out[2 * i + 1] = kHex[bytes[i] & 0xf];
+  }
+  return out;
+}
+
+int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+template <std::size_t N>
+bool from_hex(std::string_view hex, std::array<std::uint8_t, N>& out) noexcept {
+  if (hex.size() != 2 * N) return false;
+  for (std::size_t i = 0; i < N; ++i) {
+    const int hi = hex_digit(hex[2 * i]);
+    const int lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+template <std::size_t N>
+bool any_nonzero(const std::array<std::uint8_t, N>& bytes) noexcept {
+  for (auto b : bytes) {
+    if (b != 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool TraceId::is_valid() const noexcept { return any_nonzero(bytes); }
+std::string TraceId::to_hex() const { return nemo::lens::to_hex(bytes); }
+std::optional<TraceId> TraceId::from_hex(std::string_view hex) noexcept {
+  TraceId id;
+  if (!nemo::lens::from_hex(hex, id.bytes)) return std::nullopt;
+  return id;
+}
+
+bool SpanId::is_valid() const noexcept { return any_nonzero(bytes); }
+std::string SpanId::to_hex() const { return nemo::lens::to_hex(bytes); }
+std::optional<SpanId> SpanId::from_hex(std::string_view hex) noexcept {
+  SpanId id;
+  if (!nemo::lens::from_hex(hex, id.bytes)) return std::nullopt;
+  return id;
+}
+
+}  // namespace nemo::lens

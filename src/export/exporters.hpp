@@ -1,0 +1,103 @@
+// The built-in span exporters and the OTLP/JSON encoding they share. Internal.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "nemo/lens/config.hpp"
+#include "nemo/lens/exporter.hpp"
+
+namespace nemo::lens::detail {
+
+/// Appends one OTLP/JSON ExportTraceServiceRequest for `spans` to `out`, on one line without a
+/// trailing newline (the OTLP specification's JSON Protobuf Encoding of opentelemetry-proto's
+/// collector/trace/v1 request):
+///
+///   {"resourceSpans":[{"resource":{"attributes":[...]},
+///     "scopeSpans":[{"scope":{"name":"nemo.lens","version":"<NEMO_LENS_VERSION_STRING>"},
+///                    "spans":[...]}]}]}
+///
+/// - Keys are lowerCamelCase; trace and span ids lower-case hex strings (not base64); 64-bit
+///   integers (startTimeUnixNano, endTimeUnixNano, timeUnixNano, intValue) decimal strings;
+///   enums integers (kind 1 internal .. 5 consumer; status.code 0 unset, 1 ok, 2 error).
+/// - `flags` (span and link, fixed32, a JSON number): bits 0-7 are the W3C trace flags of the
+///   span's (link's) context; bit 8 (SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, 0x100) is always set
+///   and bit 9 (SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK, 0x200) is set when the parent (for a link: the
+///   linked context) is remote, as trace.proto (v1.1+) defines them. A sampled local span is 257.
+/// - AnyValue: {"stringValue":"s"}, {"boolValue":true}, {"intValue":"42"}, {"doubleValue":0.5},
+///   {"arrayValue":{"values":[AnyValue...]}}. Doubles use the shortest round-trip form (with ".0"
+///   when integral); NaN and the infinities are the strings "NaN", "Infinity", "-Infinity" (the
+///   protobuf JSON mapping). Strings are escaped per RFC 8259; invalid UTF-8 becomes U+FFFD.
+/// - Omitted at their proto3 default: parentSpanId (root span), traceState (empty), events and
+///   links (none), every dropped*Count (0), status.message (empty). Always present: traceId,
+///   spanId, flags, name, kind, both times, attributes (possibly []), status.code.
+/// - Two span attributes are added after the span's own, for `lens report` and OTel backends:
+///   `nemo.span.group` (string, only when SpanData::group is non-empty) and `thread.id` (int,
+///   the OTel semantic convention, only when SpanData::thread_id is non-zero). When the span
+///   already carries an attribute with either key, the span's own value is kept (keys stay unique).
+/// - Null entries of `spans` are skipped; negative timestamps are written as "0".
+void append_otlp_json(std::string& out, std::span<const SpanData* const> spans,
+                      const Resource& resource);
+
+/// Writes one compact JSON object per span per line to a stream (stdout by default).
+/// Field names are snake_case (see console_exporter.cpp); each batch is one fwrite and fflush.
+class ConsoleSpanExporter : public SpanExporter {
+ public:
+  explicit ConsoleSpanExporter(std::FILE* out = stdout) : out_(out) {}
+  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
+                            std::chrono::steady_clock::time_point deadline) noexcept override;
+  bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override;
+
+ private:
+  std::FILE* out_;
+  std::string buffer_;
+  std::string resource_json_;
+};
+
+/// Appends one OTLP/JSON line per batch to a file, with one write() per batch on an O_APPEND
+/// descriptor, so a crash loses at most the batch in flight and processes sharing the file do not
+/// interleave lines. Only a short write (which regular files give only on errors such as a full
+/// disk) is continued with further write() calls, which another writer could then interleave; a
+/// line left incomplete by a failed write is terminated before the next batch, so only that line
+/// is lost. Writes block and are not bounded by the deadline. force_flush does not fdatasync:
+/// every batch is in the kernel once export_spans returns, which already survives a crash of the
+/// process; fdatasync would only add durability against an OS crash, at the cost of a disk (on
+/// the network filesystems of clusters, a server) round trip on every flush.
+class FileSpanExporter : public SpanExporter {
+ public:
+  /// Opens (creating, mode 0644) `path` for appending. Throws ConfigError naming the path, where
+  /// it came from (`origin`, e.g. export_path_origin(); left out when empty) and the OS error.
+  explicit FileSpanExporter(std::string path, std::string_view origin = {});
+  ~FileSpanExporter() override;
+  FileSpanExporter(const FileSpanExporter&) = delete;
+  FileSpanExporter& operator=(const FileSpanExporter&) = delete;
+  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
+                            std::chrono::steady_clock::time_point deadline) noexcept override;
+  bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override;
+  void shutdown(std::chrono::steady_clock::time_point deadline) noexcept override;
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;
+  bool line_open_ = false;  // a failed write left a partial line in the file
+};
+
+/// The file exporter's path for `rank`: `<PREFIX>_EXPORT_PATH` (default
+/// "lens-traces-rank{rank}.jsonl") with every "{rank}" replaced.
+std::string export_path(const NemoLensConfig& config, int rank);
+
+/// Where export_path() came from, for error messages: the variable it was read from, or
+/// "the default of <PREFIX>_EXPORT_PATH".
+std::string export_path_origin(const NemoLensConfig& config);
+
+/// The exporter config.exporter names (trimmed, any case): "console" (stdout) or "file"
+/// (export_path(config, rank)); "otlp" is not available yet. Throws ConfigError naming the
+/// variable (or NemoLensConfig::exporter when it was not read from one), the value and the valid
+/// exporters.
+std::shared_ptr<SpanExporter> make_exporter(const NemoLensConfig& config, int rank);
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,457 @@
+// Resource detection. The attribute names, the variables they are read from, their types and the
+// conditions under which they appear follow NeMo Lens (Python): providers.py for the service, rank
+// and run attributes, resources/slurm.py, kubernetes.py and local.py for the detected ones. The
+// order in which the sources override each other is lens's own; docs/resources.md lists both.
+#include "resources/resource.hpp"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <array>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "env.hpp"
+#include "nemo/lens/errors.hpp"
+#include "nemo/lens/version.hpp"
+#include "strings.hpp"
+
+namespace nemo::lens::detail {
+
+namespace {
+
+constexpr const char* kOtelResourceAttributes = "OTEL_RESOURCE_ATTRIBUTES";
+
+// The attributes being assembled: one entry per key, kept in the order keys first appear. Setting
+// a key again replaces its value in place.
+class AttributeSet {
+ public:
+  void set(std::string_view key, AttributeValue value) {
+    if (KeyValue* kv = find(key)) {
+      kv->value = std::move(value);
+    } else {
+      attrs_.push_back(KeyValue{std::string(key), std::move(value)});
+    }
+  }
+
+  // Sets a string attribute unless `value` is empty (NeMo Lens treats "" as absent).
+  void set_nonempty(std::string_view key, std::string_view value) {
+    if (!value.empty()) set(key, std::string(value));
+  }
+
+  bool contains(std::string_view key) { return find(key) != nullptr; }
+
+  std::vector<KeyValue> take() { return std::move(attrs_); }
+
+ private:
+  KeyValue* find(std::string_view key) {
+    for (KeyValue& kv : attrs_) {
+      if (kv.key == key) return &kv;
+    }
+    return nullptr;
+  }
+
+  std::vector<KeyValue> attrs_;
+};
+
+// The variable's raw value (untrimmed, possibly empty); empty optional when unset.
+std::optional<std::string_view> raw_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string_view(v);
+}
+
+// The variable's raw value, or "" when unset: Python's `environ.get(name, "")`.
+std::string_view env_or_empty(const char* name) { return raw_env(name).value_or(""); }
+
+// The first of `names` set to a non-empty value, or "".
+std::string_view first_nonempty_env(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    std::string_view v = env_or_empty(name);
+    if (!v.empty()) return v;
+  }
+  return {};
+}
+
+// A whole decimal integer with an optional sign, surrounding whitespace allowed (what Python's
+// int() accepts for the values lens sees); empty optional otherwise.
+std::optional<std::int64_t> parse_int64(std::string_view s) {
+  std::string_view t = trim(s);
+  bool negative = false;
+  if (!t.empty() && (t.front() == '+' || t.front() == '-')) {
+    negative = t.front() == '-';
+    t.remove_prefix(1);
+  }
+  if (t.empty() || t.front() < '0' || t.front() > '9') return std::nullopt;
+  std::uint64_t magnitude = 0;
+  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), magnitude);
+  if (ec != std::errc() || ptr != t.data() + t.size()) return std::nullopt;
+  constexpr auto kMax = static_cast<std::uint64_t>(INT64_MAX);
+  if (magnitude > kMax + (negative ? 1U : 0U)) return std::nullopt;
+  if (negative) return magnitude == kMax + 1U ? INT64_MIN : -static_cast<std::int64_t>(magnitude);
+  return static_cast<std::int64_t>(magnitude);
+}
+
+// NeMo Lens's `_set_int`: unset or empty gives `fallback` (when there is one), a value that does
+// not parse gives nothing.
+void set_int(AttributeSet& attrs, std::string_view key, std::string_view value,
+             std::optional<std::int64_t> fallback = std::nullopt) {
+  if (value.empty()) {
+    if (fallback) attrs.set(key, *fallback);
+    return;
+  }
+  if (auto n = parse_int64(value)) attrs.set(key, *n);
+}
+
+// The RFC 4122 name-based (SHA-1, version 5) UUID of `name` in the URL namespace: Python's
+// uuid.uuid5(uuid.NAMESPACE_URL, name). Empty optional when SHA-1 is unavailable.
+std::optional<std::string> uuid5_url(std::string_view name) {
+  static constexpr std::array<unsigned char, 16> kNamespaceUrl = {
+      0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1,
+      0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8};
+  std::string input(kNamespaceUrl.begin(), kNamespaceUrl.end());
+  input.append(name);
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int len = 0;
+  if (EVP_Digest(input.data(), input.size(), digest.data(), &len, EVP_sha1(), nullptr) != 1 ||
+      len < 16) {
+    return std::nullopt;
+  }
+  digest[6] = static_cast<unsigned char>((digest[6] & 0x0F) | 0x50);
+  digest[8] = static_cast<unsigned char>((digest[8] & 0x3F) | 0x80);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0x0F];
+  }
+  return out;
+}
+
+// 1. The service, rank and run attributes (NeMo Lens providers.py).
+void add_service(AttributeSet& attrs, const NemoLensConfig& config, int rank, int world_size) {
+  attrs.set("service.name", config.service_name);
+  attrs.set("service.version", std::string(NEMO_LENS_VERSION_STRING));
+  attrs.set("dl.rank", std::int64_t{rank});
+  attrs.set("dl.world_size", std::int64_t{world_size});
+  if (!config.run_id.empty()) {
+    attrs.set("nemo.run.id", config.run_id);
+    attrs.set("service.instance.id", config.run_id + "-rank" + std::to_string(rank));
+  }
+  attrs.set_nonempty("nemo.user.id", config.user);
+  attrs.set_nonempty("wandb.entity", config.wandb_entity);
+  attrs.set_nonempty("wandb.project", config.wandb_project);
+  // DEPLOYMENT_ENV when set at all (even to ""), ENVIRONMENT otherwise; nothing when empty.
+  auto deployment = raw_env("DEPLOYMENT_ENV");
+  attrs.set_nonempty("deployment.environment",
+                     deployment ? *deployment : env_or_empty("ENVIRONMENT"));
+}
+
+// 2. SLURM (NeMo Lens resources/slurm.py, derive_slurm_resource_attributes): only when
+// SLURM_JOB_ID is non-empty.
+void add_slurm(AttributeSet& attrs) {
+  const std::string_view raw_job_id = env_or_empty("SLURM_JOB_ID");
+  if (raw_job_id.empty()) return;
+
+  // An array element: SLURM_ARRAY_TASK_ID is set (even to ""). Its job id is normalized to
+  // "<array job id>_<task id>".
+  const auto task_var = raw_env("SLURM_ARRAY_TASK_ID");
+  const bool is_array = task_var.has_value();
+  const std::string_view array_job_id = env_or_empty("SLURM_ARRAY_JOB_ID");
+  const std::string_view array_task_id = task_var.value_or("0");
+  std::string job_id(raw_job_id);
+  if (is_array && !array_job_id.empty()) {
+    job_id = std::string(array_job_id) + "_" + std::string(array_task_id);
+  }
+
+  attrs.set_nonempty("slurm.job.id", job_id);
+  attrs.set_nonempty("slurm.job.id.raw", raw_job_id);
+  attrs.set_nonempty("slurm.array.job_id", array_job_id.empty() ? raw_job_id : array_job_id);
+  attrs.set_nonempty("slurm.array.task_id", array_task_id);
+  set_int(attrs, "slurm.array.count", env_or_empty("SLURM_ARRAY_TASK_COUNT"), 1);
+  attrs.set_nonempty("slurm.sluid", first_nonempty_env({"LENS_SLURM_SLUID", "NV_LAUNCH_SLUID"}));
+  attrs.set_nonempty("slurm.array.sluid",
+                     first_nonempty_env({"LENS_SLURM_ARRAY_SLUID", "NV_LAUNCH_ARRAY_SLUID"}));
+  attrs.set_nonempty("slurm.job.name", env_or_empty("SLURM_JOB_NAME"));
+  attrs.set_nonempty("slurm.cluster.name", env_or_empty("SLURM_CLUSTER_NAME"));
+  attrs.set_nonempty("slurm.partition",
+                     first_nonempty_env({"SLURM_JOB_PARTITION", "SLURM_PARTITION"}));
+  set_int(attrs, "slurm.nnodes", first_nonempty_env({"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}));
+  set_int(attrs, "slurm.ntasks", env_or_empty("SLURM_NTASKS"));
+  set_int(attrs, "slurm.restart_count", env_or_empty("SLURM_RESTART_COUNT"), 0);
+  attrs.set_nonempty("slurm.job.user", env_or_empty("SLURM_JOB_USER"));
+  attrs.set_nonempty("slurm.job.account", env_or_empty("SLURM_JOB_ACCOUNT"));
+  attrs.set_nonempty("slurm.job.qos", env_or_empty("SLURM_JOB_QOS"));
+  attrs.set_nonempty("slurm.job.reservation", env_or_empty("SLURM_JOB_RESERVATION"));
+  attrs.set_nonempty("slurm.segment", env_or_empty("SLURM_SEGMENT"));
+  attrs.set_nonempty("slurm.topology.addr", env_or_empty("SLURM_TOPOLOGY_ADDR"));
+  attrs.set_nonempty("slurm.topology.addr_pattern", env_or_empty("SLURM_TOPOLOGY_ADDR_PATTERN"));
+  // SLURMD_NODENAME names the head node only in the batch script, not inside a job step.
+  if (first_nonempty_env({"SLURM_STEP_ID", "SLURM_STEPID"}).empty()) {
+    attrs.set_nonempty("slurm.head_node.name", env_or_empty("SLURMD_NODENAME"));
+  }
+
+  // The submitted job's stable id: the same on every rank, array element and requeue.
+  std::string_view cluster = env_or_empty("SLURM_CLUSTER_NAME");
+  if (cluster.empty()) cluster = "nocluster";
+  std::string_view job_key = is_array ? array_job_id : raw_job_id;
+  if (job_key.empty()) job_key = "nojob";
+  const std::string name = "nemo.lens.job/" + std::string(cluster) + "/" + std::string(job_key);
+  if (auto uuid = uuid5_url(name)) attrs.set("nv.dl.job.uuid", std::move(*uuid));
+}
+
+// 3. Kubernetes (NeMo Lens resources/kubernetes.py): when KUBERNETES_SERVICE_HOST is non-empty or
+// the service-account secrets path exists; values from the downward-API variables.
+void add_kubernetes(AttributeSet& attrs, const ResourcePaths& paths) {
+  std::error_code ec;
+  if (env_or_empty("KUBERNETES_SERVICE_HOST").empty() &&
+      !std::filesystem::exists(paths.kubernetes_secrets, ec)) {
+    return;
+  }
+  struct Mapping {
+    const char* variable;
+    std::string_view key;
+  };
+  static constexpr Mapping kMappings[] = {
+      {"K8S_NAMESPACE", "k8s.namespace.name"},
+      {"K8S_POD_NAME", "k8s.pod.name"},
+      {"K8S_POD_UID", "k8s.pod.uid"},
+      {"K8S_NODE_NAME", "k8s.node.name"},
+      {"K8S_CONTAINER_NAME", "k8s.container.name"},
+      {"K8S_JOB_NAME", "k8s.job.name"},
+      {"HOSTNAME", "k8s.pod.name"},  // the pod name when K8S_POD_NAME is not set
+  };
+  for (const Mapping& m : kMappings) {
+    std::string_view v = env_or_empty(m.variable);
+    if (!v.empty() && !attrs.contains(m.key)) attrs.set(m.key, std::string(v));
+  }
+}
+
+// The number of GPUs CUDA_VISIBLE_DEVICES makes visible: its non-empty comma-separated entries
+// (indexes or UUIDs). Empty optional when the variable is unset.
+std::optional<std::int64_t> visible_gpu_count() {
+  auto visible = raw_env("CUDA_VISIBLE_DEVICES");
+  if (!visible) return std::nullopt;
+  std::int64_t count = 0;
+  for (std::string_view entry : split(*visible, ',')) {
+    if (!trim(entry).empty()) ++count;
+  }
+  return count;
+}
+
+// 4. Host and process (NeMo Lens resources/local.py). Without CUDA_VISIBLE_DEVICES the GPU count
+// is left out (NeMo Lens asks nvidia-smi; lens runs no subprocess here).
+void add_host(AttributeSet& attrs) {
+  std::array<char, HOST_NAME_MAX + 1> host{};
+  if (gethostname(host.data(), host.size() - 1) == 0) {
+    attrs.set_nonempty("host.name", std::string_view(host.data()));
+  }
+  attrs.set("process.pid", std::int64_t{getpid()});
+  if (auto gpus = visible_gpu_count()) attrs.set("host.gpu.count", *gpus);
+}
+
+// The type NeMo Lens gives an OTEL_RESOURCE_ATTRIBUTES value for a SLURM resource key (its
+// SLURM_RESOURCE_TYPES); kNone for every other key.
+enum class SlurmKeyType : std::uint8_t { kNone, kString, kInt };
+
+SlurmKeyType slurm_key_type(std::string_view key) {
+  static constexpr std::string_view kIntKeys[] = {"slurm.array.count", "slurm.nnodes",
+                                                  "slurm.ntasks", "slurm.restart_count"};
+  static constexpr std::string_view kStringKeys[] = {"slurm.job.id",
+                                                     "slurm.job.id.raw",
+                                                     "slurm.array.job_id",
+                                                     "slurm.array.task_id",
+                                                     "slurm.sluid",
+                                                     "slurm.array.sluid",
+                                                     "slurm.job.name",
+                                                     "slurm.cluster.name",
+                                                     "slurm.partition",
+                                                     "slurm.head_node.name",
+                                                     "slurm.job.user",
+                                                     "slurm.job.account",
+                                                     "slurm.job.qos",
+                                                     "slurm.job.reservation",
+                                                     "slurm.segment",
+                                                     "slurm.topology.addr",
+                                                     "slurm.topology.addr_pattern",
+                                                     "nv.dl.job.uuid",
+                                                     "nv.dl.run.uuid"};
+  for (std::string_view k : kIntKeys) {
+    if (k == key) return SlurmKeyType::kInt;
+  }
+  for (std::string_view k : kStringKeys) {
+    if (k == key) return SlurmKeyType::kString;
+  }
+  return SlurmKeyType::kNone;
+}
+
+[[noreturn]] void throw_malformed(std::string_view entry, const std::string& problem) {
+  throw ConfigError("Invalid value for " + std::string(kOtelResourceAttributes) + ": entry '" +
+                    std::string(entry) + "' " + problem +
+                    ". Expected comma-separated key=value pairs with percent-encoded values, "
+                    "e.g. 'team=ml,note=a%2Cb'.");
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// `s` with every ill-formed UTF-8 sequence (each maximal subpart) replaced by U+FFFD, as W3C
+// Baggage requires of decoded values.
+std::string utf8_or_replacement(std::string_view s) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out += s[i++];
+      continue;
+    }
+    int trailing = 0;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      trailing = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      trailing = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      trailing = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    int seen = 0;
+    while (seen < trailing && j < s.size()) {
+      const auto t = static_cast<unsigned char>(s[j]);
+      if (t < lo || t > hi) break;
+      lo = 0x80;
+      hi = 0xBF;
+      ++j;
+      ++seen;
+    }
+    if (seen == trailing) {
+      out.append(s.substr(i, j - i));
+    } else {
+      out += kReplacement;
+    }
+    i = j;
+  }
+  return out;
+}
+
+// A value of OTEL_RESOURCE_ATTRIBUTES: trimmed, then percent-decoded.
+std::string decode_value(std::string_view entry, std::string_view value) {
+  value = trim(value);
+  std::string out;
+  out.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] != '%') {
+      out += value[i];
+      continue;
+    }
+    const int high = i + 1 < value.size() ? hex_digit(value[i + 1]) : -1;
+    const int low = i + 2 < value.size() ? hex_digit(value[i + 2]) : -1;
+    if (high < 0 || low < 0) {
+      throw_malformed(entry, "has an invalid percent-escape '" + std::string(value.substr(i, 3)) +
+                                 "' (a '%' must be followed by two hex digits)");
+    }
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return utf8_or_replacement(out);
+}
+
+struct ParsedAttribute {
+  std::string key;
+  std::string value;
+};
+
+// OTEL_RESOURCE_ATTRIBUTES as the OpenTelemetry specification defines it: comma-separated
+// key=value pairs, keys and values trimmed, values percent-decoded (keys are not). Blank entries
+// (",,", a trailing comma) are skipped. Throws ConfigError for anything else that does not parse.
+std::vector<ParsedAttribute> parse_otel_resource_attributes(std::string_view text) {
+  std::vector<ParsedAttribute> out;
+  for (std::string_view entry : split(text, ',')) {
+    if (trim(entry).empty()) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) throw_malformed(trim(entry), "has no '='");
+    std::string_view key = trim(entry.substr(0, eq));
+    if (key.empty()) throw_malformed(trim(entry), "has an empty key");
+    out.push_back({std::string(key), decode_value(trim(entry), entry.substr(eq + 1))});
+  }
+  return out;
+}
+
+// 5. OTEL_RESOURCE_ATTRIBUTES: string values overriding what was detected, except that
+//  - service.name here replaces only the default service name: OTEL_SERVICE_NAME and a
+//    service_name set in the config win (the specification's OTEL_SERVICE_NAME precedence);
+//  - a SLURM resource key takes NeMo Lens's type (slurm.nnodes=8 is the integer 8), and a value
+//    that is empty or not an integer where one is expected does not replace a detected value.
+void add_otel_resource_attributes(AttributeSet& attrs, const NemoLensConfig& config) {
+  auto text = raw_env(kOtelResourceAttributes);
+  if (!text) return;
+  const bool service_name_given =
+      config.service_name != "nemo" || env_trimmed("OTEL_SERVICE_NAME").has_value();
+  for (ParsedAttribute& a : parse_otel_resource_attributes(*text)) {
+    if (a.key == "service.name" && service_name_given) continue;
+    switch (slurm_key_type(a.key)) {
+      case SlurmKeyType::kNone:
+        attrs.set(a.key, std::move(a.value));
+        break;
+      case SlurmKeyType::kString:
+        if (!a.value.empty() || !attrs.contains(a.key)) attrs.set(a.key, std::move(a.value));
+        break;
+      case SlurmKeyType::kInt:
+        if (auto n = parse_int64(a.value)) {
+          attrs.set(a.key, *n);
+        } else if (!attrs.contains(a.key)) {
+          attrs.set(a.key, std::move(a.value));
+        }
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+Resource detect_resource(const NemoLensConfig& config, int rank, int world_size,
+                         const std::vector<KeyValue>& extra, const ResourcePaths& paths) {
+  AttributeSet attrs;
+  add_service(attrs, config, rank, world_size);
+  add_slurm(attrs);
+  add_kubernetes(attrs, paths);
+  add_host(attrs);
+  add_otel_resource_attributes(attrs, config);
+  for (const KeyValue& kv : extra) attrs.set(kv.key, kv.value);  // 6. the caller's, last
+  return Resource{attrs.take()};
+}
+
+Resource detect_resource(const NemoLensConfig& config, int rank, int world_size,
+                         const std::vector<KeyValue>& extra) {
+  return detect_resource(config, rank, world_size, extra, ResourcePaths{});
+}
+
+}  // namespace nemo::lens::detail

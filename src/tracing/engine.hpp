@@ -1,0 +1,217 @@
+// The tracing engine's internal state: span records, per-thread state, the pipeline. Internal.
+//
+// Ownership: a record is, at any time, in exactly one of: a thread's free cache or the global free
+// stack; open (on the current-span stack of the ThreadState that started it, guarded by that
+// state's lock); queued; or being exported. ThreadStates and Pipelines are never freed, so a
+// pointer to one stays valid for the life of the process (a forked child abandons the parent's).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <semaphore>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/exporter.hpp"
+#include "nemo/lens/telemetry.hpp"
+#include "tracing/ids.hpp"
+#include "tracing/mpmc_queue.hpp"
+
+namespace nemo::lens::detail {
+
+struct Pipeline;
+struct ThreadState;
+
+/// A test-and-test-and-set lock for the short critical sections of span bookkeeping.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+    }
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  /// Only for a forked child, where the holder no longer exists.
+  void reset_after_fork() noexcept { locked_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+/// One span, open or queued.
+struct SpanRecord {
+  SpanData data;
+  ThreadState* owner = nullptr;  // whose lock guards the record while it is open
+  Pipeline* pipeline = nullptr;  // the pipeline that started it
+  bool recording = false;        // false: sampled out; only the context is kept
+  bool exception_recorded = false;
+  bool status_final = false;     // an OK status was set
+  bool orphaned = false;         // must not be exported when it ends (see engine.cpp)
+};
+
+/// Attribute and event limits (OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT).
+struct SpanLimits {
+  std::uint32_t attribute_count = 128;
+  std::uint32_t event_count = 128;
+  std::uint32_t link_count = 128;
+  std::uint32_t event_attribute_count = 128;
+  std::uint32_t link_attribute_count = 128;
+  std::size_t attribute_value_length = SIZE_MAX;  // no limit
+};
+
+/// OTEL_TRACES_SAMPLER, composed with the rank-aware sampler.
+struct SamplerConfig {
+  enum class Root : std::uint8_t { kAlwaysOn, kAlwaysOff, kRatio };
+  Root root = Root::kAlwaysOn;
+  bool parent_based = true;
+  std::uint64_t ratio_threshold = 0;  // kRatio: sampled when the id's low 64 bits are below it
+  bool ratio_one = false;             // kRatio with ratio >= 1
+  /// False when no span of this process is ever recorded (rank sampled out, always_off).
+  bool records_anything = true;
+};
+
+/// Per-thread state. Only its owner thread touches `cache` and `ids`; `stack` and the open records
+/// on it are guarded by `mu`; counters are written by the owner and read by anyone.
+struct ThreadState {
+  SpinLock mu;
+  std::vector<SpanRecord*> stack;  // open spans started by this thread, oldest first
+  std::vector<SpanRecord*> cache;  // free records
+  IdGenerator ids;
+  std::int64_t tid = 0;
+  bool in_use = false;  // guarded by the registry mutex
+  std::atomic<std::uint64_t> started{0};
+  std::atomic<std::uint64_t> ended{0};
+  std::atomic<std::uint64_t> dropped_queue_full{0};
+
+  void count(std::atomic<std::uint64_t>& c) noexcept {
+    // Relaxed load + store: only this thread writes its counters.
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
+/// The calling thread's state (acquired on first use, returned at thread exit). Null only when
+/// memory ran out.
+ThreadState* this_thread_state() noexcept;
+
+/// Calls f for every state ever created, holding the registry mutex (not the states' locks).
+void visit_thread_states(const std::function<void(ThreadState&)>& f);
+
+/// A free record for `s` (its cache, the global free stack, or new); null when memory ran out.
+SpanRecord* take_record(ThreadState& s) noexcept;
+
+/// Fork support: take every thread-state lock (prepare), release them (parent), or reset them and
+/// orphan every inherited open span (child).
+void lock_all_thread_states() noexcept;
+void unlock_all_thread_states() noexcept;
+void reset_thread_states_in_child() noexcept;
+
+/// Returns a record to the calling thread's cache (or frees it).
+void recycle(SpanRecord* rec) noexcept;
+
+/// Returns records to the global free pool as one batch, without touching the records themselves
+/// (so their cache lines are not pulled to the calling core). Any thread; leaves `records` empty.
+void recycle_batch(std::vector<SpanRecord*>& records) noexcept;
+
+/// Batch span processor settings (OTEL_BSP_*).
+struct BatchOptions {
+  std::size_t max_queue_size = 2048;
+  std::chrono::milliseconds schedule_delay{5000};
+  std::size_t max_export_batch_size = 512;
+  std::chrono::milliseconds export_timeout{30000};
+};
+
+/// The export pipeline of one set-up: a bounded queue drained by a background exporter thread.
+struct Pipeline {
+  Pipeline(BatchOptions options, SpanLimits limits, SamplerConfig sampler,
+           std::vector<std::string> redacted_keys, Resource resource,
+           std::shared_ptr<SpanExporter> exporter);
+  ~Pipeline() = delete;  // immortal: records and handles may point here
+
+  /// Queues an ended span, or drops and counts it when the queue is full. Never blocks.
+  void enqueue(SpanRecord* rec, ThreadState* current) noexcept;
+  /// Exports everything queued before the call; false when `deadline` passed first.
+  bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Stops accepting spans, exports truncated copies of open spans and everything queued, stops
+  /// the exporter thread. False when `deadline` passed first (the thread is then left to finish).
+  bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Whether `key` is a redacted attribute key.
+  bool redacted(std::string_view key) const noexcept;
+  /// The statistics since this pipeline started.
+  TelemetryStats stats() const noexcept;
+  /// The pipeline that replaced this one in a forked child, or this one.
+  Pipeline* current() noexcept;
+  /// In a forked child: a fresh pipeline with the same settings; the exporter comes from
+  /// `exporter_for_child` (or is shared when that is empty).
+  Pipeline* clone_for_child() noexcept;
+
+  const BatchOptions options;
+  const SpanLimits limits;
+  const SamplerConfig sampler;
+  const std::vector<std::string> redacted_keys;
+  /// Bit n set when some redacted key has length n (63 stands for 63 and more): most keys are
+  /// ruled out without a string comparison.
+  const std::uint64_t redacted_lengths;
+  const Resource resource;
+  std::shared_ptr<SpanExporter> exporter;
+  std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
+
+  std::atomic<bool> accepting{true};
+  /// Set in a forked child: the pipeline that took over from this one.
+  std::atomic<Pipeline*> successor{nullptr};
+
+ private:
+  void ensure_thread() noexcept;
+  void run() noexcept;
+  void export_batch(std::vector<SpanRecord*>& batch,
+                    std::chrono::steady_clock::time_point deadline) noexcept;
+  std::size_t drain(bool full_batches_only, std::chrono::steady_clock::time_point deadline) noexcept;
+
+  MpmcQueue<SpanRecord*> queue_;
+  std::counting_semaphore<> wake_{0};
+  std::atomic<bool> thread_started_{false};
+  std::mutex thread_mu_;
+  std::thread thread_;
+
+  std::mutex flush_mu_;  // guards the fields below
+  std::condition_variable flush_cv_;
+  std::uint64_t flush_requested_ = 0;
+  std::uint64_t flush_done_ = 0;
+  std::uint64_t flush_done_local_ = 0;  // the exporter thread's copy, read without the mutex
+  bool stop_requested_ = false;
+  bool stopped_ = false;
+
+  std::atomic<std::uint64_t> exported_{0};
+  std::atomic<std::uint64_t> dropped_export_failed_{0};
+  std::atomic<std::uint64_t> dropped_at_shutdown_{0};
+  std::atomic<std::uint64_t> export_calls_{0};
+  std::atomic<std::uint64_t> truncated_{0};
+  // Per-thread counter totals when this pipeline started; stats() reports the difference.
+  std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;
+};
+
+/// The pipeline spans start in, or null when tracing is not set up on an exporting rank.
+extern std::atomic<Pipeline*> g_active_pipeline;
+
+/// Installs the fork handlers once.
+void install_fork_handlers() noexcept;
+
+/// Settings read from the standard OpenTelemetry variables. Each throws ConfigError naming the
+/// variable, its value and what is valid.
+BatchOptions batch_options_from_env();
+SpanLimits span_limits_from_env();
+SamplerConfig sampler_from_env();
+
+/// The default redacted attribute keys.
+std::vector<std::string> default_redacted_keys();
+
+/// Wall-clock time in Unix nanoseconds.
+std::int64_t now_unix_nano() noexcept;
+
+}  // namespace nemo::lens::detail

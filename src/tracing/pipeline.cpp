@@ -1,0 +1,330 @@
+// The batch pipeline: producers push ended spans into a bounded lock-free queue and never wait;
+// one exporter thread wakes when a full batch is queued, when the schedule delay expires, or on a
+// flush, and hands batches to the exporter.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "nemo/lens/state.hpp"
+#include "tracing/engine.hpp"
+
+namespace nemo::lens::detail {
+
+namespace {
+// Every pipeline ever created: they are never freed (records and handles may point at them), and
+// this list keeps them reachable so leak checkers know it.
+void remember(Pipeline* p) noexcept {
+  static auto* mu = new std::mutex();
+  static auto* all = new std::vector<Pipeline*>();
+  try {
+    std::lock_guard lock(*mu);
+    all->push_back(p);
+  } catch (...) {
+  }
+}
+}  // namespace
+
+Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
+                   std::vector<std::string> redact, Resource res,
+                   std::shared_ptr<SpanExporter> exp)
+    : options(opts),
+      limits(lim),
+      sampler(samp),
+      redacted_keys(std::move(redact)),
+      redacted_lengths([this] {
+        std::uint64_t mask = 0;
+        for (const auto& k : redacted_keys) mask |= 1ull << std::min<std::size_t>(k.size(), 63);
+        return mask;
+      }()),
+      resource(std::move(res)),
+      exporter(std::move(exp)),
+      queue_(opts.max_queue_size) {
+  remember(this);
+  visit_thread_states([&](ThreadState& s) {
+    base_started_ += s.started.load(std::memory_order_relaxed);
+    base_ended_ += s.ended.load(std::memory_order_relaxed);
+    base_dropped_full_ += s.dropped_queue_full.load(std::memory_order_relaxed);
+  });
+}
+
+bool Pipeline::redacted(std::string_view key) const noexcept {
+  if ((redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) == 0) return false;
+  for (const auto& k : redacted_keys) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+void Pipeline::ensure_thread() noexcept {
+  if (thread_started_.load(std::memory_order_acquire)) return;
+  try {
+    std::lock_guard lock(thread_mu_);
+    if (thread_started_.load(std::memory_order_relaxed)) return;
+    thread_ = std::thread([this] { run(); });
+    thread_started_.store(true, std::memory_order_release);
+  } catch (...) {
+    // No thread could be started: spans stay queued (and are dropped once the queue is full).
+  }
+}
+
+void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
+  std::uint64_t position = 0;
+  if (!accepting.load(std::memory_order_acquire)) {
+    dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);  // rare: during shutdown only
+    recycle(rec);
+    return;
+  }
+  if (!queue_.try_push(rec, &position)) {
+    if (current != nullptr) current->count(current->dropped_queue_full);
+    recycle(rec);
+    return;
+  }
+  ensure_thread();
+  // Wake the exporter once per batch's worth of spans. Counting positions, rather than reading
+  // the queue's size, keeps the consumer's cache line out of the producer's path.
+  if ((position + 1) % options.max_export_batch_size == 0) wake_.release();
+}
+
+void Pipeline::export_batch(std::vector<SpanRecord*>& batch,
+                            std::chrono::steady_clock::time_point deadline) noexcept {
+  if (batch.empty()) return;
+  std::vector<const SpanData*> views;
+  bool ok = false;
+  try {
+    views.reserve(batch.size());
+    for (SpanRecord* r : batch) views.push_back(&r->data);
+    export_calls_.fetch_add(1, std::memory_order_relaxed);
+    ok = exporter != nullptr &&
+         exporter->export_spans(views, resource, deadline) == ExportResult::kSuccess;
+  } catch (...) {
+    ok = false;
+  }
+  (ok ? exported_ : dropped_export_failed_).fetch_add(batch.size(), std::memory_order_relaxed);
+  recycle_batch(batch);
+}
+
+std::size_t Pipeline::drain(bool full_batches_only,
+                            std::chrono::steady_clock::time_point deadline) noexcept {
+  std::size_t total = 0;
+  std::vector<SpanRecord*> batch;
+  try {
+    batch.reserve(options.max_export_batch_size);
+  } catch (...) {
+  }
+  for (;;) {
+    if (full_batches_only && queue_.size_estimate() < options.max_export_batch_size) break;
+    SpanRecord* rec = nullptr;
+    while (batch.size() < options.max_export_batch_size && queue_.try_pop(rec)) {
+      try {
+        batch.push_back(rec);
+      } catch (...) {
+        dropped_export_failed_.fetch_add(1, std::memory_order_relaxed);
+        delete rec;
+      }
+    }
+    if (batch.empty()) break;
+    total += batch.size();
+    const auto now = std::chrono::steady_clock::now();
+    export_batch(batch, std::min(deadline, now + options.export_timeout));
+  }
+  return total;
+}
+
+void Pipeline::run() noexcept {
+  for (;;) {
+    const bool woken = wake_.try_acquire_for(options.schedule_delay);
+    std::uint64_t flush_target = 0;
+    bool stopping = false;
+    {
+      std::lock_guard lock(flush_mu_);
+      flush_target = flush_requested_;
+      stopping = stop_requested_;
+    }
+    const bool flushing = flush_target > flush_done_local_;
+    // A wake-up for a full batch exports full batches only; a timer expiry, a flush or a stop
+    // exports everything.
+    drain(woken && !flushing && !stopping, std::chrono::steady_clock::time_point::max());
+    if (flushing || stopping) {
+      if (exporter != nullptr) {
+        exporter->force_flush(std::chrono::steady_clock::now() + options.export_timeout);
+      }
+      flush_done_local_ = flush_target;
+      std::lock_guard lock(flush_mu_);
+      flush_done_ = flush_target;
+      if (stopping) stopped_ = true;
+      flush_cv_.notify_all();
+    }
+    if (stopping) return;
+  }
+}
+
+bool Pipeline::flush(std::chrono::steady_clock::time_point deadline) noexcept {
+  try {
+    ensure_thread();
+    std::unique_lock lock(flush_mu_);
+    if (stopped_) return true;
+    const std::uint64_t ticket = ++flush_requested_;
+    wake_.release();
+    return flush_cv_.wait_until(lock, deadline, [&] { return flush_done_ >= ticket || stopped_; });
+  } catch (...) {
+    return false;
+  }
+}
+
+TelemetryStats Pipeline::stats() const noexcept {
+  TelemetryStats s;
+  std::uint64_t started = 0, ended = 0, dropped_full = 0;
+  try {
+    visit_thread_states([&](ThreadState& t) {
+      started += t.started.load(std::memory_order_relaxed);
+      ended += t.ended.load(std::memory_order_relaxed);
+      dropped_full += t.dropped_queue_full.load(std::memory_order_relaxed);
+    });
+  } catch (...) {
+  }
+  s.spans_started = started - base_started_;
+  s.spans_ended = ended - base_ended_;
+  s.spans_dropped_queue_full = dropped_full - base_dropped_full_;
+  s.spans_exported = exported_.load(std::memory_order_relaxed);
+  s.spans_dropped_export_failed = dropped_export_failed_.load(std::memory_order_relaxed);
+  s.spans_dropped_shutdown = dropped_at_shutdown_.load(std::memory_order_relaxed);
+  s.spans_truncated = truncated_.load(std::memory_order_relaxed);
+  s.export_requests = export_calls_.load(std::memory_order_relaxed);
+  return s;
+}
+
+bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
+  // New spans no longer start here, then open ones are exported as truncated copies.
+  Pipeline* self = this;
+  g_active_pipeline.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
+  const std::int64_t now = now_unix_nano();
+  std::vector<SpanRecord*> copies;
+  try {
+    visit_thread_states([&](ThreadState& t) {
+      std::lock_guard lock(t.mu);
+      for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {  // innermost first
+        SpanRecord* r = *it;
+        if (!r->recording || r->orphaned || r->pipeline != this) continue;
+        auto* copy = new SpanRecord();
+        copy->data = r->data;
+        copy->pipeline = this;
+        copy->recording = true;
+        copy->data.end_time_unix_nano = now;
+        copy->data.truncated = true;
+        copy->data.attributes.push_back(KeyValue{"nemo.span.truncated", true});
+        copy->data.events.push_back(SpanEvent{"nemo.span.truncated", now, {}, 0});
+        r->orphaned = true;
+        copies.push_back(copy);
+      }
+    });
+  } catch (...) {
+  }
+  for (SpanRecord* c : copies) {
+    if (queue_.try_push(c)) {
+      truncated_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);
+      delete c;
+    }
+  }
+  accepting.store(false, std::memory_order_release);
+  bool done = false;
+  try {
+    ensure_thread();
+    std::unique_lock lock(flush_mu_);
+    stop_requested_ = true;
+    wake_.release();
+    done = flush_cv_.wait_until(lock, deadline, [&] { return stopped_; });
+  } catch (...) {
+  }
+  if (done) {
+    std::lock_guard lock(thread_mu_);
+    if (thread_.joinable()) thread_.join();
+    if (exporter != nullptr) exporter->shutdown(deadline);
+    // Spans that ended between the stop and `accepting` turning false.
+    std::vector<SpanRecord*> late;
+    SpanRecord* rec = nullptr;
+    while (queue_.try_pop(rec)) {
+      dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);
+      try {
+        late.push_back(rec);
+      } catch (...) {
+        delete rec;
+      }
+    }
+    recycle_batch(late);
+  } else {
+    std::lock_guard lock(thread_mu_);
+    if (thread_.joinable()) thread_.detach();  // still exporting; it owns nothing we free
+  }
+  return done;
+}
+
+Pipeline* Pipeline::current() noexcept {
+  Pipeline* p = this;
+  while (Pipeline* next = p->successor.load(std::memory_order_acquire)) p = next;
+  return p;
+}
+
+Pipeline* Pipeline::clone_for_child() noexcept {
+  try {
+    std::shared_ptr<SpanExporter> child_exporter =
+        exporter_for_child ? exporter_for_child() : exporter;
+    Resource child_resource = resource;
+    for (KeyValue& kv : child_resource.attributes) {
+      if (kv.key == "process.pid") kv.value = static_cast<std::int64_t>(::getpid());
+    }
+    auto* p = new Pipeline(options, limits, sampler, redacted_keys, std::move(child_resource),
+                           child_exporter);
+    p->exporter_for_child = exporter_for_child;
+    return p;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fork()
+
+void lock_state_for_fork() noexcept;
+void unlock_state_after_fork() noexcept;
+
+namespace {
+
+void prepare_fork() noexcept {
+  lock_state_for_fork();
+  lock_all_thread_states();
+}
+
+void parent_after_fork() noexcept {
+  unlock_all_thread_states();
+  unlock_state_after_fork();
+}
+
+void child_after_fork() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  reset_thread_states_in_child();
+  unlock_state_after_fork();
+  // The exporter thread does not exist here: a fresh pipeline takes over, its thread starts on
+  // first use. The parent's queue stays behind (its spans are the parent's to export).
+  Pipeline* parent = g_active_pipeline.load(std::memory_order_relaxed);
+  if (parent != nullptr) {
+    parent->accepting.store(false, std::memory_order_relaxed);
+    Pipeline* child = parent->clone_for_child();
+    parent->successor.store(child, std::memory_order_release);
+    g_active_pipeline.store(child, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+void install_fork_handlers() noexcept {
+  static const bool installed = [] {
+    return pthread_atfork(prepare_fork, parent_after_fork, child_after_fork) == 0;
+  }();
+  (void)installed;
+}
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,417 @@
+// Span operations: start, attributes, events, links, status, end. Every function is noexcept and
+// drops (rather than throws) when memory runs out.
+#include "nemo/lens/span.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "nemo/lens/state.hpp"
+#include "tracing/engine.hpp"
+#include "tracing/exception_info.hpp"
+
+namespace nemo::lens {
+
+namespace detail {
+
+std::atomic<Pipeline*> g_active_pipeline{nullptr};
+
+std::int64_t now_unix_nano() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+namespace {
+
+constexpr std::string_view kRedacted = "[REDACTED]";
+
+// At most `limit` bytes, cut at a UTF-8 character boundary.
+std::string truncated_string(std::string_view s, std::size_t limit) {
+  if (s.size() <= limit) return std::string(s);
+  std::size_t n = limit;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n));
+}
+
+// Converts an argument into an owned value, applying the length limit and redaction.
+AttributeValue to_value(const AttributeArg& a, std::size_t len_limit, bool redact) {
+  using T = AttributeArg::Type;
+  switch (a.type()) {
+    case T::kBool:
+      return a.as_bool();
+    case T::kInt:
+      return a.as_int();
+    case T::kDouble:
+      return a.as_double();
+    case T::kString:
+      return redact ? std::string(kRedacted) : truncated_string(a.as_string(), len_limit);
+    case T::kBoolArray:
+      return a.as_bool_array();
+    case T::kIntArray:
+      return std::vector<std::int64_t>(a.as_int_array().begin(), a.as_int_array().end());
+    case T::kDoubleArray:
+      return std::vector<double>(a.as_double_array().begin(), a.as_double_array().end());
+    case T::kStringArray: {
+      std::vector<std::string> out;
+      out.reserve(a.as_string_array().size());
+      for (const auto& s : a.as_string_array()) {
+        out.push_back(redact ? std::string(kRedacted) : truncated_string(s, len_limit));
+      }
+      return out;
+    }
+    case T::kStringViewArray: {
+      std::vector<std::string> out;
+      out.reserve(a.as_string_view_array().size());
+      for (auto s : a.as_string_view_array()) {
+        out.push_back(redact ? std::string(kRedacted) : truncated_string(s, len_limit));
+      }
+      return out;
+    }
+  }
+  return false;
+}
+
+// Sets `key` in `list` (replacing an existing value), or counts a drop past `count_limit`.
+void put_attribute(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uint32_t count_limit,
+                   const Pipeline& p, std::string_view key, const AttributeArg& value) {
+  const bool redact = p.redacted(key);
+  for (KeyValue& kv : list) {
+    if (kv.key == key) {
+      kv.value = to_value(value, p.limits.attribute_value_length, redact);
+      return;
+    }
+  }
+  if (list.size() >= count_limit) {
+    ++dropped;
+    return;
+  }
+  list.push_back(KeyValue{std::string(key), to_value(value, p.limits.attribute_value_length, redact)});
+}
+
+void put_attributes(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uint32_t count_limit,
+                    const Pipeline& p, std::initializer_list<Attribute> attributes) {
+  for (const Attribute& a : attributes) put_attribute(list, dropped, count_limit, p, a.key, a.value);
+}
+
+bool sample_root(const SamplerConfig& s, const TraceId& trace_id) noexcept {
+  switch (s.root) {
+    case SamplerConfig::Root::kAlwaysOn:
+      return true;
+    case SamplerConfig::Root::kAlwaysOff:
+      return false;
+    case SamplerConfig::Root::kRatio: {
+      if (s.ratio_one) return true;
+      std::uint64_t low = 0;
+      for (int i = 8; i < 16; ++i) low = (low << 8) | trace_id.bytes[i];
+      return low < s.ratio_threshold;
+    }
+  }
+  return true;
+}
+
+void reset_record(SpanRecord& r) noexcept {
+  SpanData& d = r.data;
+  d.name.clear();
+  d.group.clear();
+  d.context.trace_state.clear();
+  d.context.is_remote = false;
+  d.parent_span_id = SpanId{};
+  d.parent_is_remote = false;
+  d.kind = SpanKind::kInternal;
+  d.end_time_unix_nano = 0;
+  d.attributes.clear();
+  d.dropped_attributes_count = 0;
+  d.events.clear();
+  d.dropped_events_count = 0;
+  d.links.clear();
+  d.dropped_links_count = 0;
+  d.status_code = StatusCode::kUnset;
+  d.status_message.clear();
+  d.truncated = false;
+  r.exception_recorded = false;
+  r.status_final = false;
+  r.orphaned = false;
+}
+
+void add_link_locked(SpanRecord& r, const SpanContext& target,
+                     std::initializer_list<Attribute> attributes) {
+  SpanData& d = r.data;
+  if (!target.is_valid()) return;
+  if (d.links.size() >= r.pipeline->limits.link_count) {
+    ++d.dropped_links_count;
+    return;
+  }
+  SpanLink link;
+  link.context = target;
+  put_attributes(link.attributes, link.dropped_attributes_count,
+                 r.pipeline->limits.link_attribute_count, *r.pipeline, attributes);
+  d.links.push_back(std::move(link));
+}
+
+void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
+                      std::initializer_list<Attribute> attributes) {
+  SpanData& d = r.data;
+  if (d.events.size() >= r.pipeline->limits.event_count) {
+    ++d.dropped_events_count;
+    return;
+  }
+  SpanEvent ev;
+  ev.name = std::string(name);
+  ev.time_unix_nano = time;
+  put_attributes(ev.attributes, ev.dropped_attributes_count,
+                 r.pipeline->limits.event_attribute_count, *r.pipeline, attributes);
+  d.events.push_back(std::move(ev));
+}
+
+void record_exception_locked(SpanRecord& r, std::string_view type, std::string_view message,
+                             std::int64_t time) {
+  add_event_locked(r, "exception", time,
+                   {{"exception.type", type}, {"exception.message", message}});
+  r.exception_recorded = true;
+  if (!r.status_final) {
+    r.data.status_code = StatusCode::kError;
+    r.data.status_message = std::string(message);
+  }
+}
+
+struct StartRequest {
+  std::string_view group;
+  std::string_view name;
+  SpanKind kind = SpanKind::kInternal;
+  const SpanContext* parent = nullptr;
+  bool root = false;
+  const SpanContext* link = nullptr;
+};
+
+SpanRecord* start_record(Pipeline* p, const StartRequest& req,
+                         std::initializer_list<Attribute> attributes) noexcept {
+  if (!p->sampler.records_anything) return nullptr;
+  ThreadState* ts = this_thread_state();
+  if (ts == nullptr) return nullptr;
+  SpanRecord* rec = take_record(*ts);
+  if (rec == nullptr) return nullptr;
+  reset_record(*rec);
+  rec->owner = ts;
+  rec->pipeline = p;
+  SpanData& d = rec->data;
+  try {
+    std::lock_guard lock(ts->mu);
+    // Parent: explicit, else the thread's current span, else none (a root).
+    const SpanContext* parent = nullptr;
+    if (req.parent != nullptr && req.parent->is_valid()) {
+      parent = req.parent;
+    } else if (!req.root && !ts->stack.empty()) {
+      parent = &ts->stack.back()->data.context;
+    }
+    bool sampled;
+    if (parent != nullptr) {
+      d.context.trace_id = parent->trace_id;
+      d.context.trace_state = parent->trace_state;
+      d.parent_span_id = parent->span_id;
+      d.parent_is_remote = parent->is_remote;
+      sampled = p->sampler.parent_based ? parent->is_sampled()
+                                        : sample_root(p->sampler, d.context.trace_id);
+    } else {
+      d.context.trace_id = ts->ids.trace_id();
+      sampled = sample_root(p->sampler, d.context.trace_id);
+    }
+    d.context.span_id = ts->ids.span_id();
+    d.context.trace_flags = sampled ? 0x01 : 0x00;
+    rec->recording = sampled;
+    if (sampled) {
+      d.name.assign(req.name);
+      d.group.assign(req.group);
+      d.kind = req.kind;
+      d.thread_id = ts->tid;
+      put_attributes(d.attributes, d.dropped_attributes_count, p->limits.attribute_count, *p,
+                     attributes);
+      if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
+      d.start_time_unix_nano = now_unix_nano();
+    }
+    ts->stack.push_back(rec);
+  } catch (...) {
+    recycle(rec);  // out of memory: this span is not recorded
+    return nullptr;
+  }
+  ts->count(ts->started);
+  return rec;
+}
+
+}  // namespace
+
+struct SpanAccess {
+  static Span make(SpanRecord* rec) noexcept { return Span(rec); }
+};
+
+Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
+  Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
+  if (p == nullptr) return Span();
+  StartRequest req;
+  req.group = site.gate.group;
+  req.name = site.name;
+  return SpanAccess::make(start_record(p, req, attributes));
+}
+
+}  // namespace detail
+
+using detail::SpanRecord;
+
+Span start_span(std::string_view name, const SpanStartOptions& options,
+                std::initializer_list<Attribute> attributes) noexcept {
+  detail::Pipeline* p = detail::g_active_pipeline.load(std::memory_order_acquire);
+  if (p == nullptr) return Span();
+  if (!options.group.empty() && !is_span_group_enabled(options.group)) return Span();
+  detail::StartRequest req;
+  req.group = options.group;
+  req.name = name;
+  req.kind = options.kind;
+  req.parent = options.parent;
+  req.root = options.root;
+  req.link = options.link;
+  return detail::SpanAccess::make(detail::start_record(p, req, attributes));
+}
+
+Span& Span::operator=(Span&& other) noexcept {
+  if (this != &other) {
+    end();
+    rec_ = std::exchange(other.rec_, nullptr);
+    uncaught_ = other.uncaught_;
+  }
+  return *this;
+}
+
+bool Span::is_recording() const noexcept { return rec_ != nullptr && rec_->recording; }
+
+namespace {
+// Runs f(record) under the owner's lock when the span records and is still to be exported.
+template <class F>
+void mutate(SpanRecord* rec, F&& f) noexcept {
+  if (rec == nullptr || !rec->recording) return;
+  std::lock_guard lock(rec->owner->mu);
+  if (rec->orphaned) return;
+  try {
+    f(*rec);
+  } catch (...) {
+    // Out of memory: the change is lost, the span stays valid.
+  }
+}
+}  // namespace
+
+Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
+  mutate(rec_, [&](SpanRecord& r) {
+    detail::put_attribute(r.data.attributes, r.data.dropped_attributes_count,
+                          r.pipeline->limits.attribute_count, *r.pipeline, key, value);
+  });
+  return *this;
+}
+
+Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept {
+  mutate(rec_, [&](SpanRecord& r) {
+    detail::put_attributes(r.data.attributes, r.data.dropped_attributes_count,
+                           r.pipeline->limits.attribute_count, *r.pipeline, attributes);
+  });
+  return *this;
+}
+
+Span& Span::add_event(std::string_view name, std::initializer_list<Attribute> attributes) noexcept {
+  const std::int64_t now = detail::now_unix_nano();
+  mutate(rec_, [&](SpanRecord& r) { detail::add_event_locked(r, name, now, attributes); });
+  return *this;
+}
+
+Span& Span::add_link(const SpanContext& target, std::initializer_list<Attribute> attributes) noexcept {
+  mutate(rec_, [&](SpanRecord& r) { detail::add_link_locked(r, target, attributes); });
+  return *this;
+}
+
+Span& Span::set_status(StatusCode code, std::string_view message) noexcept {
+  mutate(rec_, [&](SpanRecord& r) {
+    if (code == StatusCode::kUnset || r.status_final) return;
+    r.data.status_code = code;
+    // The description only accompanies ERROR (OpenTelemetry's rule).
+    r.data.status_message = code == StatusCode::kError ? std::string(message) : std::string();
+    r.status_final = code == StatusCode::kOk;
+  });
+  return *this;
+}
+
+Span& Span::set_kind(SpanKind kind) noexcept {
+  mutate(rec_, [&](SpanRecord& r) { r.data.kind = kind; });
+  return *this;
+}
+
+Span& Span::record_exception(const std::exception& e) noexcept {
+  const std::int64_t now = detail::now_unix_nano();
+  mutate(rec_, [&](SpanRecord& r) {
+    detail::record_exception_locked(r, detail::demangle(typeid(e).name()), e.what(), now);
+  });
+  return *this;
+}
+
+SpanContext Span::context() const noexcept {
+  if (rec_ == nullptr) return {};
+  std::lock_guard lock(rec_->owner->mu);
+  try {
+    return rec_->data.context;
+  } catch (...) {
+    SpanContext c;
+    c.trace_id = rec_->data.context.trace_id;
+    c.span_id = rec_->data.context.span_id;
+    c.trace_flags = rec_->data.context.trace_flags;
+    return c;
+  }
+}
+
+void Span::finish(bool unwinding) noexcept {
+  SpanRecord* rec = std::exchange(rec_, nullptr);
+  const std::int64_t now = detail::now_unix_nano();
+  detail::ThrownException thrown;
+  if (unwinding && rec->recording) thrown = detail::last_thrown_exception(std::uncaught_exceptions());
+  bool export_it = false;
+  {
+    detail::ThreadState* owner = rec->owner;
+    std::lock_guard lock(owner->mu);
+    auto& stack = owner->stack;
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+      if (*it == rec) {
+        stack.erase(std::next(it).base());
+        break;
+      }
+    }
+    export_it = rec->recording && !rec->orphaned;
+    if (export_it) {
+      if (unwinding && !rec->exception_recorded) {
+        try {
+          detail::record_exception_locked(*rec, thrown.known ? thrown.type : "unknown",
+                                          thrown.known ? thrown.message : "", now);
+        } catch (...) {
+          rec->data.status_code = StatusCode::kError;
+        }
+      }
+      rec->data.end_time_unix_nano = now;
+    }
+  }
+  detail::ThreadState* current = detail::this_thread_state();
+  if (current != nullptr) current->count(current->ended);
+  if (!export_it) {
+    detail::recycle(rec);
+    return;
+  }
+  rec->pipeline->enqueue(rec, current);
+}
+
+SpanContext current_span_context() noexcept {
+  detail::ThreadState* ts = detail::this_thread_state();
+  if (ts == nullptr) return {};
+  std::lock_guard lock(ts->mu);
+  if (ts->stack.empty()) return {};
+  try {
+    return ts->stack.back()->data.context;
+  } catch (...) {
+    return {};
+  }
+}
+
+}  // namespace nemo::lens

@@ -1,0 +1,187 @@
+// Per-thread state: acquired on a thread's first span, returned to a reuse pool when the thread
+// exits (once no span it started is still open), never freed.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "tracing/engine.hpp"
+
+namespace nemo::lens::detail {
+
+namespace {
+
+constexpr std::size_t kMaxCachedRecords = 1024;
+
+std::mutex& registry_mu() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::vector<ThreadState*>& registry() {
+  static auto* v = new std::vector<ThreadState*>();
+  return *v;
+}
+
+// The global free pool: a stack of batches. The exporter pushes one batch per export, threads
+// take everything at once, so there is no ABA problem.
+struct FreeBatch {
+  std::vector<SpanRecord*> records;
+  FreeBatch* next = nullptr;
+};
+std::atomic<FreeBatch*> g_free_batches{nullptr};
+
+ThreadState* acquire_state() noexcept {
+  try {
+    std::lock_guard lock(registry_mu());
+    for (ThreadState* s : registry()) {
+      if (s->in_use) continue;
+      std::lock_guard state_lock(s->mu);
+      if (!s->stack.empty()) continue;  // spans it started are still open elsewhere
+      s->in_use = true;
+      s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
+      return s;
+    }
+    auto* s = new ThreadState();
+    registry().reserve(registry().size() + 1);
+    registry().push_back(s);
+    s->in_use = true;
+    s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
+    return s;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void release_state(ThreadState* s) noexcept {
+  recycle_batch(s->cache);
+  std::lock_guard lock(registry_mu());
+  s->in_use = false;
+}
+
+// The fast path reads a plain pointer in the initial-exec TLS model (a %fs-relative load, no
+// __tls_get_addr call and no init guard); a separate holder, created once per thread, returns the
+// state at thread exit.
+[[gnu::tls_model("initial-exec")]] thread_local ThreadState* t_state = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool t_exited = false;  // no spans after exit
+
+struct ThreadStateHolder {
+  ThreadState* state = nullptr;
+  ~ThreadStateHolder() {
+    t_state = nullptr;
+    t_exited = true;
+    if (state != nullptr) release_state(state);
+  }
+};
+
+ThreadState* acquire_for_this_thread() noexcept {
+  if (t_exited) return nullptr;  // a destructor running after this thread's holder is gone
+  thread_local ThreadStateHolder holder;
+  ThreadState* s = acquire_state();
+  holder.state = s;
+  t_state = s;
+  return s;
+}
+
+}  // namespace
+
+ThreadState* this_thread_state() noexcept {
+  ThreadState* s = t_state;
+  if (NEMO_LENS_LIKELY(s != nullptr)) return s;
+  return acquire_for_this_thread();
+}
+
+void recycle(SpanRecord* rec) noexcept {
+  ThreadState* s = this_thread_state();
+  if (s != nullptr && s->cache.size() < kMaxCachedRecords) {
+    try {
+      s->cache.push_back(rec);
+      return;
+    } catch (...) {
+    }
+  }
+  delete rec;
+}
+
+void recycle_batch(std::vector<SpanRecord*>& records) noexcept {
+  if (records.empty()) return;
+  FreeBatch* batch = nullptr;
+  try {
+    batch = new FreeBatch{std::move(records), nullptr};
+  } catch (...) {
+    for (SpanRecord* r : records) delete r;
+    records.clear();
+    return;
+  }
+  records.clear();
+  FreeBatch* top = g_free_batches.load(std::memory_order_relaxed);
+  do {
+    batch->next = top;
+    // Release publishes the records' contents to the thread that takes them.
+  } while (!g_free_batches.compare_exchange_weak(top, batch, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+}
+
+SpanRecord* take_record(ThreadState& s) noexcept {
+  if (s.cache.empty()) {
+    // Take every free batch at once (one atomic exchange per refill, not per span); the records
+    // stay with this thread until it exits. Acquire pairs with recycle_batch()'s release.
+    FreeBatch* batch = g_free_batches.exchange(nullptr, std::memory_order_acquire);
+    while (batch != nullptr) {
+      FreeBatch* next = batch->next;
+      try {  // inserting (not swapping) keeps the cache's capacity: no allocation once warm
+        s.cache.insert(s.cache.end(), batch->records.begin(), batch->records.end());
+      } catch (...) {
+        for (SpanRecord* r : batch->records) delete r;
+      }
+      delete batch;
+      batch = next;
+    }
+    if (s.cache.empty()) {
+      try {
+        return new SpanRecord();
+      } catch (...) {
+        return nullptr;
+      }
+    }
+  }
+  SpanRecord* rec = s.cache.back();
+  s.cache.pop_back();
+  return rec;
+}
+
+void lock_all_thread_states() noexcept {
+  registry_mu().lock();
+  for (ThreadState* s : registry()) s->mu.lock();
+}
+
+void unlock_all_thread_states() noexcept {
+  for (ThreadState* s : registry()) s->mu.unlock();
+  registry_mu().unlock();
+}
+
+void visit_thread_states(const std::function<void(ThreadState&)>& f) {
+  std::lock_guard lock(registry_mu());
+  for (ThreadState* s : registry()) f(*s);
+}
+
+void reset_thread_states_in_child() noexcept {
+  // Called in a forked child with every lock held by the parent's prepare handler. Spans open in
+  // the parent are the parent's to export: the child keeps the calling thread's stack for context
+  // but never exports those records; other threads do not exist here.
+  ThreadState* self = t_state;
+  for (ThreadState* s : registry()) {
+    for (SpanRecord* r : s->stack) r->orphaned = true;
+    if (s == self) {
+      s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));  // the child's own thread id
+    } else {
+      s->stack.clear();
+      s->cache.clear();  // their records may be mid-use: leak them rather than guess
+      s->in_use = false;
+    }
+    s->mu.reset_after_fork();
+  }
+  // registry_mu() is held by this thread (the prepare handler took it); release it normally.
+  registry_mu().unlock();
+}
+
+}  // namespace nemo::lens::detail

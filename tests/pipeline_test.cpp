@@ -1,0 +1,319 @@
+// The export pipeline: batching, flushing, a full queue, failing exporters, fork and ids.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "tracing_fixture.hpp"
+
+namespace nemo::lens {
+namespace {
+
+using lens_test::ScopedEnv;
+
+NemoLensConfig enabled() {
+  NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.span_groups = "all";
+  return c;
+}
+
+// Blocks every export until released; records batch sizes.
+class StallingExporter : public SpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    std::unique_lock lock(mu_);
+    ++entered_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    batches_.push_back(spans.size());
+    return ExportResult::kSuccess;
+  }
+  void wait_entered() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return entered_ > 0; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  std::vector<std::size_t> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int entered_ = 0;
+  bool released_ = false;
+  std::vector<std::size_t> batches_;
+};
+
+TEST(Pipeline, FullQueueDropsAndCountsWithoutBlocking) {
+  ScopedEnv env;
+  env.set("OTEL_BSP_MAX_QUEUE_SIZE", "8");
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4");
+  auto exporter = std::make_shared<StallingExporter>();
+  SetupOptions o;
+  o.exporter = exporter;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  for (int i = 0; i < 4; ++i) span_cm("first_batch");
+  exporter->wait_entered();  // the exporter is now stuck inside export_spans
+  // The producer must finish although nothing drains: it drops instead of waiting.
+  for (int i = 0; i < 1000; ++i) span_cm("while_stalled");
+  auto st = h.stats();
+  EXPECT_EQ(st.spans_ended, 1004u);
+  EXPECT_EQ(st.spans_dropped_queue_full, 1004u - 4u - 8u) << "4 in the stuck batch, 8 queued";
+  exporter->release();
+  ASSERT_TRUE(h.force_flush(std::chrono::seconds(10)));
+  st = h.stats();
+  EXPECT_EQ(st.spans_exported, 12u);
+  EXPECT_EQ(st.spans_exported + st.spans_dropped_queue_full, st.spans_ended);
+  h.shutdown();
+}
+
+TEST(Pipeline, WakesForFullBatchesNotPerSpan) {
+  ScopedEnv env;
+  env.set("OTEL_BSP_SCHEDULE_DELAY", "600000");  // the timer never fires during the test
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100");
+  env.set("OTEL_BSP_MAX_QUEUE_SIZE", "100000");
+  auto exporter = std::make_shared<StallingExporter>();
+  exporter->release();
+  SetupOptions o;
+  o.exporter = exporter;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  for (int i = 0; i < 1050; ++i) span_cm("batched");
+  ASSERT_TRUE(h.force_flush(std::chrono::seconds(10)));
+  auto batches = exporter->batches();
+  std::size_t total = 0, full = 0;
+  for (auto b : batches) {
+    total += b;
+    if (b == 100) ++full;
+    EXPECT_LE(b, 100u);
+  }
+  EXPECT_EQ(total, 1050u);
+  EXPECT_GE(full, 10u) << "only the flush exports a partial batch";
+  EXPECT_EQ(h.stats().export_requests, batches.size());
+  h.shutdown();
+}
+
+class FailingExporter : public SpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    ++calls;
+    return ExportResult::kFailure;
+  }
+  std::atomic<int> calls{0};
+};
+
+TEST(Pipeline, FailedExportsAreCounted) {
+  auto exporter = std::make_shared<FailingExporter>();
+  SetupOptions o;
+  o.exporter = exporter;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  for (int i = 0; i < 5; ++i) span_cm("lost");
+  ASSERT_TRUE(h.force_flush());
+  EXPECT_EQ(h.stats().spans_dropped_export_failed, 5u);
+  EXPECT_EQ(h.stats().spans_exported, 0u);
+  testing::internal::CaptureStderr();
+  h.shutdown();
+  std::string summary = testing::internal::GetCapturedStderr();
+  EXPECT_NE(summary.find("dropped 5 of 5 spans"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("export failed 5"), std::string::npos) << summary;
+}
+
+TEST(Pipeline, NoSummaryWhenNothingWasDropped) {
+  auto memory = std::make_shared<InMemorySpanExporter>();
+  SetupOptions o;
+  o.exporter = memory;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  span_cm("fine");
+  testing::internal::CaptureStderr();
+  h.shutdown();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(memory->spans().size(), 1u);
+}
+
+TEST(Pipeline, BadBatchVariablesAreSetupErrors) {
+  ScopedEnv env;
+  env.set("OTEL_BSP_MAX_QUEUE_SIZE", "10");
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "20");
+  auto memory = std::make_shared<InMemorySpanExporter>();
+  SetupOptions o;
+  o.exporter = memory;
+  EXPECT_THROW(setup_telemetry(enabled(), 0, 1, o), ConfigError);
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "5");
+  env.set("OTEL_BSP_SCHEDULE_DELAY", "-1");
+  EXPECT_THROW(setup_telemetry(enabled(), 0, 1, o), ConfigError);
+  env.unset("OTEL_BSP_SCHEDULE_DELAY");
+  auto h = setup_telemetry(enabled(), 0, 1, o);  // nothing was left half set up
+  EXPECT_TRUE(h.is_exporting());
+  h.shutdown();
+}
+
+TEST(Pipeline, ShutdownReturnsWithinItsTimeoutWhenTheExporterHangs) {
+  auto exporter = std::make_shared<StallingExporter>();  // never released
+  SetupOptions o;
+  o.exporter = exporter;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  span_cm("stuck");
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(h.shutdown(std::chrono::milliseconds(300)));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "bounded by the timeout plus a margin";
+  exporter->release();  // lets the detached exporter thread finish
+}
+
+// Writes "name span_id\n" per span with one write() on an O_APPEND descriptor: no locks, so it
+// is safe to use across fork().
+class LineExporter : public SpanExporter {
+ public:
+  explicit LineExporter(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {}
+  ~LineExporter() override { ::close(fd_); }
+  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    for (const SpanData* s : spans) {
+      std::string line = s->name + " " + s->context.span_id.to_hex() + " " +
+                         s->parent_span_id.to_hex() + "\n";
+      if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        return ExportResult::kFailure;
+      }
+    }
+    return ExportResult::kSuccess;
+  }
+
+ private:
+  int fd_;
+};
+
+std::vector<std::vector<std::string>> read_lines(const std::string& path) {
+  std::vector<std::vector<std::string>> out;
+  std::ifstream in(path);
+  std::string name, id, parent;
+  while (in >> name >> id >> parent) out.push_back({name, id, parent});
+  return out;
+}
+
+TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
+  char tmpl[] = "/tmp/lens_fork_XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  SetupOptions o;
+  o.exporter = std::make_shared<LineExporter>(path);
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  Span around = span_cm("parent_open_across_fork");
+  for (int i = 0; i < 3; ++i) span_cm("parent_before_fork");  // queued, maybe not yet exported
+  const SpanContext parent_ctx = around.context();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: its spans nest under the inherited context and go through a fresh pipeline.
+    bool ok = current_span_context() == parent_ctx;
+    const AttributeValue* child_pid = h.resource().attribute("process.pid");
+    ok = ok && child_pid != nullptr && std::get<std::int64_t>(*child_pid) == ::getpid();
+    for (int i = 0; i < 5; ++i) span_cm("child_span");
+    around.end();  // inherited: the parent exports it, not the child
+    ok = ok && h.force_flush(std::chrono::seconds(10));
+    ok = ok && h.stats().spans_exported == 5;
+    h.shutdown(std::chrono::seconds(10));
+    _exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  around.end();
+  ASSERT_TRUE(h.force_flush());
+  h.shutdown();
+  auto lines = read_lines(path);
+  std::map<std::string, int> by_name;
+  std::set<std::string> ids;
+  for (const auto& l : lines) {
+    ++by_name[l[0]];
+    EXPECT_TRUE(ids.insert(l[1]).second) << "span exported twice: " << l[0] << " " << l[1];
+    if (l[0] == "child_span") {
+      EXPECT_EQ(l[2], parent_ctx.span_id.to_hex());
+    }
+  }
+  EXPECT_EQ(by_name["parent_before_fork"], 3);
+  EXPECT_EQ(by_name["parent_open_across_fork"], 1);
+  EXPECT_EQ(by_name["child_span"], 5);
+  std::remove(path.c_str());
+}
+
+// First trace and span ids of a fresh process after the program seeds every RNG identically.
+std::string ids_after_seeding() {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::srand(42);
+    std::mt19937 rng(42);
+    (void)rng();
+    NemoLensConfig c = enabled();
+    SetupOptions o;
+    o.exporter = std::make_shared<InMemorySpanExporter>();
+    o.allow_reinit = true;
+    auto h = setup_telemetry(c, 0, 1, o);
+    auto s = span_cm("x");
+    std::string out = s.context().trace_id.to_hex() + s.context().span_id.to_hex();
+    (void)!::write(fds[1], out.data(), out.size());
+    _exit(0);
+  }
+  ::close(fds[1]);
+  char buf[64] = {};
+  std::size_t n = 0;
+  while (n < 48) {
+    ssize_t r = ::read(fds[0], buf + n, sizeof buf - n);
+    if (r <= 0) break;
+    n += static_cast<std::size_t>(r);
+  }
+  ::close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return std::string(buf, n);
+}
+
+TEST(Ids, DistinctAcrossProcessesSeededAlikeAndNeverZero) {
+  const std::string a = ids_after_seeding();
+  const std::string b = ids_after_seeding();
+  ASSERT_EQ(a.size(), 48u);
+  ASSERT_EQ(b.size(), 48u);
+  EXPECT_NE(a.substr(0, 32), b.substr(0, 32));
+  EXPECT_NE(a.substr(32), b.substr(32));
+  EXPECT_NE(a.substr(0, 32), std::string(32, '0'));
+}
+
+TEST(Ids, UnaffectedByProgramSeedingInOneProcess) {
+  auto memory = std::make_shared<InMemorySpanExporter>();
+  SetupOptions o;
+  o.exporter = memory;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    std::srand(7);
+    auto s = span_cm("id");
+    EXPECT_TRUE(seen.insert(s.context().trace_id.to_hex()).second);
+    EXPECT_TRUE(s.context().span_id.is_valid());
+  }
+  h.shutdown();
+}
+
+}  // namespace
+}  // namespace nemo::lens

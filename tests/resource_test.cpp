@@ -1,0 +1,481 @@
+// detect_resource(): the attributes of each source, their names and types (those of NeMo Lens),
+// and the order in which the sources override each other.
+#include "resources/resource.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nemo/lens/errors.hpp"
+#include "nemo/lens/version.hpp"
+#include "scoped_env.hpp"
+
+namespace {
+
+namespace nl = nemo::lens;
+using lens_test::ScopedEnv;
+
+// A path that exists on no machine, so that Kubernetes is detected only where a test asks for it.
+const nl::detail::ResourcePaths kNoKubernetes{"/nonexistent/lens-resource-test/kubernetes.io"};
+
+nl::NemoLensConfig config() {
+  nl::NemoLensConfig cfg;
+  cfg.run_id = "run42";
+  return cfg;
+}
+
+nl::Resource detect(const nl::NemoLensConfig& cfg = config(),
+                    const std::vector<nl::KeyValue>& extra = {}, int rank = 3, int world_size = 8) {
+  return nl::detail::detect_resource(cfg, rank, world_size, extra, kNoKubernetes);
+}
+
+nl::AttributeValue S(std::string v) { return nl::AttributeValue(std::move(v)); }
+nl::AttributeValue I(std::int64_t v) { return nl::AttributeValue(v); }
+
+// "key=\"text\"" for a string, "key=42" for an integer: readable when a comparison fails.
+std::string render(const nl::KeyValue& kv) {
+  if (const auto* s = std::get_if<std::string>(&kv.value)) return kv.key + "=\"" + *s + "\"";
+  if (const auto* i = std::get_if<std::int64_t>(&kv.value)) {
+    return kv.key + "=" + std::to_string(*i);
+  }
+  return kv.key + "=<other type>";
+}
+
+// The rendered attributes whose key starts with one of `prefixes` (all of them when none given),
+// in resource order.
+std::vector<std::string> rendered(const nl::Resource& r,
+                                  std::initializer_list<std::string_view> prefixes = {}) {
+  std::vector<std::string> out;
+  for (const nl::KeyValue& kv : r.attributes) {
+    bool keep = prefixes.size() == 0;
+    for (std::string_view p : prefixes) keep = keep || kv.key.rfind(p, 0) == 0;
+    if (keep) out.push_back(render(kv));
+  }
+  return out;
+}
+
+std::optional<nl::AttributeValue> get(const nl::Resource& r, std::string_view key) {
+  for (const nl::KeyValue& kv : r.attributes) {
+    if (kv.key == key) return kv.value;
+  }
+  return std::nullopt;
+}
+
+std::string hostname() {
+  std::array<char, HOST_NAME_MAX + 1> host{};
+  gethostname(host.data(), host.size() - 1);
+  return host.data();
+}
+
+std::string pid_attr() { return "process.pid=" + std::to_string(getpid()); }
+
+// ConfigError's message for OTEL_RESOURCE_ATTRIBUTES=`value`, or "" when nothing is thrown.
+std::string error_for(ScopedEnv& env, const std::string& value) {
+  env.set("OTEL_RESOURCE_ATTRIBUTES", value);
+  try {
+    detect();
+  } catch (const nl::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- 1. service, rank, run, user, W&B, deployment ----
+
+TEST(ResourceTest, BaseAttributesInAnEmptyEnvironment) {
+  ScopedEnv env;
+  EXPECT_EQ(
+      rendered(detect()),
+      (std::vector<std::string>{
+          "service.name=\"nemo\"", "service.version=\"" NEMO_LENS_VERSION_STRING "\"", "dl.rank=3",
+          "dl.world_size=8", "nemo.run.id=\"run42\"", "service.instance.id=\"run42-rank3\"",
+          "host.name=\"" + hostname() + "\"", pid_attr()}));
+}
+
+TEST(ResourceTest, ServiceNameAndInstanceFollowConfigAndRank) {
+  ScopedEnv env;
+  nl::NemoLensConfig cfg = config();
+  cfg.service_name = "trainer";
+  cfg.run_id = "exp-7";
+  nl::Resource r = detect(cfg, {}, 0, 1);
+  EXPECT_EQ(get(r, "service.name"), S("trainer"));
+  EXPECT_EQ(get(r, "dl.rank"), I(0));
+  EXPECT_EQ(get(r, "dl.world_size"), I(1));
+  EXPECT_EQ(get(r, "nemo.run.id"), S("exp-7"));
+  EXPECT_EQ(get(r, "service.instance.id"), S("exp-7-rank0"));
+}
+
+TEST(ResourceTest, EmptyRunIdLeavesOutRunAttributesLikeNemoLens) {
+  ScopedEnv env;
+  nl::NemoLensConfig cfg = config();
+  cfg.run_id.clear();
+  nl::Resource r = detect(cfg);
+  EXPECT_EQ(get(r, "nemo.run.id"), std::nullopt);
+  EXPECT_EQ(get(r, "service.instance.id"), std::nullopt);
+}
+
+TEST(ResourceTest, UserAndWandbWhenSet) {
+  ScopedEnv env;
+  nl::NemoLensConfig cfg = config();
+  cfg.user = "alice";
+  cfg.wandb_entity = "nvidia";
+  cfg.wandb_project = "gpt";
+  EXPECT_EQ(rendered(detect(cfg), {"nemo.user", "wandb."}),
+            (std::vector<std::string>{"nemo.user.id=\"alice\"", "wandb.entity=\"nvidia\"",
+                                      "wandb.project=\"gpt\""}));
+}
+
+TEST(ResourceTest, UserAndWandbAbsentWhenEmpty) {
+  ScopedEnv env;
+  nl::NemoLensConfig cfg = config();
+  cfg.wandb_project = "gpt";  // each is independent of the others
+  EXPECT_EQ(rendered(detect(cfg), {"nemo.user", "wandb."}),
+            (std::vector<std::string>{"wandb.project=\"gpt\""}));
+  EXPECT_TRUE(rendered(detect(), {"nemo.user", "wandb."}).empty());
+}
+
+TEST(ResourceTest, DeploymentEnvironmentPrecedence) {
+  ScopedEnv env;
+  EXPECT_EQ(get(detect(), "deployment.environment"), std::nullopt);
+  env.set("ENVIRONMENT", "staging");
+  EXPECT_EQ(get(detect(), "deployment.environment"), S("staging"));
+  env.set("DEPLOYMENT_ENV", "prod");
+  EXPECT_EQ(get(detect(), "deployment.environment"), S("prod"));
+  // As in NeMo Lens, a DEPLOYMENT_ENV set to "" is still the one read: no attribute.
+  env.set("DEPLOYMENT_ENV", "");
+  EXPECT_EQ(get(detect(), "deployment.environment"), std::nullopt);
+}
+
+// ---- 2. SLURM ----
+
+void set_full_slurm(ScopedEnv& env) {
+  env.set("SLURM_JOB_ID", "12345");
+  env.set("SLURM_JOB_NAME", "train-gpt");
+  env.set("SLURM_JOB_NUM_NODES", "4");
+  env.set("SLURM_NNODES", "99");  // SLURM_JOB_NUM_NODES wins
+  env.set("SLURM_NTASKS", "16");
+  env.set("SLURM_CLUSTER_NAME", "test-cluster");
+  env.set("SLURM_JOB_PARTITION", "batch");
+  env.set("SLURM_PARTITION", "ignored");  // SLURM_JOB_PARTITION wins
+  env.set("SLURM_RESTART_COUNT", "2");
+  env.set("SLURM_JOB_USER", "alice");
+  env.set("SLURM_JOB_ACCOUNT", "llm");
+  env.set("SLURM_JOB_QOS", "high");
+  env.set("SLURM_JOB_RESERVATION", "res1");
+  env.set("SLURM_SEGMENT", "4");
+  env.set("SLURM_TOPOLOGY_ADDR", "blk1.node01");
+  env.set("SLURM_TOPOLOGY_ADDR_PATTERN", "block.node");
+  env.set("SLURMD_NODENAME", "head-01");
+  env.set("LENS_SLURM_SLUID", "sluid-1");
+  env.set("NV_LAUNCH_SLUID", "ignored");  // LENS_SLURM_SLUID wins
+  env.set("NV_LAUNCH_ARRAY_SLUID", "array-sluid-1");
+  env.set("SLURM_NODELIST", "node[01-04]");  // retired in NeMo Lens: not emitted
+}
+
+TEST(ResourceTest, FullSlurmEnvironment) {
+  ScopedEnv env;
+  set_full_slurm(env);
+  EXPECT_EQ(
+      rendered(detect(), {"slurm.", "nv.dl."}),
+      (std::vector<std::string>{
+          "slurm.job.id=\"12345\"", "slurm.job.id.raw=\"12345\"", "slurm.array.job_id=\"12345\"",
+          "slurm.array.task_id=\"0\"", "slurm.array.count=1", "slurm.sluid=\"sluid-1\"",
+          "slurm.array.sluid=\"array-sluid-1\"", "slurm.job.name=\"train-gpt\"",
+          "slurm.cluster.name=\"test-cluster\"", "slurm.partition=\"batch\"", "slurm.nnodes=4",
+          "slurm.ntasks=16", "slurm.restart_count=2", "slurm.job.user=\"alice\"",
+          "slurm.job.account=\"llm\"", "slurm.job.qos=\"high\"", "slurm.job.reservation=\"res1\"",
+          "slurm.segment=\"4\"", "slurm.topology.addr=\"blk1.node01\"",
+          "slurm.topology.addr_pattern=\"block.node\"", "slurm.head_node.name=\"head-01\"",
+          // uuid.uuid5(uuid.NAMESPACE_URL, "nemo.lens.job/test-cluster/12345")
+          "nv.dl.job.uuid=\"9d61581a-b1c5-55ff-90da-50a3f091d47a\""}));
+}
+
+TEST(ResourceTest, NoSlurmAttributesWithoutSlurmJobId) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_NAME", "train-gpt");
+  env.set("SLURM_NTASKS", "16");
+  EXPECT_TRUE(rendered(detect(), {"slurm.", "nv.dl."}).empty());
+  env.set("SLURM_JOB_ID", "");
+  EXPECT_TRUE(rendered(detect(), {"slurm.", "nv.dl."}).empty());
+}
+
+TEST(ResourceTest, SlurmMinimalJobUsesDefaultsAndFallbacks) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", "99");
+  env.set("SLURM_NNODES", "2");
+  env.set("SLURM_PARTITION", "debug");
+  env.set("NV_LAUNCH_SLUID", "from-launcher");
+  env.set("SLURM_NTASKS", "sixteen");  // not an integer: left out
+  EXPECT_EQ(rendered(detect(), {"slurm.", "nv.dl."}),
+            (std::vector<std::string>{
+                "slurm.job.id=\"99\"", "slurm.job.id.raw=\"99\"", "slurm.array.job_id=\"99\"",
+                "slurm.array.task_id=\"0\"", "slurm.array.count=1", "slurm.sluid=\"from-launcher\"",
+                "slurm.partition=\"debug\"", "slurm.nnodes=2", "slurm.restart_count=0",
+                // uuid.uuid5(uuid.NAMESPACE_URL, "nemo.lens.job/nocluster/99")
+                "nv.dl.job.uuid=\"6182dd4c-2425-518e-96d1-34c342b051b7\""}));
+}
+
+TEST(ResourceTest, SlurmArrayElement) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", "12350");
+  env.set("SLURM_ARRAY_JOB_ID", "12345");
+  env.set("SLURM_ARRAY_TASK_ID", "7");
+  env.set("SLURM_ARRAY_TASK_COUNT", "64");
+  env.set("SLURM_CLUSTER_NAME", "cluster-a");
+  nl::Resource r = detect();
+  EXPECT_EQ(get(r, "slurm.job.id"), S("12345_7"));
+  EXPECT_EQ(get(r, "slurm.job.id.raw"), S("12350"));
+  EXPECT_EQ(get(r, "slurm.array.job_id"), S("12345"));
+  EXPECT_EQ(get(r, "slurm.array.task_id"), S("7"));
+  EXPECT_EQ(get(r, "slurm.array.count"), I(64));
+  // Seeded from the array's base id, so every element shares it.
+  EXPECT_EQ(get(r, "nv.dl.job.uuid"), S("be34ba0f-41ed-5d53-84c1-e3f3dd25bfd7"));
+}
+
+TEST(ResourceTest, SlurmHeadNodeOnlyOutsideAJobStep) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", "12345");
+  env.set("SLURMD_NODENAME", "compute-01");
+  EXPECT_EQ(get(detect(), "slurm.head_node.name"), S("compute-01"));
+  env.set("SLURM_STEP_ID", "0");
+  EXPECT_EQ(get(detect(), "slurm.head_node.name"), std::nullopt);
+  env.unset("SLURM_STEP_ID");
+  env.set("SLURM_STEPID", "0");
+  EXPECT_EQ(get(detect(), "slurm.head_node.name"), std::nullopt);
+}
+
+// ---- 3. Kubernetes ----
+
+TEST(ResourceTest, KubernetesDetectedByServiceHost) {
+  ScopedEnv env;
+  env.set("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+  env.set("K8S_NAMESPACE", "ml");
+  env.set("K8S_POD_NAME", "trainer-0");
+  env.set("K8S_POD_UID", "uid-1");
+  env.set("K8S_NODE_NAME", "node-a");
+  env.set("K8S_CONTAINER_NAME", "pytorch");
+  env.set("K8S_JOB_NAME", "train");
+  env.set("HOSTNAME", "ignored-pod-name");  // K8S_POD_NAME wins
+  EXPECT_EQ(rendered(detect(), {"k8s."}),
+            (std::vector<std::string>{"k8s.namespace.name=\"ml\"", "k8s.pod.name=\"trainer-0\"",
+                                      "k8s.pod.uid=\"uid-1\"", "k8s.node.name=\"node-a\"",
+                                      "k8s.container.name=\"pytorch\"", "k8s.job.name=\"train\""}));
+}
+
+TEST(ResourceTest, KubernetesPodNameFallsBackToHostname) {
+  ScopedEnv env;
+  env.set("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+  env.set("HOSTNAME", "trainer-0");
+  EXPECT_EQ(rendered(detect(), {"k8s."}), (std::vector<std::string>{"k8s.pod.name=\"trainer-0\""}));
+}
+
+TEST(ResourceTest, KubernetesDetectedBySecretsPath) {
+  ScopedEnv env;
+  env.set("K8S_NAMESPACE", "ml");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("lens-k8s-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  nl::Resource r =
+      nl::detail::detect_resource(config(), 0, 1, {}, nl::detail::ResourcePaths{dir.string()});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(rendered(r, {"k8s."}), (std::vector<std::string>{"k8s.namespace.name=\"ml\""}));
+}
+
+TEST(ResourceTest, NoKubernetesAttributesOutsideKubernetes) {
+  ScopedEnv env;
+  env.set("K8S_NAMESPACE", "ml");
+  env.set("K8S_POD_NAME", "trainer-0");
+  env.set("HOSTNAME", "trainer-0");
+  EXPECT_TRUE(rendered(detect(), {"k8s."}).empty());
+  env.set("KUBERNETES_SERVICE_HOST", "");  // empty is not a sign of Kubernetes
+  EXPECT_TRUE(rendered(detect(), {"k8s."}).empty());
+}
+
+// ---- 4. host, process, GPUs ----
+
+TEST(ResourceTest, HostAndProcess) {
+  ScopedEnv env;
+  nl::Resource r = detect();
+  EXPECT_EQ(get(r, "host.name"), S(hostname()));
+  EXPECT_EQ(get(r, "process.pid"), I(getpid()));
+}
+
+TEST(ResourceTest, GpuCountFromCudaVisibleDevices) {
+  ScopedEnv env;
+  EXPECT_EQ(get(detect(), "host.gpu.count"), std::nullopt);  // unset: not guessed
+  env.set("CUDA_VISIBLE_DEVICES", "");
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(0));
+  env.set("CUDA_VISIBLE_DEVICES", "0,1,2");
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(3));
+  env.set("CUDA_VISIBLE_DEVICES",
+          "GPU-8d5b2c4e-1f2a-4b3c-9d8e-7f6a5b4c3d2e,"
+          "GPU-1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d");
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(2));
+  env.set("CUDA_VISIBLE_DEVICES", " 0, 1 ,");  // blank entries do not count
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(2));
+}
+
+// ---- 5. OTEL_RESOURCE_ATTRIBUTES ----
+
+TEST(ResourceTest, OtelResourceAttributesParsing) {
+  ScopedEnv env;
+  env.set("OTEL_RESOURCE_ATTRIBUTES",
+          " team = ml , note=a%2Cb%3Dc%20d ,path=%2Fdata%2fx,eq=a=b,plus=1+1,empty=,"
+          ",  ,key%2Cpart=v,utf8=%C3%A9,bad=%FF%C3");
+  EXPECT_EQ(
+      rendered(detect(), {"team", "note", "path", "eq", "plus", "empty", "key", "utf8", "bad"}),
+      (std::vector<std::string>{
+          "team=\"ml\"", "note=\"a,b=c d\"", "path=\"/data/x\"", "eq=\"a=b\"", "plus=\"1+1\"",
+          "empty=\"\"",
+          "key%2Cpart=\"v\"",                                          // keys are not decoded
+          "utf8=\"\xC3\xA9\"", "bad=\"\xEF\xBF\xBD\xEF\xBF\xBD\""}));  // ill-formed UTF-8 -> U+FFFD
+}
+
+TEST(ResourceTest, OtelResourceAttributesOverrideDetectedKeys) {
+  ScopedEnv env;
+  env.set("ENVIRONMENT", "staging");
+  env.set("CUDA_VISIBLE_DEVICES", "0,1");
+  env.set("OTEL_RESOURCE_ATTRIBUTES",
+          "deployment.environment=prod,host.name=node-x,dl.rank=9,host.gpu.count=4,site=us");
+  nl::Resource r = detect();
+  EXPECT_EQ(get(r, "deployment.environment"), S("prod"));
+  EXPECT_EQ(get(r, "host.name"), S("node-x"));
+  EXPECT_EQ(get(r, "dl.rank"), S("9"));  // string values
+  EXPECT_EQ(get(r, "host.gpu.count"), S("4"));
+  EXPECT_EQ(get(r, "site"), S("us"));
+  EXPECT_EQ(r.attributes.back().key, "site");  // new keys come after the detected ones
+}
+
+TEST(ResourceTest, OtelResourceAttributesSlurmKeysTakeNemoLensTypes) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", "12345");
+  env.set("SLURM_JOB_NUM_NODES", "4");
+  env.set("SLURM_NTASKS", "16");
+  env.set("SLURM_JOB_NAME", "fallback-name");
+  env.set("OTEL_RESOURCE_ATTRIBUTES",
+          "slurm.job.id=from-launch,slurm.nnodes=8,slurm.ntasks=invalid,slurm.job.name=,"
+          "slurm.restart_count=x,slurm.array.count=,nv.dl.run.uuid=run-from-launch");
+  nl::Resource r = detect();
+  EXPECT_EQ(get(r, "slurm.job.id"), S("from-launch"));
+  EXPECT_EQ(get(r, "slurm.job.id.raw"), S("12345"));
+  EXPECT_EQ(get(r, "slurm.nnodes"), I(8));   // an integer, as NeMo Lens types it
+  EXPECT_EQ(get(r, "slurm.ntasks"), I(16));  // not an integer: the detected value stays
+  EXPECT_EQ(get(r, "slurm.job.name"), S("fallback-name"));  // empty: the detected value stays
+  EXPECT_EQ(get(r, "slurm.restart_count"), I(0));
+  EXPECT_EQ(get(r, "slurm.array.count"), I(1));
+  EXPECT_EQ(get(r, "nv.dl.run.uuid"), S("run-from-launch"));
+}
+
+TEST(ResourceTest, OtelResourceAttributesSlurmKeysWithoutSlurm) {
+  ScopedEnv env;
+  env.set("OTEL_RESOURCE_ATTRIBUTES", "slurm.job.id=from-launch,slurm.nnodes=8,slurm.ntasks=x");
+  nl::Resource r = detect();
+  EXPECT_EQ(get(r, "slurm.job.id"), S("from-launch"));
+  EXPECT_EQ(get(r, "slurm.nnodes"), I(8));
+  EXPECT_EQ(get(r, "slurm.ntasks"), S("x"));  // nothing detected to keep: the string as given
+}
+
+TEST(ResourceTest, ServiceNameFromOtelResourceAttributesReplacesOnlyTheDefault) {
+  ScopedEnv env;
+  env.set("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attributes");
+  EXPECT_EQ(get(detect(), "service.name"), S("from-attributes"));
+
+  // OTEL_SERVICE_NAME takes precedence (the OpenTelemetry specification), even when it is "nemo".
+  env.set("OTEL_SERVICE_NAME", "from-service-name");
+  EXPECT_EQ(get(detect(nl::NemoLensConfig::from_env()), "service.name"), S("from-service-name"));
+  env.set("OTEL_SERVICE_NAME", "nemo");
+  EXPECT_EQ(get(detect(nl::NemoLensConfig::from_env()), "service.name"), S("nemo"));
+
+  // A name the program put in the config wins too.
+  env.unset("OTEL_SERVICE_NAME");
+  nl::NemoLensConfig cfg = config();
+  cfg.service_name = "from-config";
+  EXPECT_EQ(get(detect(cfg), "service.name"), S("from-config"));
+}
+
+TEST(ResourceTest, MalformedOtelResourceAttributes) {
+  ScopedEnv env;
+  const std::string expected = "Expected comma-separated key=value pairs";
+
+  std::string msg = error_for(env, "team=ml,oops");
+  EXPECT_NE(msg.find("OTEL_RESOURCE_ATTRIBUTES"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'oops' has no '='"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+
+  msg = error_for(env, " =value");
+  EXPECT_NE(msg.find("OTEL_RESOURCE_ATTRIBUTES"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'=value' has an empty key"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+
+  msg = error_for(env, "note=100%zz");
+  EXPECT_NE(msg.find("'note=100%zz' has an invalid percent-escape '%zz'"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+
+  msg = error_for(env, "note=100%");
+  EXPECT_NE(msg.find("invalid percent-escape '%'"), std::string::npos) << msg;
+  msg = error_for(env, "note=%4");
+  EXPECT_NE(msg.find("invalid percent-escape '%4'"), std::string::npos) << msg;
+
+  EXPECT_EQ(error_for(env, ""), "");  // empty: nothing to add, not an error
+  EXPECT_EQ(error_for(env, "a=1,"), "");
+}
+
+// ---- 6. the caller's attributes; one entry per key ----
+
+TEST(ResourceTest, ExtraOverridesEverything) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", "12345");
+  env.set("OTEL_RESOURCE_ATTRIBUTES", "site=us,service.name=from-attributes");
+  nl::Resource r = detect(config(), {{"service.name", S("mine")},
+                                     {"host.name", S("my-host")},
+                                     {"slurm.job.id", I(7)},
+                                     {"site", S("eu")},
+                                     {"flag", nl::AttributeValue(true)}});
+  EXPECT_EQ(get(r, "service.name"), S("mine"));
+  EXPECT_EQ(get(r, "host.name"), S("my-host"));
+  EXPECT_EQ(get(r, "slurm.job.id"), I(7));  // the caller's type is kept
+  EXPECT_EQ(get(r, "site"), S("eu"));
+  EXPECT_EQ(get(r, "flag"), nl::AttributeValue(true));
+}
+
+TEST(ResourceTest, OneEntryPerKeyInFirstAppearanceOrder) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", "12345");
+  env.set("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+  env.set("HOSTNAME", "pod-0");
+  env.set("CUDA_VISIBLE_DEVICES", "0");
+  env.set("OTEL_RESOURCE_ATTRIBUTES", "site=a,dl.rank=5,site=b,k8s.pod.name=pod-x");
+  nl::Resource r = detect(config(), {{"site", S("c")}, {"dl.rank", I(6)}, {"site", S("d")}});
+  std::vector<std::string> keys;
+  for (const nl::KeyValue& kv : r.attributes) {
+    EXPECT_EQ(std::count(keys.begin(), keys.end(), kv.key), 0) << kv.key << " appears twice";
+    keys.push_back(kv.key);
+  }
+  EXPECT_EQ(keys[2], "dl.rank");  // replaced in place
+  EXPECT_EQ(get(r, "dl.rank"), I(6));
+  EXPECT_EQ(get(r, "site"), S("d"));
+  EXPECT_EQ(get(r, "k8s.pod.name"), S("pod-x"));
+  EXPECT_EQ(keys.back(), "site");
+}
+
+TEST(ResourceTest, DefaultPathsOverloadDetectsTheSameWithoutKubernetes) {
+  ScopedEnv env;
+  env.set("CUDA_VISIBLE_DEVICES", "0");
+  std::error_code ec;
+  if (std::filesystem::exists("/var/run/secrets/kubernetes.io", ec)) {
+    GTEST_SKIP() << "running inside Kubernetes";
+  }
+  EXPECT_EQ(rendered(nl::detail::detect_resource(config(), 3, 8, {})), rendered(detect()));
+}
+
+}  // namespace

@@ -1,0 +1,577 @@
+#include "nemo/lens/span.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "tracing_fixture.hpp"
+
+namespace nemo::lens {
+namespace {
+
+using Tracing = lens_test::Tracing;
+
+const AttributeValue* attr(const SpanData& s, std::string_view key) { return s.attribute(key); }
+
+TEST_F(Tracing, ChildrenNestUnderTheCurrentSpan) {
+  {
+    auto outer = managed_span("step", "outer", {{"iteration", 3}});
+    ASSERT_TRUE(outer);
+    EXPECT_EQ(current_span_context(), outer.context());
+    {
+      auto inner = span_cm("inner");
+      EXPECT_EQ(current_span_context(), inner.context());
+    }
+    EXPECT_EQ(current_span_context(), outer.context());
+  }
+  EXPECT_FALSE(current_span_context().is_valid());
+  auto all = spans();
+  ASSERT_EQ(all.size(), 2u);
+  auto outer = only(all, "outer");
+  auto inner = only(all, "inner");
+  EXPECT_EQ(inner.context.trace_id, outer.context.trace_id);
+  EXPECT_EQ(inner.parent_span_id, outer.context.span_id);
+  EXPECT_FALSE(outer.parent_span_id.is_valid());
+  EXPECT_NE(inner.context.span_id, outer.context.span_id);
+  EXPECT_EQ(outer.group, "step");
+  EXPECT_EQ(inner.group, "");
+  EXPECT_LE(outer.start_time_unix_nano, inner.start_time_unix_nano);
+  EXPECT_LE(inner.end_time_unix_nano, outer.end_time_unix_nano);
+  EXPECT_TRUE(outer.context.is_sampled());
+  EXPECT_EQ(std::get<std::int64_t>(*attr(outer, "iteration")), 3);
+  EXPECT_EQ(outer.kind, SpanKind::kInternal);
+  EXPECT_GT(outer.thread_id, 0);
+}
+
+TEST_F(Tracing, OutOfOrderEndsKeepTheStackConsistent) {
+  auto a = span_cm("a");
+  auto b = span_cm("b");
+  a.end();  // ends below the top: b stays current
+  EXPECT_EQ(current_span_context(), b.context());
+  auto c = span_cm("c");
+  const auto c_parent = b.context().span_id;
+  c.end();
+  b.end();
+  EXPECT_FALSE(current_span_context().is_valid());
+  auto d = span_cm("d");
+  d.end();
+  auto all = spans();
+  EXPECT_EQ(only(all, "c").parent_span_id, c_parent);
+  EXPECT_FALSE(only(all, "d").parent_span_id.is_valid()) << "d is a new root";
+  EXPECT_NE(only(all, "d").context.trace_id, only(all, "a").context.trace_id);
+}
+
+Span open_job() { return span_cm("job_root"); }
+
+TEST_F(Tracing, MovedSpanOutlivesItsScopeAndStaysCurrent) {
+  Span job = open_job();
+  ASSERT_TRUE(job);
+  { auto step = managed_span("step", "step"); }
+  Span moved = std::move(job);
+  EXPECT_FALSE(job);  // NOLINT(bugprone-use-after-move): the moved-from handle is empty
+  job.end();          // no-op on an empty handle
+  moved.set_attribute("steps", 1);
+  moved.end();
+  moved.end();  // idempotent
+  auto all = spans();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(only(all, "step").parent_span_id, only(all, "job_root").context.span_id);
+  EXPECT_EQ(std::get<std::int64_t>(*attr(only(all, "job_root"), "steps")), 1);
+}
+
+TEST_F(Tracing, MoveAssignmentEndsTheOverwrittenSpan) {
+  Span s = span_cm("first");
+  s = span_cm("second");
+  EXPECT_EQ(spans().size(), 1u);  // "first" ended by the assignment
+  s.end();
+  auto all = spans();
+  EXPECT_EQ(only(all, "second").parent_span_id, only(all, "first").context.span_id)
+      << "second started while first was still current";
+}
+
+TEST_F(Tracing, DisabledGroupCreatesNothingAndEvaluatesNoArgument) {
+  start("default");
+  int evaluations = 0;
+  auto expensive = [&] { return ++evaluations; };
+  {
+    LENS_SPAN(off, SpanGroup::STEP, "step_span", {"value", expensive()});
+    EXPECT_FALSE(off);
+    EXPECT_FALSE(off.context().is_valid());
+    off.set_attribute("x", 1).add_event("e").set_status(StatusCode::kError, "no-op");
+    auto off2 = managed_span("optimizer", "opt");
+    EXPECT_FALSE(off2);
+    LENS_SPAN(on, SpanGroup::JOB, "job_span", {"value", expensive()});
+    EXPECT_TRUE(on);
+  }
+  EXPECT_EQ(evaluations, 1);
+  auto all = spans();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].name, "job_span");
+  EXPECT_EQ(all[0].group, "job");
+  EXPECT_EQ(std::get<std::int64_t>(*attr(all[0], "value")), 1);
+  EXPECT_EQ(handle_.stats().spans_started, 1u);
+}
+
+TEST_F(Tracing, LensSpanSeesLaterGroupSwitches) {
+  auto site = [] { LENS_SPAN(s, "layer", "layer_fwd"); return static_cast<bool>(s); };
+  start("default");
+  EXPECT_FALSE(site());
+  set_enabled_span_groups({"layer"});
+  EXPECT_TRUE(site());
+  set_enabled_span_groups({});
+  EXPECT_FALSE(site());
+  EXPECT_EQ(spans().size(), 1u);
+}
+
+TEST(NotSetUp, EverySpanIsEmpty) {
+  set_enabled_span_groups({"step"});  // groups on, but no pipeline
+  auto a = span_cm("x");
+  auto b = managed_span("step", "y");
+  LENS_SPAN(c, "step", "z");
+  EXPECT_FALSE(a);
+  EXPECT_FALSE(b);
+  EXPECT_FALSE(c);
+  EXPECT_FALSE(current_span_context().is_valid());
+  set_enabled_span_groups({});
+}
+
+TEST_F(Tracing, ScopeLeftByAnExceptionGetsErrorAndAnEvent) {
+  try {
+    auto s = managed_span("step", "failing");
+    throw std::runtime_error("disk full");
+  } catch (const std::exception&) {
+  }
+  auto f = only(spans(), "failing");
+  EXPECT_EQ(f.status_code, StatusCode::kError);
+  EXPECT_EQ(f.status_message, "disk full");
+  ASSERT_EQ(f.events.size(), 1u);
+  EXPECT_EQ(f.events[0].name, "exception");
+  ASSERT_EQ(f.events[0].attributes.size(), 2u);
+  EXPECT_EQ(f.events[0].attributes[0].key, "exception.type");
+  EXPECT_EQ(std::get<std::string>(f.events[0].attributes[0].value), "std::runtime_error");
+  EXPECT_EQ(std::get<std::string>(f.events[0].attributes[1].value), "disk full");
+}
+
+struct CustomError : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+TEST_F(Tracing, ExceptionTypeIsDemangledForUserTypesAndNonStdTypes) {
+  try {
+    LENS_SPAN(s, "step", "custom");
+    throw CustomError("bad shape");
+  } catch (const CustomError&) {
+  }
+  try {
+    auto s = span_cm("int_thrown");
+    throw 42;
+  } catch (int) {
+  }
+  auto all = spans();
+  auto custom = only(all, "custom");
+  ASSERT_EQ(custom.events.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(custom.events[0].attributes[0].value),
+            "nemo::lens::(anonymous namespace)::CustomError");
+  EXPECT_EQ(custom.status_message, "bad shape");
+  auto thrown_int = only(all, "int_thrown");
+  EXPECT_EQ(thrown_int.status_code, StatusCode::kError);
+  EXPECT_EQ(std::get<std::string>(thrown_int.events[0].attributes[0].value), "int");
+}
+
+TEST_F(Tracing, ExceptionCaughtInsideTheScopeLeavesTheSpanAlone) {
+  {
+    auto s = span_cm("recovered");
+    try {
+      throw std::runtime_error("retry");
+    } catch (const std::exception&) {
+    }
+  }
+  auto r = only(spans(), "recovered");
+  EXPECT_EQ(r.status_code, StatusCode::kUnset);
+  EXPECT_TRUE(r.events.empty());
+}
+
+TEST_F(Tracing, RethrowOfAStoredExceptionIsNotMistakenForTheLastThrow) {
+  std::exception_ptr stored;
+  try {
+    throw std::runtime_error("original");
+  } catch (...) {
+    stored = std::current_exception();
+  }
+  try {
+    throw std::logic_error("unrelated");
+  } catch (const std::exception&) {
+  }
+  try {
+    auto s = span_cm("rethrown");
+    std::rethrow_exception(stored);
+  } catch (const std::exception&) {
+  }
+  auto r = only(spans(), "rethrown");
+  EXPECT_EQ(r.status_code, StatusCode::kError);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(r.events[0].attributes[0].value), "unknown")
+      << "the hook never saw this throw, and must not report the unrelated one";
+}
+
+TEST_F(Tracing, RecordExceptionAndTraceFnRecordOnce) {
+  {
+    auto s = span_cm("explicit");
+    s.record_exception(std::out_of_range("index 7"));
+  }
+  auto failing = trace_fn("checkpoint", "save", [](int x) -> int {
+    if (x > 0) throw std::invalid_argument("negative space");
+    return x;
+  });
+  EXPECT_EQ(failing(0), 0);
+  EXPECT_THROW(failing(1), std::invalid_argument);
+  auto all = spans();
+  auto e = only(all, "explicit");
+  ASSERT_EQ(e.events.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(e.events[0].attributes[0].value), "std::out_of_range");
+  EXPECT_EQ(e.status_code, StatusCode::kError);
+  int saves = 0;
+  for (const auto& s : all) {
+    if (s.name != "save") continue;
+    ++saves;
+    if (s.status_code == StatusCode::kError) {
+      ASSERT_EQ(s.events.size(), 1u) << "the wrapper and the scope must not both record";
+      EXPECT_EQ(std::get<std::string>(s.events[0].attributes[1].value), "negative space");
+      EXPECT_EQ(s.group, "checkpoint");
+    } else {
+      EXPECT_TRUE(s.events.empty());
+    }
+  }
+  EXPECT_EQ(saves, 2);
+}
+
+TEST_F(Tracing, TraceFnWithGroupOffCallsThroughWithoutSpans) {
+  start("default");
+  auto add = trace_fn("optimizer", "add", [](int a, int b) { return a + b; });
+  EXPECT_EQ(add(2, 3), 5);
+  EXPECT_TRUE(spans().empty());
+}
+
+TEST_F(Tracing, StringsUnderRedactedKeysAreReplaced) {
+  {
+    auto s = span_cm("llm", {{"prompt", "tell me a secret"}, {"tokens", 12}});
+    s.set_attribute("password", std::string("hunter2"));
+    s.set_attribute("token", 5);  // not a string: kept
+    s.set_attribute("secret", std::vector<std::string>{"a", "b"});
+    s.set_attribute("model", "llama");
+    s.add_event("reply", {{"output_text", "42"}});
+  }
+  auto s = only(spans(), "llm");
+  EXPECT_EQ(std::get<std::string>(*attr(s, "prompt")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(s, "password")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::int64_t>(*attr(s, "token")), 5);
+  EXPECT_EQ(std::get<std::vector<std::string>>(*attr(s, "secret")),
+            (std::vector<std::string>{"[REDACTED]", "[REDACTED]"}));
+  EXPECT_EQ(std::get<std::string>(*attr(s, "model")), "llama");
+  EXPECT_EQ(std::get<std::string>(s.events[0].attributes[0].value), "[REDACTED]");
+}
+
+TEST_F(Tracing, RedactionSetIsConfigurable) {
+  SetupOptions options;
+  options.redacted_keys = std::vector<std::string>{"api_key"};
+  start("all", options);
+  { auto s = span_cm("r", {{"api_key", "abc"}, {"prompt", "visible"}}); }
+  auto r = only(spans(), "r");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "api_key")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "prompt")), "visible");
+
+  env_.set("NEMO_LENS_REDACTED_KEYS", " ssn , dob ");
+  memory_->clear();
+  start("all");
+  { auto s = span_cm("e", {{"ssn", "123"}, {"password", "pw"}}); }
+  auto e = only(spans(), "e");
+  EXPECT_EQ(std::get<std::string>(*attr(e, "ssn")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(e, "password")), "pw");
+}
+
+TEST_F(Tracing, EveryAttributeTypeAndReplacement) {
+  const std::vector<std::int64_t> ints{1, 2, 3};
+  const std::vector<double> doubles{0.5, 1.5};
+  const std::vector<bool> bools{true, false};
+  const std::vector<std::string> strings{"x", "y"};
+  const std::string_view views_data[] = {"p", "q"};
+  {
+    auto s = span_cm("types", {{"b", true}, {"i", -7}, {"u", 7u}, {"d", 2.5}, {"f", 1.5f},
+                               {"s", "text"}, {"sv", std::string_view("view")}});
+    s.set_attribute("ia", ints).set_attribute("da", doubles).set_attribute("ba", bools);
+    s.set_attribute("sa", strings).set_attribute("sva", std::span<const std::string_view>(views_data));
+    s.set_attribute("i", 8);  // replaces
+    s.set_attributes({{"extra", 1}, {"b", false}});
+  }
+  auto s = only(spans(), "types");
+  EXPECT_EQ(s.attributes.size(), 13u);
+  EXPECT_EQ(std::get<bool>(*attr(s, "b")), false);
+  EXPECT_EQ(std::get<std::int64_t>(*attr(s, "extra")), 1);
+  EXPECT_EQ(std::get<std::int64_t>(*attr(s, "i")), 8);
+  EXPECT_EQ(std::get<std::int64_t>(*attr(s, "u")), 7);
+  EXPECT_EQ(std::get<double>(*attr(s, "d")), 2.5);
+  EXPECT_EQ(std::get<double>(*attr(s, "f")), 1.5);
+  EXPECT_EQ(std::get<std::string>(*attr(s, "s")), "text");
+  EXPECT_EQ(std::get<std::string>(*attr(s, "sv")), "view");
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(*attr(s, "ia")), ints);
+  EXPECT_EQ(std::get<std::vector<double>>(*attr(s, "da")), doubles);
+  EXPECT_EQ(std::get<std::vector<bool>>(*attr(s, "ba")), bools);
+  EXPECT_EQ(std::get<std::vector<std::string>>(*attr(s, "sa")), strings);
+  EXPECT_EQ(std::get<std::vector<std::string>>(*attr(s, "sva")), (std::vector<std::string>{"p", "q"}));
+  EXPECT_EQ(s.attribute("missing"), nullptr);
+}
+
+TEST_F(Tracing, LimitsDropAndCount) {
+  env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2");
+  env_.set("OTEL_SPAN_EVENT_COUNT_LIMIT", "1");
+  env_.set("OTEL_SPAN_LINK_COUNT_LIMIT", "1");
+  env_.set("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "1");
+  env_.set("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "4");
+  start("all");
+  SpanContext target;
+  {
+    auto t = span_cm("target");
+    target = t.context();
+  }
+  {
+    auto s = span_cm("limited", {{"a", 1}, {"b", "abcdefgh"}, {"c", 3}});
+    s.set_attribute("a", 10);  // replacing an existing key is not a drop
+    s.set_attribute("d", 4);
+    s.add_event("e1", {{"x", 1}, {"y", 2}});
+    s.add_event("e2");
+    s.add_link(target, {{"why", "lateral"}});
+    s.add_link(target);
+  }
+  auto s = only(spans(), "limited");
+  EXPECT_EQ(s.attributes.size(), 2u);
+  EXPECT_EQ(s.dropped_attributes_count, 2u);
+  EXPECT_EQ(std::get<std::int64_t>(*attr(s, "a")), 10);
+  EXPECT_EQ(std::get<std::string>(*attr(s, "b")), "abcd");
+  ASSERT_EQ(s.events.size(), 1u);
+  EXPECT_EQ(s.dropped_events_count, 1u);
+  EXPECT_EQ(s.events[0].attributes.size(), 1u);
+  EXPECT_EQ(s.events[0].dropped_attributes_count, 1u);
+  ASSERT_EQ(s.links.size(), 1u);
+  EXPECT_EQ(s.dropped_links_count, 1u);
+  EXPECT_EQ(s.links[0].context.span_id, target.span_id);
+  EXPECT_EQ(std::get<std::string>(s.links[0].attributes[0].value), "late");  // length limit
+}
+
+TEST_F(Tracing, LengthLimitCutsAtACharacterBoundary) {
+  env_.set("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "3");
+  start("all");
+  { auto s = span_cm("utf8", {{"word", "a\xc3\xa9\xc3\xa9"}}); }  // "aéé": 5 bytes
+  EXPECT_EQ(std::get<std::string>(*attr(only(spans(), "utf8"), "word")), "a\xc3\xa9");
+}
+
+TEST_F(Tracing, BadLimitVariablesAreSetupErrors) {
+  env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "lots");
+  try {
+    start("all");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: 'lots'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(Tracing, StatusKindEventsAndLinks) {
+  SpanContext invalid;
+  {
+    auto s = span_cm("status");
+    s.set_status(StatusCode::kError, "first");
+    s.set_status(StatusCode::kUnset);  // never replaces
+    s.set_kind(SpanKind::kClient);
+    s.add_link(invalid);  // ignored
+    s.add_event("checkpoint_written", {{"bytes", 1024}});
+  }
+  {
+    auto s = span_cm("ok_final");
+    s.set_status(StatusCode::kOk, "ignored description");
+    s.set_status(StatusCode::kError, "too late");
+  }
+  auto all = spans();
+  auto st = only(all, "status");
+  EXPECT_EQ(st.status_code, StatusCode::kError);
+  EXPECT_EQ(st.status_message, "first");
+  EXPECT_EQ(st.kind, SpanKind::kClient);
+  EXPECT_TRUE(st.links.empty());
+  EXPECT_EQ(st.dropped_links_count, 0u);
+  ASSERT_EQ(st.events.size(), 1u);
+  EXPECT_EQ(st.events[0].name, "checkpoint_written");
+  EXPECT_GE(st.events[0].time_unix_nano, st.start_time_unix_nano);
+  EXPECT_LE(st.events[0].time_unix_nano, st.end_time_unix_nano);
+  auto ok = only(all, "ok_final");
+  EXPECT_EQ(ok.status_code, StatusCode::kOk);
+  EXPECT_EQ(ok.status_message, "");
+}
+
+TEST_F(Tracing, StartSpanWithExplicitParentRootKindAndLink) {
+  SpanContext remote;
+  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
+  remote.trace_flags = 1;
+  remote.is_remote = true;
+  auto local = span_cm("local");
+  SpanStartOptions o;
+  o.parent = &remote;
+  o.kind = SpanKind::kServer;
+  o.link = &remote;
+  auto child = start_span("from_remote", o);
+  SpanStartOptions r;
+  r.root = true;
+  auto root = start_span("fresh_root", r);
+  root.end();
+  child.end();
+  local.end();
+  auto all = spans();
+  auto c = only(all, "from_remote");
+  EXPECT_EQ(c.context.trace_id, remote.trace_id);
+  EXPECT_EQ(c.parent_span_id, remote.span_id);
+  EXPECT_TRUE(c.parent_is_remote);
+  EXPECT_EQ(c.kind, SpanKind::kServer);
+  ASSERT_EQ(c.links.size(), 1u);
+  auto fr = only(all, "fresh_root");
+  EXPECT_FALSE(fr.parent_span_id.is_valid());
+  EXPECT_NE(fr.context.trace_id, only(all, "local").context.trace_id);
+}
+
+TEST_F(Tracing, SamplerAlwaysOffRecordsNothing) {
+  env_.set("OTEL_TRACES_SAMPLER", "always_off");
+  start("all");
+  auto s = span_cm("never");
+  EXPECT_FALSE(s);
+  s.end();
+  EXPECT_TRUE(spans().empty());
+}
+
+TEST_F(Tracing, RatioSamplerDecidesAtTheRootAndChildrenFollow) {
+  env_.set("OTEL_TRACES_SAMPLER", "parentbased_traceidratio");
+  env_.set("OTEL_TRACES_SAMPLER_ARG", "0.5");
+  start("all");
+  int sampled_roots = 0;
+  for (int i = 0; i < 400; ++i) {
+    auto root = span_cm("root");
+    auto child = span_cm("child");
+    EXPECT_EQ(static_cast<bool>(child), static_cast<bool>(root));
+    EXPECT_EQ(child.context().trace_id, root.context().trace_id);
+    EXPECT_EQ(child.context().is_sampled(), root.context().is_sampled());
+    if (root) ++sampled_roots;
+  }
+  EXPECT_GT(sampled_roots, 120);  // binomial(400, 0.5): outside [120, 280] has p < 1e-15
+  EXPECT_LT(sampled_roots, 280);
+  EXPECT_EQ(spans().size(), static_cast<std::size_t>(2 * sampled_roots));
+}
+
+TEST_F(Tracing, ParentBasedFollowsAnUnsampledRemoteParent) {
+  SpanContext remote;
+  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
+  remote.trace_flags = 0;
+  remote.is_remote = true;
+  SpanStartOptions o;
+  o.parent = &remote;
+  auto s = start_span("unsampled_child", o);
+  EXPECT_FALSE(s);
+  EXPECT_TRUE(s.context().is_valid()) << "a sampled-out span still carries its context";
+  EXPECT_FALSE(s.context().is_sampled());
+  EXPECT_EQ(current_span_context(), s.context());
+  s.end();
+  EXPECT_TRUE(spans().empty());
+}
+
+TEST_F(Tracing, BadSamplerIsASetupError) {
+  env_.set("OTEL_TRACES_SAMPLER", "jaeger_remote");
+  EXPECT_THROW(start("all"), ConfigError);
+  env_.set("OTEL_TRACES_SAMPLER", "traceidratio");
+  env_.set("OTEL_TRACES_SAMPLER_ARG", "1.5");
+  EXPECT_THROW(start("all"), ConfigError);
+}
+
+TEST_F(Tracing, RankAwareSamplerKeepsAllOrNothing) {
+  // md5("0") mod 10000 = 7850: rank 0 is kept at 0.79 and not at 0.78.
+  NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.span_groups = "all";
+  c.sampler_enabled = true;
+  c.export_sample_rate = 0.78;
+  SetupOptions o;
+  o.exporter = memory_;
+  o.allow_reinit = true;
+  handle_ = setup_telemetry(c, 0, 4, o);
+  EXPECT_TRUE(handle_.is_exporting());
+  EXPECT_FALSE(span_cm("dropped"));
+  EXPECT_TRUE(spans().empty());
+  c.export_sample_rate = 0.79;
+  handle_ = setup_telemetry(c, 0, 4, o);
+  EXPECT_TRUE(span_cm("kept"));
+  EXPECT_EQ(spans().size(), 1u);
+}
+
+TEST_F(Tracing, ShutdownTruncatesOpenSpansInnermostFirstWithoutDuplicates) {
+  Span outer = span_cm("open_outer");
+  Span inner = managed_span("step", "open_inner");
+  { auto done = span_cm("closed"); }
+  ASSERT_TRUE(handle_.shutdown(std::chrono::seconds(10)));
+  inner.end();  // already exported as truncated: not exported again
+  outer.end();
+  auto all = memory_->spans();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].name, "closed");
+  EXPECT_EQ(all[1].name, "open_inner");
+  EXPECT_EQ(all[2].name, "open_outer");
+  for (int i : {1, 2}) {
+    EXPECT_TRUE(all[i].truncated);
+    EXPECT_EQ(std::get<bool>(*all[i].attribute("nemo.span.truncated")), true);
+    ASSERT_EQ(all[i].events.size(), 1u);
+    EXPECT_EQ(all[i].events[0].name, "nemo.span.truncated");
+    EXPECT_GT(all[i].end_time_unix_nano, 0);
+  }
+  EXPECT_FALSE(all[0].truncated);
+  EXPECT_EQ(handle_.stats().spans_truncated, 2u);
+  EXPECT_FALSE(span_cm("after_shutdown")) << "no pipeline after shutdown";
+}
+
+TEST_F(Tracing, StatsCountStartedEndedExported) {
+  for (int i = 0; i < 10; ++i) auto s = span_cm("counted");
+  auto open = span_cm("still_open");
+  ASSERT_TRUE(handle_.force_flush());
+  auto st = handle_.stats();
+  EXPECT_EQ(st.spans_started, 11u);
+  EXPECT_EQ(st.spans_ended, 10u);
+  EXPECT_EQ(st.spans_exported, 10u);
+  EXPECT_EQ(st.spans_dropped_queue_full, 0u);
+  EXPECT_EQ(st.spans_dropped_export_failed, 0u);
+  EXPECT_GE(st.export_requests, 1u);
+}
+
+TEST_F(Tracing, ResourceCarriesRankAndRun) {
+  { auto s = span_cm("r"); }
+  spans();
+  Resource r = memory_->resource();
+  ASSERT_NE(r.attribute("dl.rank"), nullptr);
+  EXPECT_EQ(std::get<std::int64_t>(*r.attribute("dl.rank")), 0);
+  ASSERT_NE(r.attribute("service.instance.id"), nullptr);
+  EXPECT_EQ(std::get<std::string>(*r.attribute("service.instance.id")),
+            handle_.config().run_id + "-rank0");
+  ASSERT_NE(handle_.resource().attribute("dl.world_size"), nullptr);
+}
+
+TEST(Ids, HexRoundTripAndValidity) {
+  auto t = TraceId::from_hex("4BF92F3577B34DA6A3CE929D0E0E4736");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->to_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_TRUE(t->is_valid());
+  EXPECT_FALSE(TraceId{}.is_valid());
+  EXPECT_FALSE(TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e473").has_value());
+  EXPECT_FALSE(TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e473g").has_value());
+  auto s = SpanId::from_hex("00f067aa0ba902b7");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->to_hex(), "00f067aa0ba902b7");
+  EXPECT_FALSE(SpanId{}.is_valid());
+}
+
+}  // namespace
+}  // namespace nemo::lens
