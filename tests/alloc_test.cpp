@@ -14,6 +14,9 @@ thread_local bool t_counting = false;
 thread_local std::size_t t_allocations = 0;
 }  // namespace
 
+// The replacements pair malloc with free; GCC cannot see that operator new here is malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 void* operator new(std::size_t n) {
   if (t_counting) ++t_allocations;
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
