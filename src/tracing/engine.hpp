@@ -21,6 +21,7 @@
 #include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "nemo/lens/telemetry.hpp"
+#include "tracing/clock.hpp"
 #include "tracing/ids.hpp"
 #include "tracing/mpmc_queue.hpp"
 
@@ -211,7 +212,5 @@ SamplerConfig sampler_from_env();
 /// The default redacted attribute keys.
 std::vector<std::string> default_redacted_keys();
 
-/// Wall-clock time in Unix nanoseconds.
-std::int64_t now_unix_nano() noexcept;
 
 }  // namespace nemo::lens::detail

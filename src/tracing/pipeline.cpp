@@ -42,6 +42,7 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       exporter(std::move(exp)),
       queue_(opts.max_queue_size) {
   remember(this);
+  calibrate_clock();
   visit_thread_states([&](ThreadState& s) {
     base_started_ += s.started.load(std::memory_order_relaxed);
     base_ended_ += s.ended.load(std::memory_order_relaxed);
@@ -135,6 +136,7 @@ std::size_t Pipeline::drain(bool full_batches_only,
 void Pipeline::run() noexcept {
   for (;;) {
     const bool woken = wake_.try_acquire_for(options.schedule_delay);
+    refresh_clock();
     std::uint64_t flush_target = 0;
     bool stopping = false;
     {
@@ -295,17 +297,20 @@ namespace {
 
 void prepare_fork() noexcept {
   lock_state_for_fork();
+  lock_clock_for_fork();
   lock_all_thread_states();
 }
 
 void parent_after_fork() noexcept {
   unlock_all_thread_states();
+  unlock_clock_after_fork();
   unlock_state_after_fork();
 }
 
 void child_after_fork() noexcept {
   g_fork_generation.fetch_add(1, std::memory_order_relaxed);
   reset_thread_states_in_child();
+  unlock_clock_after_fork();
   unlock_state_after_fork();
   // The exporter thread does not exist here: a fresh pipeline takes over, its thread starts on
   // first use. The parent's queue stays behind (its spans are the parent's to export).

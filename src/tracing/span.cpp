@@ -2,8 +2,6 @@
 // drops (rather than throws) when memory runs out.
 #include "nemo/lens/span.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -17,12 +15,6 @@ namespace detail {
 
 std::atomic<Pipeline*> g_active_pipeline{nullptr};
 
-std::int64_t now_unix_nano() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 namespace {
 
 constexpr std::string_view kRedacted = "[REDACTED]";
@@ -35,51 +27,71 @@ std::string truncated_string(std::string_view s, std::size_t limit) {
   return std::string(s.substr(0, n));
 }
 
-// Converts an argument into an owned value, applying the length limit and redaction.
-AttributeValue to_value(const AttributeArg& a, std::size_t len_limit, bool redact) {
+bool is_string_type(AttributeArg::Type t) noexcept {
+  using T = AttributeArg::Type;
+  return t == T::kString || t == T::kStringArray || t == T::kStringViewArray;
+}
+
+// Stores an argument into `out` in place (reusing its storage where the type matches), applying
+// the length limit and redaction.
+void assign_value(AttributeValue& out, const AttributeArg& a, std::size_t len_limit, bool redact) {
   using T = AttributeArg::Type;
   switch (a.type()) {
     case T::kBool:
-      return a.as_bool();
+      out.emplace<bool>(a.as_bool());
+      return;
     case T::kInt:
-      return a.as_int();
+      out.emplace<std::int64_t>(a.as_int());
+      return;
     case T::kDouble:
-      return a.as_double();
-    case T::kString:
-      return redact ? std::string(kRedacted) : truncated_string(a.as_string(), len_limit);
-    case T::kBoolArray:
-      return a.as_bool_array();
-    case T::kIntArray:
-      return std::vector<std::int64_t>(a.as_int_array().begin(), a.as_int_array().end());
-    case T::kDoubleArray:
-      return std::vector<double>(a.as_double_array().begin(), a.as_double_array().end());
-    case T::kStringArray: {
-      std::vector<std::string> out;
-      out.reserve(a.as_string_array().size());
-      for (const auto& s : a.as_string_array()) {
-        out.push_back(redact ? std::string(kRedacted) : truncated_string(s, len_limit));
+      out.emplace<double>(a.as_double());
+      return;
+    case T::kString: {
+      const std::string_view v = redact ? kRedacted : a.as_string();
+      if (v.size() > len_limit) {
+        out = truncated_string(v, len_limit);
+      } else if (auto* s = std::get_if<std::string>(&out)) {
+        s->assign(v);
+      } else {
+        out.emplace<std::string>(v);
       }
-      return out;
+      return;
+    }
+    case T::kBoolArray:
+      out.emplace<std::vector<bool>>(a.as_bool_array());
+      return;
+    case T::kIntArray:
+      out.emplace<std::vector<std::int64_t>>(a.as_int_array().begin(), a.as_int_array().end());
+      return;
+    case T::kDoubleArray:
+      out.emplace<std::vector<double>>(a.as_double_array().begin(), a.as_double_array().end());
+      return;
+    case T::kStringArray: {
+      auto& v = out.emplace<std::vector<std::string>>();
+      v.reserve(a.as_string_array().size());
+      for (const auto& e : a.as_string_array()) {
+        v.push_back(redact ? std::string(kRedacted) : truncated_string(e, len_limit));
+      }
+      return;
     }
     case T::kStringViewArray: {
-      std::vector<std::string> out;
-      out.reserve(a.as_string_view_array().size());
-      for (auto s : a.as_string_view_array()) {
-        out.push_back(redact ? std::string(kRedacted) : truncated_string(s, len_limit));
+      auto& v = out.emplace<std::vector<std::string>>();
+      v.reserve(a.as_string_view_array().size());
+      for (auto e : a.as_string_view_array()) {
+        v.push_back(redact ? std::string(kRedacted) : truncated_string(e, len_limit));
       }
-      return out;
+      return;
     }
   }
-  return false;
 }
 
 // Sets `key` in `list` (replacing an existing value), or counts a drop past `count_limit`.
 void put_attribute(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uint32_t count_limit,
                    const Pipeline& p, std::string_view key, const AttributeArg& value) {
-  const bool redact = p.redacted(key);
+  const bool redact = is_string_type(value.type()) && p.redacted(key);
   for (KeyValue& kv : list) {
     if (kv.key == key) {
-      kv.value = to_value(value, p.limits.attribute_value_length, redact);
+      assign_value(kv.value, value, p.limits.attribute_value_length, redact);
       return;
     }
   }
@@ -87,7 +99,9 @@ void put_attribute(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uin
     ++dropped;
     return;
   }
-  list.push_back(KeyValue{std::string(key), to_value(value, p.limits.attribute_value_length, redact)});
+  KeyValue& kv = list.emplace_back();
+  kv.key.assign(key);
+  assign_value(kv.value, value, p.limits.attribute_value_length, redact);
 }
 
 void put_attributes(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uint32_t count_limit,
@@ -390,7 +404,8 @@ void Span::finish(bool unwinding) noexcept {
           rec->data.status_code = StatusCode::kError;
         }
       }
-      rec->data.end_time_unix_nano = now;
+      // A clock re-anchoring between start and end must not make the span end before it began.
+      rec->data.end_time_unix_nano = std::max(now, rec->data.start_time_unix_nano);
     }
   }
   detail::ThreadState* current = detail::this_thread_state();

@@ -1,0 +1,146 @@
+#include "tracing/clock.hpp"
+
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define NEMO_LENS_HAVE_TSC 1
+#else
+#define NEMO_LENS_HAVE_TSC 0
+#endif
+
+#include <atomic>
+#include <mutex>
+
+namespace nemo::lens::detail {
+
+namespace {
+
+__extension__ using Int128 = __int128;            // GCC/Clang extension, for exact scaling
+__extension__ using UInt128 = unsigned __int128;
+
+// ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published under a sequence lock: readers retry
+// while a refresh is writing, and never wait otherwise.
+struct Calibration {
+  std::atomic<std::uint32_t> seq{0};
+  std::atomic<std::uint64_t> base_tsc{0};
+  std::atomic<std::int64_t> base_ns{0};
+  std::atomic<std::uint64_t> mult{0};  // 0: not calibrated, use the system clock
+};
+
+constinit Calibration g_cal;
+constinit std::mutex g_cal_mu;  // writers only
+std::uint64_t g_first_tsc = 0;  // guarded by g_cal_mu
+std::int64_t g_first_ns = 0;
+
+#if NEMO_LENS_HAVE_TSC
+std::uint64_t read_tsc() noexcept { return __rdtsc(); }
+bool invariant_tsc() noexcept {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
+  __get_cpuid(0x80000007u, &a, &b, &c, &d);
+  return (d & (1u << 8)) != 0;
+}
+#else
+std::uint64_t read_tsc() noexcept { return 0; }
+bool invariant_tsc() noexcept { return false; }
+#endif
+
+// A (tsc, ns) pair taken as close together as the two clocks allow.
+void sample(std::uint64_t& tsc, std::int64_t& ns) noexcept {
+  std::uint64_t best_gap = UINT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    const std::uint64_t t0 = read_tsc();
+    const std::int64_t n = system_now_unix_nano();
+    const std::uint64_t t1 = read_tsc();
+    if (t1 - t0 < best_gap) {
+      best_gap = t1 - t0;
+      tsc = t0 + (t1 - t0) / 2;
+      ns = n;
+    }
+  }
+}
+
+void publish(std::uint64_t base_tsc, std::int64_t base_ns, std::uint64_t mult) noexcept {
+  const std::uint32_t s = g_cal.seq.load(std::memory_order_relaxed);
+  g_cal.seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  g_cal.base_tsc.store(base_tsc, std::memory_order_relaxed);
+  g_cal.base_ns.store(base_ns, std::memory_order_relaxed);
+  g_cal.mult.store(mult, std::memory_order_relaxed);
+  g_cal.seq.store(s + 2, std::memory_order_release);
+}
+
+std::uint64_t multiplier(std::uint64_t dtsc, std::int64_t dns) noexcept {
+  if (dtsc == 0 || dns <= 0) return 0;
+  return static_cast<std::uint64_t>((static_cast<UInt128>(dns) << 32) / dtsc);
+}
+
+}  // namespace
+
+std::int64_t system_now_unix_nano() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::int64_t now_unix_nano() noexcept {
+  for (;;) {
+    const std::uint32_t s = g_cal.seq.load(std::memory_order_acquire);
+    const std::uint64_t mult = g_cal.mult.load(std::memory_order_relaxed);
+    if (mult == 0) return system_now_unix_nano();
+    const std::uint64_t base_tsc = g_cal.base_tsc.load(std::memory_order_relaxed);
+    const std::int64_t base_ns = g_cal.base_ns.load(std::memory_order_relaxed);
+    const std::uint64_t tsc = read_tsc();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if ((s & 1) != 0 || g_cal.seq.load(std::memory_order_relaxed) != s) continue;
+    const auto delta = static_cast<std::int64_t>(tsc - base_tsc);  // negative on a slow core
+    const auto scaled =
+        static_cast<std::int64_t>((static_cast<Int128>(delta) * static_cast<Int128>(mult)) >> 32);
+    return base_ns + scaled;
+  }
+}
+
+void calibrate_clock() noexcept {
+  std::lock_guard lock(g_cal_mu);
+  if (g_cal.mult.load(std::memory_order_relaxed) != 0 || !invariant_tsc()) return;
+  std::uint64_t t0 = 0, t1 = 0;
+  std::int64_t n0 = 0, n1 = 0;
+  sample(t0, n0);
+  do {
+    sample(t1, n1);
+  } while (n1 - n0 < 2'000'000);  // 2 ms
+  const std::uint64_t mult = multiplier(t1 - t0, n1 - n0);
+  if (mult == 0) return;
+  g_first_tsc = t0;
+  g_first_ns = n0;
+  publish(t1, n1, mult);
+}
+
+void refresh_clock() noexcept {
+  std::lock_guard lock(g_cal_mu);
+  if (g_cal.mult.load(std::memory_order_relaxed) == 0) return;
+  std::uint64_t t = 0;
+  std::int64_t n = 0;
+  sample(t, n);
+  const std::uint64_t old_mult = g_cal.mult.load(std::memory_order_relaxed);
+  const std::uint64_t mult = multiplier(t - g_first_tsc, n - g_first_ns);
+  // A frequency more than 0.1% off means the system clock was stepped: start measuring afresh
+  // from here, keep the frequency, and only re-anchor.
+  const std::uint64_t diff = mult > old_mult ? mult - old_mult : old_mult - mult;
+  if (mult == 0 || diff > old_mult / 1000) {
+    g_first_tsc = t;
+    g_first_ns = n;
+    publish(t, n, old_mult);
+    return;
+  }
+  publish(t, n, mult);
+}
+
+void lock_clock_for_fork() noexcept { g_cal_mu.lock(); }
+void unlock_clock_after_fork() noexcept { g_cal_mu.unlock(); }
+
+bool clock_uses_tsc() noexcept { return g_cal.mult.load(std::memory_order_relaxed) != 0; }
+
+}  // namespace nemo::lens::detail
