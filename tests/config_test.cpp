@@ -10,12 +10,7 @@ namespace {
 using lens_test::ScopedEnv;
 
 std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "<no ConfigError>";
+  return lens_test::error_message_of<ConfigError>(f);
 }
 
 TEST(Config, DefaultsMatchNemoLens) {

@@ -47,12 +47,7 @@ TraceId trace_id(const char* hex) { return *TraceId::from_hex(hex); }
 SpanId span_id(const char* hex) { return *SpanId::from_hex(hex); }
 
 std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "<no ConfigError>";
+  return lens_test::error_message_of<ConfigError>(f);
 }
 
 // A span with every field set and every attribute type.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,5 +59,16 @@ class ScopedEnv {
   std::map<std::string, std::string> saved_;
   std::vector<std::string> touched_;
 };
+
+/// The message of the ConfigError `f` throws, or "<no ConfigError>".
+template <class Error>
+std::string error_message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no ConfigError>";
+}
 
 }  // namespace lens_test

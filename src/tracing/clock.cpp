@@ -62,13 +62,15 @@ void sample(std::uint64_t& tsc, std::int64_t& ns) noexcept {
   }
 }
 
+// A sequence lock without fences (which TSan cannot model): the data stores are release, so the
+// odd sequence number is visible before any new value; the reader's data loads are acquire, so
+// its second look at the sequence number comes after them.
 void publish(std::uint64_t base_tsc, std::int64_t base_ns, std::uint64_t mult) noexcept {
   const std::uint32_t s = g_cal.seq.load(std::memory_order_relaxed);
   g_cal.seq.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  g_cal.base_tsc.store(base_tsc, std::memory_order_relaxed);
-  g_cal.base_ns.store(base_ns, std::memory_order_relaxed);
-  g_cal.mult.store(mult, std::memory_order_relaxed);
+  g_cal.base_tsc.store(base_tsc, std::memory_order_release);
+  g_cal.base_ns.store(base_ns, std::memory_order_release);
+  g_cal.mult.store(mult, std::memory_order_release);
   g_cal.seq.store(s + 2, std::memory_order_release);
 }
 
@@ -88,12 +90,11 @@ std::int64_t system_now_unix_nano() noexcept {
 std::int64_t now_unix_nano() noexcept {
   for (;;) {
     const std::uint32_t s = g_cal.seq.load(std::memory_order_acquire);
-    const std::uint64_t mult = g_cal.mult.load(std::memory_order_relaxed);
+    const std::uint64_t mult = g_cal.mult.load(std::memory_order_acquire);
     if (mult == 0) return system_now_unix_nano();
-    const std::uint64_t base_tsc = g_cal.base_tsc.load(std::memory_order_relaxed);
-    const std::int64_t base_ns = g_cal.base_ns.load(std::memory_order_relaxed);
+    const std::uint64_t base_tsc = g_cal.base_tsc.load(std::memory_order_acquire);
+    const std::int64_t base_ns = g_cal.base_ns.load(std::memory_order_acquire);
     const std::uint64_t tsc = read_tsc();
-    std::atomic_thread_fence(std::memory_order_acquire);
     if ((s & 1) != 0 || g_cal.seq.load(std::memory_order_relaxed) != s) continue;
     const auto delta = static_cast<std::int64_t>(tsc - base_tsc);  // negative on a slow core
     const auto scaled =
