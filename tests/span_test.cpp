@@ -321,6 +321,26 @@ TEST_F(Tracing, EveryAttributeTypeAndReplacement) {
   EXPECT_EQ(s.attribute("missing"), nullptr);
 }
 
+TEST_F(Tracing, RecycledRecordsCarryNoAttributesOfEarlierSpans) {
+  // Records are reused with their attribute storage; a span must export only its own attributes.
+  for (int round = 0; round < 20; ++round) {
+    { auto wide = span_cm("wide", {{"a", 1}, {"b", "two"}, {"c", 3.0}}); }
+    { auto narrow = span_cm("narrow", {{"x", round}}); }
+    { auto bare = span_cm("bare"); }
+    ASSERT_TRUE(handle_.force_flush());
+  }
+  for (const auto& s : memory_->spans()) {
+    if (s.name == "wide") {
+      ASSERT_EQ(s.attributes.size(), 3u);
+    } else if (s.name == "narrow") {
+      ASSERT_EQ(s.attributes.size(), 1u);
+      EXPECT_EQ(s.attributes[0].key, "x");
+    } else {
+      EXPECT_TRUE(s.attributes.empty()) << s.name;
+    }
+  }
+}
+
 TEST_F(Tracing, LimitsDropAndCount) {
   env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2");
   env_.set("OTEL_SPAN_EVENT_COUNT_LIMIT", "1");

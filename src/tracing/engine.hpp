@@ -55,6 +55,9 @@ struct SpanRecord {
   bool exception_recorded = false;
   bool status_final = false;     // an OK status was set
   bool orphaned = false;         // must not be exported when it ends (see engine.cpp)
+  /// While open: data.attributes[0, attributes_used) are the span's attributes; later elements
+  /// are storage kept from earlier spans. Trimmed when the span ends.
+  std::uint32_t attributes_used = 0;
 };
 
 /// Attribute and event limits (OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT).

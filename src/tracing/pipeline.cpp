@@ -211,6 +211,7 @@ bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept
         if (!r->recording || r->orphaned || r->pipeline != this) continue;
         auto* copy = new SpanRecord();
         copy->data = r->data;
+        copy->data.attributes.resize(r->attributes_used);
         copy->pipeline = this;
         copy->recording = true;
         copy->data.end_time_unix_nano = now;

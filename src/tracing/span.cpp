@@ -85,28 +85,46 @@ void assign_value(AttributeValue& out, const AttributeArg& a, std::size_t len_li
   }
 }
 
-// Sets `key` in `list` (replacing an existing value), or counts a drop past `count_limit`.
-void put_attribute(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uint32_t count_limit,
+// The first `used` elements of `list` are the attributes; the elements after them are kept from
+// the record's previous span so that their storage is reused, not freed and allocated again.
+struct AttributeSlots {
+  std::vector<KeyValue>& list;
+  std::uint32_t& used;
+};
+
+// Sets `key` (replacing an existing value), or counts a drop past `count_limit`.
+void put_attribute(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count_limit,
                    const Pipeline& p, std::string_view key, const AttributeArg& value) {
   const bool redact = is_string_type(value.type()) && p.redacted(key);
-  for (KeyValue& kv : list) {
-    if (kv.key == key) {
-      assign_value(kv.value, value, p.limits.attribute_value_length, redact);
+  for (std::uint32_t i = 0; i < a.used; ++i) {
+    if (a.list[i].key == key) {
+      assign_value(a.list[i].value, value, p.limits.attribute_value_length, redact);
       return;
     }
   }
-  if (list.size() >= count_limit) {
+  if (a.used >= count_limit) {
     ++dropped;
     return;
   }
-  KeyValue& kv = list.emplace_back();
+  KeyValue& kv = a.used < a.list.size() ? a.list[a.used] : a.list.emplace_back();
   kv.key.assign(key);
   assign_value(kv.value, value, p.limits.attribute_value_length, redact);
+  ++a.used;
 }
 
-void put_attributes(std::vector<KeyValue>& list, std::uint32_t& dropped, std::uint32_t count_limit,
+void put_attributes(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count_limit,
                     const Pipeline& p, std::initializer_list<Attribute> attributes) {
-  for (const Attribute& a : attributes) put_attribute(list, dropped, count_limit, p, a.key, a.value);
+  for (const Attribute& attr : attributes) {
+    put_attribute(a, dropped, count_limit, p, attr.key, attr.value);
+  }
+}
+
+// Attributes of a new event or link: an empty list, every element in use.
+void put_new_attributes(std::vector<KeyValue>& list, std::uint32_t& dropped,
+                        std::uint32_t count_limit, const Pipeline& p,
+                        std::initializer_list<Attribute> attributes) {
+  std::uint32_t used = 0;
+  put_attributes({list, used}, dropped, count_limit, p, attributes);
 }
 
 bool sample_root(const SamplerConfig& s, const TraceId& trace_id) noexcept {
@@ -135,7 +153,7 @@ void reset_record(SpanRecord& r) noexcept {
   d.parent_is_remote = false;
   d.kind = SpanKind::kInternal;
   d.end_time_unix_nano = 0;
-  d.attributes.clear();
+  r.attributes_used = 0;  // the elements stay, for reuse
   d.dropped_attributes_count = 0;
   d.events.clear();
   d.dropped_events_count = 0;
@@ -159,7 +177,7 @@ void add_link_locked(SpanRecord& r, const SpanContext& target,
   }
   SpanLink link;
   link.context = target;
-  put_attributes(link.attributes, link.dropped_attributes_count,
+  put_new_attributes(link.attributes, link.dropped_attributes_count,
                  r.pipeline->limits.link_attribute_count, *r.pipeline, attributes);
   d.links.push_back(std::move(link));
 }
@@ -174,7 +192,7 @@ void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
   SpanEvent ev;
   ev.name = std::string(name);
   ev.time_unix_nano = time;
-  put_attributes(ev.attributes, ev.dropped_attributes_count,
+  put_new_attributes(ev.attributes, ev.dropped_attributes_count,
                  r.pipeline->limits.event_attribute_count, *r.pipeline, attributes);
   d.events.push_back(std::move(ev));
 }
@@ -239,7 +257,8 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
       d.group.assign(req.group);
       d.kind = req.kind;
       d.thread_id = ts->tid;
-      put_attributes(d.attributes, d.dropped_attributes_count, p->limits.attribute_count, *p,
+      put_attributes({d.attributes, rec->attributes_used}, d.dropped_attributes_count,
+                     p->limits.attribute_count, *p,
                      attributes);
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
       d.start_time_unix_nano = now_unix_nano();
@@ -315,7 +334,7 @@ void mutate(SpanRecord* rec, F&& f) noexcept {
 
 Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
   mutate(rec_, [&](SpanRecord& r) {
-    detail::put_attribute(r.data.attributes, r.data.dropped_attributes_count,
+    detail::put_attribute({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
                           r.pipeline->limits.attribute_count, *r.pipeline, key, value);
   });
   return *this;
@@ -323,7 +342,7 @@ Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
 
 Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept {
   mutate(rec_, [&](SpanRecord& r) {
-    detail::put_attributes(r.data.attributes, r.data.dropped_attributes_count,
+    detail::put_attributes({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
                            r.pipeline->limits.attribute_count, *r.pipeline, attributes);
   });
   return *this;
@@ -414,6 +433,7 @@ void Span::finish(bool unwinding) noexcept {
     detail::recycle(rec);
     return;
   }
+  rec->data.attributes.resize(rec->attributes_used);  // the record is ours alone now
   rec->pipeline->enqueue(rec, current);
 }
 
