@@ -19,13 +19,7 @@ namespace {
 
 using lens_test::ScopedEnv;
 
-NemoLensConfig enabled() {
-  NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.span_groups = "all";
-  return c;
-}
+NemoLensConfig enabled() { return lens_test::enabled_config(); }
 
 // Blocks every export until released; records batch sizes.
 class StallingExporter : public SpanExporter {

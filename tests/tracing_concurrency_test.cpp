@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "nemo/lens/lens.hpp"
+#include "tracing_fixture.hpp"
 
 namespace nemo::lens {
 namespace {
 
-NemoLensConfig enabled() {
-  NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.span_groups = "all";
-  return c;
-}
+NemoLensConfig enabled() { return lens_test::enabled_config(); }
 
 TEST(TracingConcurrency, ProducersWhileAnotherThreadFlushesAndShutsDown) {
   auto memory = std::make_shared<InMemorySpanExporter>();

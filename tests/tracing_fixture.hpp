@@ -10,6 +10,16 @@
 
 namespace lens_test {
 
+/// An enabled configuration that exports on every rank, with every base group on.
+inline nemo::lens::NemoLensConfig enabled_config(std::string spec = "all") {
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.span_groups = std::move(spec);
+  c.exporter = "console";  // tests pass their own exporter through SetupOptions
+  return c;
+}
+
 /// Enabled, exporting set-up of every base group into an InMemorySpanExporter.
 class Tracing : public ::testing::Test {
  protected:
@@ -18,11 +28,7 @@ class Tracing : public ::testing::Test {
 
   /// (Re)starts tracing with `spec` and `options` (the exporter is always memory_).
   void start(const std::string& spec, nemo::lens::SetupOptions options = {}) {
-    nemo::lens::NemoLensConfig c;
-    c.enabled = true;
-    c.export_strategy = "all_ranks";
-    c.span_groups = spec;
-    c.exporter = "console";  // replaced by the in-memory exporter below
+    nemo::lens::NemoLensConfig c = enabled_config(spec);
     options.exporter = memory_;
     options.allow_reinit = true;
     handle_ = nemo::lens::setup_telemetry(c, 0, 1, options);
