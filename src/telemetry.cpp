@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 
@@ -29,10 +30,11 @@ struct TelemetryState {
 namespace {
 
 constinit std::mutex g_setup_mu;
-// The active enabled set-up, if any (weak: the program owns the handles).
-std::weak_ptr<TelemetryState>& active_state() {
-  static auto* w = new std::weak_ptr<TelemetryState>();
-  return *w;
+// The active enabled set-up, if any. Held strongly: it stays active (and is shut down at exit)
+// until shutdown(), even when the program drops every handle.
+std::shared_ptr<TelemetryState>& active_state() {
+  static auto* active = new std::shared_ptr<TelemetryState>();
+  return *active;
 }
 
 std::string random_hex(std::size_t n) {
@@ -74,7 +76,7 @@ void print_summary(const TelemetryState& s, const TelemetryStats& st) {
 
 // Requires g_setup_mu. Stops `s`'s pipeline and, when `s` is the active set-up, every group.
 bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadline) noexcept {
-  if (active_state().lock().get() == &s) {
+  if (active_state().get() == &s) {
     try {
       set_enabled_span_groups({});
     } catch (...) {
@@ -89,6 +91,23 @@ bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadli
   }
   s.shut_down.store(true);
   return ok;
+}
+
+// Runs at exit(): a program that returns from main() without shutdown() still exports what it
+// recorded, and the exporter thread is stopped before static objects are destroyed.
+void shutdown_at_exit() noexcept {
+  try {
+    std::lock_guard lock(g_setup_mu);
+    if (auto active = active_state(); active && !active->shut_down.load()) {
+      stop_locked(*active, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    }
+  } catch (...) {
+  }
+}
+
+void install_exit_handler() noexcept {
+  static const bool installed = std::atexit(shutdown_at_exit) == 0;
+  (void)installed;
 }
 
 }  // namespace
@@ -159,7 +178,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     // Every group off, unless an enabled set-up (say, of another library in this process) is
     // active: a disabled configuration must not switch that one's tracing off.
     std::lock_guard lock(detail::g_setup_mu);
-    if (auto active = detail::active_state().lock(); !active || active->shut_down.load()) {
+    if (auto active = detail::active_state(); !active || active->shut_down.load()) {
       set_enabled_span_groups({});
     }
     return TelemetryHandle(std::move(state));
@@ -168,7 +187,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   // Everything that can throw happens before any state changes. Set-up is rare: it runs under
   // the set-up mutex from here on.
   std::lock_guard lock(detail::g_setup_mu);
-  auto active = detail::active_state().lock();
+  auto active = detail::active_state();
   if (active && active->shut_down.load()) active.reset();
   if (active && !options.allow_reinit) {
     throw ConfigError(
@@ -217,6 +236,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     detail::stop_locked(*active, std::chrono::steady_clock::now() + std::chrono::seconds(30));
   }
   detail::install_fork_handlers();
+  detail::install_exit_handler();
   detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
   set_enabled_span_groups(tracing ? std::move(groups) : GroupSet{});
   detail::active_state() = state;

@@ -251,6 +251,30 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
   std::remove(path.c_str());
 }
 
+TEST(Pipeline, ExitWithoutShutdownStillExports) {
+  char tmpl[] = "/tmp/lens_exit_XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    SetupOptions o;
+    o.exporter = std::make_shared<LineExporter>(path);
+    o.allow_reinit = true;
+    (void)setup_telemetry(enabled(), 0, 1, o);  // the handle is dropped at once
+    for (int i = 0; i < 7; ++i) span_cm("before_exit");
+    std::exit(0);  // no shutdown(): the exit handler exports
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(read_lines(path).size(), 7u);
+  std::remove(path.c_str());
+}
+
 // First trace and span ids of a fresh process after the program seeds every RNG identically.
 std::string ids_after_seeding() {
   int fds[2];

@@ -107,6 +107,17 @@ TEST_F(Setup, SecondEnabledSetupThrowsUnlessAllowReinit) {
   third.shutdown();
 }
 
+TEST_F(Setup, DroppingEveryHandleKeepsTheSetUpActive) {
+  { auto dropped = setup_telemetry(enabled_config("default")); }
+  EXPECT_EQ(enabled_span_groups(), (GroupSet{"checkpoint", "evaluate", "job"}));
+  EXPECT_THROW(setup_telemetry(enabled_config("all")), ConfigError) << "still the active set-up";
+  SetupOptions o;
+  o.allow_reinit = true;
+  auto h = setup_telemetry(enabled_config("all"), 0, 1, o);
+  EXPECT_EQ(enabled_span_groups(), SpanGroup::catalog().groups());
+  h.shutdown();
+}
+
 TEST_F(Setup, ShutdownIsIdempotentAndSharedByCopies) {
   auto h = setup_telemetry(enabled_config());
   TelemetryHandle copy = h;
