@@ -7,6 +7,7 @@
 #include <string>
 
 #include "env.hpp"
+#include "nemo/lens/ranks.hpp"
 #include "strings.hpp"
 
 namespace nemo::lens {
@@ -112,7 +113,7 @@ bool rank_in_sample(int rank, double rate) noexcept {
 
 int local_rank_from_env() {
   auto v = detail::env_trimmed("LOCAL_RANK");
-  if (!v) return 0;
+  if (!v) return discover_ranks().local_rank;
   if (auto i = detail::parse_int(*v)) return *i;
   throw ConfigError("Invalid integer for LOCAL_RANK: '" + *v +
                     "'. Expected the process's rank on its node, e.g. 0.");

@@ -2,13 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher_env.hpp"
 #include "nemo/lens/sampling.hpp"
-#include "scoped_env.hpp"
 
 namespace nemo::lens {
 namespace {
 
-using lens_test::ScopedEnv;
+using lens_test::LauncherEnv;
 
 std::vector<int> kept(double rate, int n = 16) {
   std::vector<int> out;
@@ -72,7 +72,7 @@ TEST(Strategies, SampledUsesTheConfiguredRate) {
 }
 
 TEST(Strategies, FirstRankPerNodeReadsLocalRank) {
-  ScopedEnv env;
+  LauncherEnv env;
   NemoLensConfig c;
   auto s = get_export_strategy("first_rank_per_node");
   EXPECT_TRUE(s(c, 5, 8));  // LOCAL_RANK missing means 0
@@ -84,6 +84,45 @@ TEST(Strategies, FirstRankPerNodeReadsLocalRank) {
   EXPECT_THROW(s(c, 4, 8), ConfigError);
   env.set("LOCAL_RANK", "3");
   EXPECT_EQ(local_rank_from_env(), 3);
+}
+
+TEST(Strategies, FirstRankPerNodeFallsBackToTheDiscoveredLocalRank) {
+  LauncherEnv env;
+  NemoLensConfig c;
+  auto s = get_export_strategy("first_rank_per_node");
+  env.set("SLURM_PROCID", "5");
+  env.set("SLURM_NTASKS", "8");
+  env.set("SLURM_LOCALID", "1");
+  EXPECT_EQ(local_rank_from_env(), 1);
+  EXPECT_FALSE(s(c, 5, 8));
+  env.set("SLURM_LOCALID", "0");
+  EXPECT_TRUE(s(c, 4, 8));
+  env.set("OMPI_COMM_WORLD_RANK", "6");  // OpenMPI's variables win over SLURM's
+  env.set("OMPI_COMM_WORLD_SIZE", "8");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "2");
+  EXPECT_EQ(local_rank_from_env(), 2);
+  EXPECT_FALSE(s(c, 6, 8));
+  env.set("PMI_RANK", "1");  // PMI comes after OpenMPI: no change
+  env.set("PMI_SIZE", "8");
+  env.set("MPI_LOCALRANKID", "0");
+  EXPECT_EQ(local_rank_from_env(), 2);
+}
+
+TEST(Strategies, LocalRankVariableWinsOverTheLauncher) {
+  LauncherEnv env;
+  NemoLensConfig c;
+  auto s = get_export_strategy("first_rank_per_node");
+  env.set("OMPI_COMM_WORLD_RANK", "6");
+  env.set("OMPI_COMM_WORLD_SIZE", "8");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "2");
+  env.set("LOCAL_RANK", "0");  // as NeMo Lens reads it, even without RANK
+  EXPECT_EQ(local_rank_from_env(), 0);
+  EXPECT_TRUE(s(c, 6, 8));
+  env.set("OMPI_COMM_WORLD_SIZE", "6");  // inconsistent, but LOCAL_RANK is all that is read
+  EXPECT_EQ(local_rank_from_env(), 0);
+  env.unset("LOCAL_RANK");
+  EXPECT_THROW(local_rank_from_env(), ConfigError);
+  EXPECT_THROW(s(c, 6, 8), ConfigError);
 }
 
 TEST(Strategies, CustomRegistrationOverrideAndUnregister) {

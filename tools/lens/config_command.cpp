@@ -9,6 +9,7 @@
 #include "cli.hpp"
 #include "json_output.hpp"
 #include "nemo/lens/config.hpp"
+#include "nemo/lens/ranks.hpp"
 #include "nemo/lens/strategies.hpp"
 
 namespace nemo::lens::cli {
@@ -22,21 +23,26 @@ constexpr std::string_view kHelp =
 Shows the configuration NemoLensConfig::from_env() reads from the environment, the span groups
 it resolves to and whether rank R of W ranks exports (is_exporting). The span-group spec and the
 export strategy are checked even when telemetry is disabled. run_id is shown as set; set-up
-fills an empty one from SLURM_JOB_ID or at random.
+fills an empty one from SLURM_JOB_ID or at random. R and W default to what the launcher's
+variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
+rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
+command_line (--rank).
 
 options:
   --prefix P           read <P>_ENABLED, <P>_SPAN_GROUPS, ... (default NEMO_LENS)
   --fallback-prefix F  read <F>_<KEY> where <P>_<KEY> is unset or blank (default: none)
   --catalog NAME       the catalog span groups resolve against: base (default) or megatron
-  --rank R             the rank is_exporting is decided for (default 0)
-  --world-size W       the number of ranks (default 1); 0 <= R < W
+  --rank R             the rank is_exporting is decided for (default: discovered)
+  --world-size W       the number of ranks (default: discovered); 0 <= R < W
   --json               print one JSON object on one line
   -h, --help           show this help and exit
 
 variables: <P>_ENABLED, <P>_EXPORT_STRATEGY, <P>_EXPORT_RANK, <P>_EXPORT_SAMPLE_RATE,
 <P>_SAMPLER_ENABLED, <P>_TRACES_ENABLED, <P>_METRICS_ENABLED, <P>_LOGS_ENABLED, <P>_SPAN_GROUPS,
 <P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY,
-WANDB_PROJECT, and LOCAL_RANK for the first_rank_per_node strategy.
+WANDB_PROJECT, LOCAL_RANK for the first_rank_per_node strategy, and the launcher variables
+OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
+PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID.
 
 exit status: 0 on success, 2 for a bad command line or an invalid configuration.
 )";
@@ -79,11 +85,20 @@ int run(std::span<const std::string_view> args) {
   if (prefix.empty()) throw UsageError("--prefix must not be empty");
   const std::optional<std::string> fallback = flags.value("--fallback-prefix");
   const SpanGroupCatalog& catalog = catalog_named(flags.value_or("--catalog", "base"));
-  const int world_size = flags.int_value_or("--world-size", 1);
-  const int rank = flags.int_value_or("--rank", 0);
+  // The launcher's variables are read only for what the command line leaves out.
+  RankInfo ranks;
+  if (!flags.has("--rank") || !flags.has("--world-size")) ranks = discover_ranks();
+  if (flags.has("--rank")) ranks.source = "command_line";
+  const int world_size = flags.int_value_or("--world-size", ranks.world_size);
+  const int rank = flags.int_value_or("--rank", ranks.rank);
   if (world_size < 1) {
     throw UsageError("invalid value '" + std::to_string(world_size) +
                      "' for --world-size: expected an integer >= 1");
+  }
+  if (rank >= world_size && !flags.has("--rank")) {
+    throw UsageError("the rank the " + ranks.source + " launcher variables give (" +
+                     std::to_string(rank) + ") is not below --world-size (" +
+                     std::to_string(world_size) + "); pass --rank too");
   }
   if (rank < 0 || rank >= world_size) {
     throw UsageError("invalid value '" + std::to_string(rank) +
@@ -126,6 +141,9 @@ int run(std::span<const std::string_view> args) {
       {"wandb_entity", config.wandb_entity},
       {"wandb_project", config.wandb_project},
       {"resolved_span_groups", resolved},
+      {"rank", rank},
+      {"world_size", world_size},
+      {"rank_source", ranks.source},
       {"is_exporting", is_exporting},
   };
   if (flags.has("--json")) {

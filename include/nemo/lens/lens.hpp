@@ -11,6 +11,8 @@
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/groups.hpp"
 #include "nemo/lens/macros.hpp"
+#include "nemo/lens/propagation.hpp"
+#include "nemo/lens/ranks.hpp"
 #include "nemo/lens/sampling.hpp"
 #include "nemo/lens/state.hpp"
 #include "nemo/lens/strategies.hpp"

@@ -40,8 +40,9 @@ NEMO_LENS_API std::vector<std::string> registered_strategies();
 /// integer, mod 10000) / 10000 < rate. Deterministic, so every library picks the same ranks.
 NEMO_LENS_API bool rank_in_sample(int rank, double rate) noexcept;
 
-/// The local rank of this process on its node from `LOCAL_RANK` (0 when unset). Throws
-/// ConfigError when it is set but not an integer.
+/// The local rank of this process on its node: `LOCAL_RANK` when it is set (as NeMo Lens reads
+/// it), else discover_ranks().local_rank (0 without launcher variables). Throws ConfigError when
+/// `LOCAL_RANK` is set but not an integer, or discover_ranks() throws.
 NEMO_LENS_API int local_rank_from_env();
 
 }  // namespace nemo::lens

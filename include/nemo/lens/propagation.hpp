@@ -1,0 +1,143 @@
+// Context propagation between processes: W3C Trace Context (`traceparent`, `tracestate`) and W3C
+// Baggage headers in a string map for HTTP-style transports, a compact binary form for MPI and
+// NCCL messages, and spans linked to a context that came from another process.
+//
+//   nemo::lens::Carrier headers;                               // sender
+//   nemo::lens::inject_context(headers);                       // the thread's current span
+//   send(headers);
+//
+//   auto in = nemo::lens::extract_context(received_headers);  // receiver
+//   nemo::lens::SpanStartOptions options;
+//   options.parent = &in.context;                              // continue the sender's trace
+//   auto span = nemo::lens::start_span("handle_request", options);
+//
+//   std::string bytes = nemo::lens::serialize_context();      // e.g. in front of an MPI payload
+//   auto peer = nemo::lens::deserialize_context(bytes);
+//   auto recv = nemo::lens::create_linked_span("recv_activations", peer);
+//
+// Every function here is thread-safe: none keeps state, and the current span they read is the
+// calling thread's own.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "nemo/lens/attributes.hpp"
+#include "nemo/lens/context.hpp"
+#include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/span.hpp"
+
+namespace nemo::lens {
+
+/// Header names and values of a text transport (HTTP headers, gRPC metadata, a JSON object...).
+/// inject_context() writes lower-case names; extract_context() finds a name in any case (the
+/// lower-case spelling first). A header received several times must be joined with commas into
+/// one value before extraction.
+using Carrier = std::map<std::string, std::string, std::less<>>;
+
+/// W3C Baggage: application-defined key/value pairs that travel with a request, in order;
+/// keys may repeat. Values are plain (decoded) UTF-8 text. List-member properties (`;p=v`) are
+/// not represented: extraction checks and drops them.
+using Baggage = std::vector<std::pair<std::string, std::string>>;
+
+/// What extract_context() found in a carrier.
+struct ExtractedContext {
+  /// The remote span (is_remote set), or an invalid context when `traceparent` is missing or
+  /// malformed.
+  SpanContext context;
+  /// The well-formed `baggage` members, values decoded. Independent of `context`.
+  Baggage baggage;
+};
+
+/// Writes the calling thread's current span (current_span_context()) to `carrier`: `traceparent`,
+/// and `tracestate` when the span carries one (a stale `tracestate` entry is removed otherwise).
+/// Writes nothing when the thread has no valid current span. Baggage is never written here: lens
+/// keeps no per-thread baggage, pass it to the overload below. Cost: a thread-local lookup and a
+/// few small allocations.
+NEMO_LENS_API void inject_context(Carrier& carrier) noexcept;
+
+/// Writes `ctx` to `carrier` as inject_context(Carrier&) does, then `baggage` when it is not
+/// empty (baggage is independent of the trace context: it is written even for an invalid `ctx`;
+/// when none of its members can be written, a stale `baggage` entry is removed).
+///
+/// `traceparent` is version 00 and carries only the sampled flag. `tracestate` keeps the
+/// well-formed members of ctx.trace_state, the first of each key, at most 32 (longer than 128
+/// characters dropped first, then from the end, as the specification recommends). `baggage`
+/// skips keys that are not HTTP tokens, percent-encodes every value byte outside the W3C
+/// baggage-octet range and '%', and keeps at most 64 members in at most 8192 bytes: a member that
+/// would not fit is dropped, never cut. On out-of-memory the carrier is left without the headers
+/// this call would have written.
+NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
+                                  const Baggage& baggage = {}) noexcept;
+
+/// Reads `traceparent`, `tracestate` and `baggage` from `carrier` following the W3C Trace Context
+/// (level 1) and Baggage specifications. Never throws; anything malformed gives an invalid
+/// context, never an exception.
+///
+/// `traceparent`: surrounding spaces and tabs are ignored; version 00 must be exactly
+/// `00-<32 hex>-<16 hex>-<2 hex>` in lower-case hex; version ff is invalid; a higher version is
+/// read through its first four fields, which must be followed by the end or '-'; all-zero ids
+/// are invalid. Only the sampled flag (bit 0) is kept.
+///
+/// `tracestate` is read only with a valid `traceparent`. It is dropped as a whole (the context
+/// stays valid) when a member is malformed (keys `simple-key` or `tenant@system`, values of 1 to
+/// 256 printable characters without ',' or '=' and not ending in a space), a key repeats, or
+/// there are more than 32 members. Empty members are ignored. The context keeps it normalised:
+/// members joined by ',' without whitespace.
+///
+/// `baggage`: a malformed member (key not a token, a value byte outside the baggage-octet range,
+/// a bad percent escape, a malformed property) is skipped and the others kept, up to the 180
+/// members the grammar allows. Percent escapes are decoded; invalid UTF-8 becomes U+FFFD.
+NEMO_LENS_API ExtractedContext extract_context(const Carrier& carrier) noexcept;
+
+/// The size limit of the trace state in the binary form, in bytes.
+inline constexpr std::size_t kMaxSerializedTraceState = 512;
+
+/// `ctx` in a compact binary form for MPI/NCCL messages; empty for an invalid context.
+///
+/// Format (version 1), all fields back to back:
+///
+///   offset  size  field
+///   0       1     format version: 1
+///   1       16    trace id, byte 0 first
+///   17      8     span id, byte 0 first
+///   25      1     trace flags (only bit 0, sampled, is written)
+///   26      2     optional: trace-state length N, little-endian, 1 <= N <= 512
+///   28      N     the trace state (normalised `tracestate` text)
+///
+/// A message is exactly 26 bytes (no trace state) or 28 + N bytes. A trace state longer than 512
+/// bytes is cut by whole members (longer than 128 characters first, then from the end). Throws
+/// only std::bad_alloc.
+NEMO_LENS_API std::string serialize_context(const SpanContext& ctx = current_span_context());
+
+/// Reads what serialize_context() wrote. A length that matches neither form, an unknown format
+/// version, a trace-state length above 512 or an all-zero id gives an invalid context; a trace
+/// state that is not a valid `tracestate` is dropped (the context stays valid). A valid result
+/// has is_remote set. Never throws; safe on arbitrary bytes.
+NEMO_LENS_API SpanContext deserialize_context(std::string_view bytes) noexcept;
+
+/// Starts an ungated span (like span_cm) in the thread's current trace, or as a new root when
+/// there is none, with a link to `target` (no link when `target` is invalid). Use it where work
+/// of one process relates to, but is not a child of, a span of another (a receive matched to a
+/// send, a collective that several ranks enter). Never throws.
+NEMO_LENS_API Span create_linked_span(std::string_view name, const SpanContext& target,
+                                      std::initializer_list<Attribute> attributes = {}) noexcept;
+
+/// create_linked_span() to the context extract_context(carrier) finds.
+NEMO_LENS_API Span create_linked_span(std::string_view name, const Carrier& carrier,
+                                      std::initializer_list<Attribute> attributes = {}) noexcept;
+
+/// create_linked_span() gated by `group`, like managed_span(): an empty handle when the group is
+/// off. The group comes first, as in managed_span(); the two string arguments cannot be taken for
+/// the ungated overloads, whose second parameter is a context or a carrier.
+NEMO_LENS_API Span create_linked_span(std::string_view group, std::string_view name,
+                                      const SpanContext& target,
+                                      std::initializer_list<Attribute> attributes = {}) noexcept;
+
+}  // namespace nemo::lens

@@ -1,0 +1,563 @@
+// W3C Trace Context and Baggage headers, the binary context form and linked spans.
+#include "nemo/lens/propagation.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace nemo::lens {
+
+namespace {
+
+constexpr std::string_view kTraceParentHeader = "traceparent";
+constexpr std::string_view kTraceStateHeader = "tracestate";
+constexpr std::string_view kBaggageHeader = "baggage";
+
+constexpr std::uint8_t kSampledFlag = 0x01;
+
+// traceparent: "vv-<32 hex>-<16 hex>-ff"; the offsets of its fields.
+constexpr std::size_t kTraceParentSize = 55;
+constexpr std::size_t kTraceIdAt = 3;
+constexpr std::size_t kSpanIdAt = 36;
+constexpr std::size_t kFlagsAt = 53;
+
+constexpr std::size_t kMaxTraceStateMembers = 32;
+// Members longer than this are the first to go when a trace state is cut.
+constexpr std::size_t kLongTraceStateMember = 128;
+constexpr std::size_t kMaxTraceStateKey = 256;
+constexpr std::size_t kMaxTenantId = 241;
+constexpr std::size_t kMaxSystemId = 14;
+constexpr std::size_t kMaxTraceStateValue = 256;
+
+constexpr std::size_t kMaxInjectedBaggageMembers = 64;
+constexpr std::size_t kMaxInjectedBaggageBytes = 8192;
+// The baggage-string grammar allows at most 180 list-members.
+constexpr std::size_t kMaxExtractedBaggageMembers = 180;
+
+constexpr std::uint8_t kBinaryVersion = 1;
+constexpr std::size_t kBinaryFixedSize = 1 + 16 + 8 + 1;
+constexpr std::size_t kBinaryLengthSize = 2;
+
+constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
+
+bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
+
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+char ascii_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// Calls f(part) for each part of `s` between `sep`s (empty parts included) until f returns false.
+template <class F>
+void for_each_part(std::string_view s, char sep, F&& f) {
+  for (;;) {
+    const std::size_t end = s.find(sep);
+    if (!f(s.substr(0, end)) || end == std::string_view::npos) return;
+    s.remove_prefix(end + 1);
+  }
+}
+
+// The value of header `name` (lower case): the exact spelling first, else any case.
+const std::string* find_header(const Carrier& carrier, std::string_view name) noexcept {
+  if (auto it = carrier.find(name); it != carrier.end()) return &it->second;
+  for (const auto& [key, value] : carrier) {
+    if (key.size() == name.size() &&
+        std::equal(key.begin(), key.end(), name.begin(),
+                   [](char a, char b) { return ascii_lower(a) == b; })) {
+      return &value;
+    }
+  }
+  return nullptr;
+}
+
+void erase_header(Carrier& carrier, std::string_view name) noexcept {
+  if (auto it = carrier.find(name); it != carrier.end()) carrier.erase(it);
+}
+
+// ---- traceparent ----
+
+int lower_hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+template <std::size_t N>
+bool parse_lower_hex(std::string_view hex, std::array<std::uint8_t, N>& out) noexcept {
+  for (std::size_t i = 0; i < N; ++i) {
+    const int hi = lower_hex_digit(hex[2 * i]);
+    const int lo = lower_hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+// A valid traceparent's trace id, span id and sampled flag; false for anything else.
+bool parse_trace_parent(std::string_view header, SpanContext& ctx) noexcept {
+  const std::string_view v = trim_ows(header);
+  if (v.size() < kTraceParentSize) return false;
+  std::array<std::uint8_t, 1> version{};
+  if (!parse_lower_hex(v.substr(0, 2), version) || v[2] != '-' || version[0] == 0xff) return false;
+  // Version 00 ends after the flags; a later version may append fields after a '-'.
+  if (version[0] == 0x00 ? v.size() != kTraceParentSize
+                         : v.size() > kTraceParentSize && v[kTraceParentSize] != '-') {
+    return false;
+  }
+  if (v[kSpanIdAt - 1] != '-' || v[kFlagsAt - 1] != '-') return false;
+  TraceId trace_id;
+  SpanId span_id;
+  std::array<std::uint8_t, 1> flags{};
+  if (!parse_lower_hex(v.substr(kTraceIdAt, 32), trace_id.bytes) ||
+      !parse_lower_hex(v.substr(kSpanIdAt, 16), span_id.bytes) ||
+      !parse_lower_hex(v.substr(kFlagsAt, 2), flags) || !trace_id.is_valid() ||
+      !span_id.is_valid()) {
+    return false;
+  }
+  ctx.trace_id = trace_id;
+  ctx.span_id = span_id;
+  ctx.trace_flags = flags[0] & kSampledFlag;
+  ctx.is_remote = true;
+  return true;
+}
+
+std::string format_trace_parent(const SpanContext& ctx) {
+  std::string out = "00-";
+  out += ctx.trace_id.to_hex();
+  out += '-';
+  out += ctx.span_id.to_hex();
+  out += ctx.is_sampled() ? "-01" : "-00";
+  return out;
+}
+
+// ---- tracestate ----
+
+bool is_lcalpha(char c) noexcept { return c >= 'a' && c <= 'z'; }
+bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+bool is_trace_state_key_char(char c) noexcept {
+  return is_lcalpha(c) || is_digit(c) || c == '_' || c == '-' || c == '*' || c == '/';
+}
+
+// The first character (already checked by the caller) followed by up to max - 1 key characters.
+bool key_chars_valid(std::string_view s, std::size_t max) noexcept {
+  return !s.empty() && s.size() <= max &&
+         std::all_of(s.begin() + 1, s.end(), is_trace_state_key_char);
+}
+
+// Trace Context level 1: simple-key = lcalpha 0*255(keychar), or tenant-id "@" system-id with
+// tenant-id = (lcalpha / DIGIT) 0*240(keychar) and system-id = lcalpha 0*13(keychar).
+bool is_trace_state_key(std::string_view key) noexcept {
+  const std::size_t at = key.find('@');
+  if (at == std::string_view::npos) {
+    return key_chars_valid(key, kMaxTraceStateKey) && is_lcalpha(key.front());
+  }
+  const std::string_view tenant = key.substr(0, at);
+  const std::string_view system = key.substr(at + 1);
+  return key_chars_valid(tenant, kMaxTenantId) &&
+         (is_lcalpha(tenant.front()) || is_digit(tenant.front())) &&
+         key_chars_valid(system, kMaxSystemId) && is_lcalpha(system.front());
+}
+
+// 1 to 256 characters in 0x20-0x7E except ',' and '=', the last not a space.
+bool is_trace_state_value(std::string_view value) noexcept {
+  if (value.empty() || value.size() > kMaxTraceStateValue || value.back() == ' ') return false;
+  return std::all_of(value.begin(), value.end(),
+                     [](char c) { return c >= 0x20 && c <= 0x7E && c != ',' && c != '='; });
+}
+
+struct TraceStateMember {
+  std::string_view key;
+  std::string_view value;
+  std::size_t size() const noexcept { return key.size() + 1 + value.size(); }
+};
+
+enum class TraceStateMode {
+  kStrict,    // a received header: any fault invalidates the whole list
+  kSanitize,  // our own context: faulty members and repeated keys are dropped
+};
+
+// The non-empty members of a tracestate value, in order; false when the list is invalid (strict).
+bool parse_trace_state(std::string_view header, TraceStateMode mode,
+                       std::vector<TraceStateMember>& out) {
+  out.clear();
+  bool valid = true;
+  for_each_part(header, ',', [&](std::string_view part) {
+    const std::string_view m = trim_ows(part);
+    if (m.empty()) return true;
+    const std::size_t eq = m.find('=');
+    TraceStateMember member;
+    bool ok = eq != std::string_view::npos;
+    if (ok) {
+      member = {m.substr(0, eq), m.substr(eq + 1)};
+      ok = is_trace_state_key(member.key) && is_trace_state_value(member.value) &&
+           std::none_of(out.begin(), out.end(),
+                        [&](const TraceStateMember& o) { return o.key == member.key; });
+    }
+    if (ok) {
+      out.push_back(member);
+      ok = mode == TraceStateMode::kSanitize || out.size() <= kMaxTraceStateMembers;
+    }
+    if (!ok && mode == TraceStateMode::kStrict) valid = false;
+    return valid;
+  });
+  return valid;
+}
+
+std::size_t joined_size(const std::vector<TraceStateMember>& members) noexcept {
+  std::size_t n = members.empty() ? 0 : members.size() - 1;
+  for (const auto& m : members) n += m.size();
+  return n;
+}
+
+// Drops whole members until at most `max_members` remain in at most `max_bytes`: members longer
+// than 128 characters first (the last one first), then from the end.
+void cut_trace_state(std::vector<TraceStateMember>& members, std::size_t max_members,
+                     std::size_t max_bytes) {
+  while (!members.empty() && (members.size() > max_members || joined_size(members) > max_bytes)) {
+    auto long_member = std::find_if(members.rbegin(), members.rend(),
+                                    [](const auto& m) { return m.size() > kLongTraceStateMember; });
+    if (long_member != members.rend()) {
+      members.erase(std::next(long_member).base());
+    } else {
+      members.pop_back();
+    }
+  }
+}
+
+std::string join_trace_state(const std::vector<TraceStateMember>& members) {
+  std::string out;
+  out.reserve(joined_size(members));
+  for (const auto& m : members) {
+    if (!out.empty()) out += ',';
+    out.append(m.key).append("=").append(m.value);
+  }
+  return out;
+}
+
+// ctx.trace_state as it is sent: valid members, first of each key, within the limits.
+std::string outgoing_trace_state(std::string_view trace_state, std::size_t max_bytes) {
+  std::vector<TraceStateMember> members;
+  parse_trace_state(trace_state, TraceStateMode::kSanitize, members);
+  cut_trace_state(members, kMaxTraceStateMembers, max_bytes);
+  return join_trace_state(members);
+}
+
+// A received tracestate normalised; empty when it is invalid.
+std::string incoming_trace_state(std::string_view header) {
+  std::vector<TraceStateMember> members;
+  if (!parse_trace_state(header, TraceStateMode::kStrict, members)) return {};
+  return join_trace_state(members);
+}
+
+// ---- baggage ----
+
+bool is_tchar(char c) noexcept {
+  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
+         (c != '\0' && kSymbols.find(c) != std::string_view::npos);
+}
+
+// RFC 7230 token.
+bool is_token(std::string_view s) noexcept {
+  return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
+}
+
+// US-ASCII except controls, space, '"', ',', ';' and '\'.
+bool is_baggage_octet(char ch) noexcept {
+  const auto c = static_cast<unsigned char>(ch);
+  return c == 0x21 || (c >= 0x23 && c <= 0x2B) || (c >= 0x2D && c <= 0x3A) ||
+         (c >= 0x3C && c <= 0x5B) || (c >= 0x5D && c <= 0x7E);
+}
+
+bool is_baggage_value(std::string_view s) noexcept {
+  return std::all_of(s.begin(), s.end(), is_baggage_octet);
+}
+
+int hex_digit(char c) noexcept {
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return lower_hex_digit(c);
+}
+
+// Decodes %XX escapes (either case); false for a '%' not followed by two hex digits.
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (in.size() - i < 3) return false;
+    const int hi = hex_digit(in[i + 1]);
+    const int lo = hex_digit(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi << 4 | lo);
+    i += 2;
+  }
+  return true;
+}
+
+void percent_encode(std::string_view in, std::string& out) {
+  constexpr char kHexUpper[] = "0123456789ABCDEF";
+  for (char ch : in) {
+    if (is_baggage_octet(ch) && ch != '%') {
+      out += ch;
+    } else {
+      const auto c = static_cast<unsigned char>(ch);
+      out += '%';
+      out += kHexUpper[c >> 4];
+      out += kHexUpper[c & 0xF];
+    }
+  }
+}
+
+// `s` with each maximal ill-formed UTF-8 subsequence replaced by U+FFFD (the Unicode/WHATWG
+// "maximal subpart" practice).
+std::string to_valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out += s[i++];
+      continue;
+    }
+    int continuation = 0;
+    unsigned char lower = 0x80;
+    unsigned char upper = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      continuation = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      continuation = 2;
+      if (c == 0xE0) lower = 0xA0;  // no overlong forms
+      if (c == 0xED) upper = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      continuation = 3;
+      if (c == 0xF0) lower = 0x90;  // no overlong forms
+      if (c == 0xF4) upper = 0x8F;  // nothing above U+10FFFF
+    } else {
+      out += kReplacementCharacter;
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    bool ok = true;
+    for (int k = 0; k < continuation; ++k, ++j) {
+      const auto b = j < s.size() ? static_cast<unsigned char>(s[j]) : 0;
+      if (j >= s.size() || b < lower || b > upper) {
+        ok = false;
+        break;
+      }
+      lower = 0x80;
+      upper = 0xBF;
+    }
+    if (ok) {
+      out.append(s.substr(i, j - i));
+    } else {
+      out += kReplacementCharacter;  // the byte at j starts the next sequence
+    }
+    i = j;
+  }
+  return out;
+}
+
+// property = key OWS "=" OWS value / key OWS (the caller trimmed the outer OWS).
+bool is_baggage_property(std::string_view p) noexcept {
+  const std::size_t eq = p.find('=');
+  if (eq == std::string_view::npos) return is_token(p);
+  return is_token(trim_ows(p.substr(0, eq))) && is_baggage_value(trim_ows(p.substr(eq + 1)));
+}
+
+Baggage parse_baggage(std::string_view header) {
+  Baggage out;
+  std::size_t members = 0;
+  std::string decoded;
+  for_each_part(header, ',', [&](std::string_view part) {
+    const std::string_view m = trim_ows(part);
+    if (m.empty()) return true;
+    if (++members > kMaxExtractedBaggageMembers) return false;
+    const std::size_t semicolon = m.find(';');
+    const std::string_view key_value = m.substr(0, semicolon);
+    const std::size_t eq = key_value.find('=');
+    if (eq == std::string_view::npos) return true;
+    const std::string_view key = trim_ows(key_value.substr(0, eq));
+    const std::string_view value = trim_ows(key_value.substr(eq + 1));
+    if (!is_token(key) || !is_baggage_value(value)) return true;
+    if (semicolon != std::string_view::npos) {
+      bool properties_ok = true;
+      for_each_part(m.substr(semicolon + 1), ';', [&](std::string_view property) {
+        properties_ok = is_baggage_property(trim_ows(property));
+        return properties_ok;
+      });
+      if (!properties_ok) return true;
+    }
+    if (!percent_decode(value, decoded)) return true;
+    out.emplace_back(std::string(key), to_valid_utf8(decoded));
+    return true;
+  });
+  return out;
+}
+
+std::string format_baggage(const Baggage& baggage) {
+  std::string out;
+  std::string member;
+  std::size_t members = 0;
+  for (const auto& [key, value] : baggage) {
+    if (members == kMaxInjectedBaggageMembers) break;
+    if (!is_token(key)) continue;
+    member.assign(key).append("=");
+    percent_encode(value, member);
+    const std::size_t size = out.size() + (out.empty() ? 0 : 1) + member.size();
+    if (size > kMaxInjectedBaggageBytes) continue;
+    if (!out.empty()) out += ',';
+    out += member;
+    ++members;
+  }
+  return out;
+}
+
+}  // namespace
+
+void inject_context(Carrier& carrier) noexcept {
+  const SpanContext ctx = current_span_context();
+  if (ctx.is_valid()) inject_context(ctx, carrier);
+}
+
+void inject_context(const SpanContext& ctx, Carrier& carrier, const Baggage& baggage) noexcept {
+  const bool write_trace = ctx.is_valid();
+  const bool write_baggage = !baggage.empty();
+  try {
+    std::string trace_parent;
+    std::string trace_state;
+    std::string baggage_header;
+    if (write_trace) {
+      trace_parent = format_trace_parent(ctx);
+      trace_state = outgoing_trace_state(ctx.trace_state, SIZE_MAX);
+    }
+    if (write_baggage) baggage_header = format_baggage(baggage);
+    if (write_trace) {
+      carrier.insert_or_assign(std::string(kTraceParentHeader), std::move(trace_parent));
+      if (trace_state.empty()) {
+        erase_header(carrier, kTraceStateHeader);
+      } else {
+        carrier.insert_or_assign(std::string(kTraceStateHeader), std::move(trace_state));
+      }
+    }
+    if (write_baggage) {
+      if (baggage_header.empty()) {
+        erase_header(carrier, kBaggageHeader);
+      } else {
+        carrier.insert_or_assign(std::string(kBaggageHeader), std::move(baggage_header));
+      }
+    }
+  } catch (...) {
+    if (write_trace) {
+      erase_header(carrier, kTraceParentHeader);
+      erase_header(carrier, kTraceStateHeader);
+    }
+    if (write_baggage) erase_header(carrier, kBaggageHeader);
+  }
+}
+
+ExtractedContext extract_context(const Carrier& carrier) noexcept {
+  try {
+    ExtractedContext out;
+    const std::string* trace_parent = find_header(carrier, kTraceParentHeader);
+    // A tracestate is read only along with a valid traceparent.
+    if (trace_parent != nullptr && parse_trace_parent(*trace_parent, out.context)) {
+      if (const std::string* trace_state = find_header(carrier, kTraceStateHeader)) {
+        out.context.trace_state = incoming_trace_state(*trace_state);
+      }
+    }
+    if (const std::string* baggage = find_header(carrier, kBaggageHeader)) {
+      out.baggage = parse_baggage(*baggage);
+    }
+    return out;
+  } catch (...) {
+    return {};  // out of memory
+  }
+}
+
+std::string serialize_context(const SpanContext& ctx) {
+  std::string out;
+  if (!ctx.is_valid()) return out;
+  const std::string trace_state = outgoing_trace_state(ctx.trace_state, kMaxSerializedTraceState);
+  out.reserve(kBinaryFixedSize + kBinaryLengthSize + trace_state.size());
+  out += static_cast<char>(kBinaryVersion);
+  out.append(reinterpret_cast<const char*>(ctx.trace_id.bytes.data()), ctx.trace_id.bytes.size());
+  out.append(reinterpret_cast<const char*>(ctx.span_id.bytes.data()), ctx.span_id.bytes.size());
+  out += static_cast<char>(ctx.trace_flags & kSampledFlag);
+  if (!trace_state.empty()) {
+    out += static_cast<char>(trace_state.size() & 0xFF);
+    out += static_cast<char>(trace_state.size() >> 8);
+    out += trace_state;
+  }
+  return out;
+}
+
+SpanContext deserialize_context(std::string_view bytes) noexcept {
+  if (bytes.size() < kBinaryFixedSize || static_cast<std::uint8_t>(bytes[0]) != kBinaryVersion) {
+    return {};
+  }
+  SpanContext ctx;
+  std::size_t at = 1;
+  std::memcpy(ctx.trace_id.bytes.data(), bytes.data() + at, ctx.trace_id.bytes.size());
+  at += ctx.trace_id.bytes.size();
+  std::memcpy(ctx.span_id.bytes.data(), bytes.data() + at, ctx.span_id.bytes.size());
+  at += ctx.span_id.bytes.size();
+  ctx.trace_flags = static_cast<std::uint8_t>(bytes[at]) & kSampledFlag;
+  if (!ctx.is_valid()) return {};
+  if (bytes.size() > kBinaryFixedSize) {
+    if (bytes.size() < kBinaryFixedSize + kBinaryLengthSize) return {};
+    const std::size_t length =
+        static_cast<std::uint8_t>(bytes[kBinaryFixedSize]) |
+        static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[kBinaryFixedSize + 1])) << 8;
+    if (length == 0 || length > kMaxSerializedTraceState ||
+        bytes.size() != kBinaryFixedSize + kBinaryLengthSize + length) {
+      return {};
+    }
+    try {
+      ctx.trace_state = incoming_trace_state(bytes.substr(kBinaryFixedSize + kBinaryLengthSize));
+    } catch (...) {
+      ctx.trace_state.clear();  // out of memory: the context without its trace state
+    }
+  }
+  ctx.is_remote = true;
+  return ctx;
+}
+
+Span create_linked_span(std::string_view name, const SpanContext& target,
+                        std::initializer_list<Attribute> attributes) noexcept {
+  SpanStartOptions options;
+  options.link = &target;
+  return start_span(name, options, attributes);
+}
+
+Span create_linked_span(std::string_view name, const Carrier& carrier,
+                        std::initializer_list<Attribute> attributes) noexcept {
+  const ExtractedContext extracted = extract_context(carrier);
+  return create_linked_span(name, extracted.context, attributes);
+}
+
+Span create_linked_span(std::string_view group, std::string_view name, const SpanContext& target,
+                        std::initializer_list<Attribute> attributes) noexcept {
+  SpanStartOptions options;
+  options.group = group;
+  options.link = &target;
+  return start_span(name, options, attributes);
+}
+
+}  // namespace nemo::lens
