@@ -69,21 +69,33 @@ void for_each_part(std::string_view s, char sep, F&& f) {
   }
 }
 
+// Whether header name `key` is `name` (lower case) in any case.
+bool same_header(std::string_view key, std::string_view name) noexcept {
+  return key.size() == name.size() &&
+         std::equal(key.begin(), key.end(), name.begin(),
+                    [](char a, char b) { return ascii_lower(a) == b; });
+}
+
 // The value of header `name` (lower case): the exact spelling first, else any case.
 const std::string* find_header(const Carrier& carrier, std::string_view name) noexcept {
   if (auto it = carrier.find(name); it != carrier.end()) return &it->second;
   for (const auto& [key, value] : carrier) {
-    if (key.size() == name.size() &&
-        std::equal(key.begin(), key.end(), name.begin(),
-                   [](char a, char b) { return ascii_lower(a) == b; })) {
-      return &value;
-    }
+    if (same_header(key, name)) return &value;
   }
   return nullptr;
 }
 
+// Removes header `name` in every spelling, as find_header() would see it.
 void erase_header(Carrier& carrier, std::string_view name) noexcept {
-  if (auto it = carrier.find(name); it != carrier.end()) carrier.erase(it);
+  for (auto it = carrier.begin(); it != carrier.end();) {
+    it = same_header(it->first, name) ? carrier.erase(it) : std::next(it);
+  }
+}
+
+// Sets header `name`, replacing it in whatever spelling it was received.
+void set_header(Carrier& carrier, std::string_view name, std::string value) {
+  erase_header(carrier, name);
+  carrier.emplace(std::string(name), std::move(value));
 }
 
 // ---- traceparent ----
@@ -449,18 +461,18 @@ void inject_context(const SpanContext& ctx, Carrier& carrier, const Baggage& bag
     }
     if (write_baggage) baggage_header = format_baggage(baggage);
     if (write_trace) {
-      carrier.insert_or_assign(std::string(kTraceParentHeader), std::move(trace_parent));
+      set_header(carrier, kTraceParentHeader, std::move(trace_parent));
       if (trace_state.empty()) {
         erase_header(carrier, kTraceStateHeader);
       } else {
-        carrier.insert_or_assign(std::string(kTraceStateHeader), std::move(trace_state));
+        set_header(carrier, kTraceStateHeader, std::move(trace_state));
       }
     }
     if (write_baggage) {
       if (baggage_header.empty()) {
         erase_header(carrier, kBaggageHeader);
       } else {
-        carrier.insert_or_assign(std::string(kBaggageHeader), std::move(baggage_header));
+        set_header(carrier, kBaggageHeader, std::move(baggage_header));
       }
     }
   } catch (...) {

@@ -394,6 +394,23 @@ TEST(Inject, RoundTripGivesIdenticalHeaders) {
   EXPECT_TRUE(in.context.is_remote);
 }
 
+// Found by fuzz_extract_context. Minimal input: a version-cc traceparent and the tracestate "k=v"
+// under mixed-case header names, and the extracted context written back without its trace state.
+// A context written over received headers must replace them whatever the case of their names:
+// extraction reads any case, so a stale "TraceState" came back with the new context, and a
+// transport would send a stale "TraceParent" next to the new "traceparent" (two traceparent
+// headers: invalid).
+TEST(Inject, ReplacesReceivedHeadersWhateverTheCaseOfTheirNames) {
+  Carrier carrier{{"TraceParent", traceparent("cc", "09")}, {"TraceState", "k=v"}};
+  const SpanContext ctx = example_context();  // no trace state
+  inject_context(ctx, carrier);
+  const ExtractedContext in = extract_context(carrier);
+  EXPECT_EQ(in.context.trace_id, ctx.trace_id);
+  EXPECT_EQ(in.context.span_id, ctx.span_id);
+  EXPECT_EQ(in.context.trace_state, "") << "the stale TraceState was read back";
+  EXPECT_EQ(carrier, (Carrier{{"traceparent", std::string(kSampled)}}));
+}
+
 // ---- baggage ----
 
 TEST(Baggage, SpecificationExamples) {
@@ -514,6 +531,22 @@ TEST(Baggage, InjectKeepsAtMost64MembersAnd8192Bytes) {
     EXPECT_LE(back.size(), 64u);
     EXPECT_TRUE(is_subsequence(back, random));
   }
+}
+
+// Found by fuzz_extract_context, minimal input "\n\nk=" followed by 1000 "%FF" (an empty
+// traceparent and tracestate, then the baggage) under mixed-case header names. The value decodes
+// to 1000 U+FFFD, 9000 bytes once encoded: nothing fits, and the received "Baggage" must not be
+// left behind, whatever the case of its name.
+TEST(Baggage, WhenNothingFitsNoStaleHeaderIsLeftInAnyCase) {
+  std::string value;
+  for (int i = 0; i < 1000; ++i) value += "%FF";
+  Carrier carrier{{"Baggage", "k=" + value}};
+  const Baggage received = extract_context(carrier).baggage;
+  ASSERT_EQ(received.size(), 1u);
+  inject_context(SpanContext{}, carrier, received);
+  EXPECT_TRUE(extract_context(carrier).baggage.empty()) << "the stale Baggage was read back";
+  EXPECT_EQ(carrier.count("Baggage"), 0u);
+  EXPECT_TRUE(carrier.empty());
 }
 
 TEST(Baggage, IndependentOfTheTraceParent) {
