@@ -54,7 +54,7 @@ struct SpanRecord {
   bool recording = false;        // false: sampled out; only the context is kept
   bool exception_recorded = false;
   bool status_final = false;     // an OK status was set
-  bool orphaned = false;         // must not be exported when it ends (see engine.cpp)
+  bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
   /// While open: data.attributes[0, attributes_used) are the span's attributes; later elements
   /// are storage kept from earlier spans. Trimmed when the span ends.
   std::uint32_t attributes_used = 0;
