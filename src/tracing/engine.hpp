@@ -1,7 +1,7 @@
 // The tracing engine's internal state: span records, per-thread state, the pipeline. Internal.
 //
 // Ownership: a record is, at any time, in exactly one of: a thread's free cache or the global free
-// stack; open (on the current-span stack of the ThreadState that started it, guarded by that
+// pool; open (on the current-span stack of the ThreadState that started it, guarded by that
 // state's lock); queued; or being exported. ThreadStates and Pipelines are never freed, so a
 // pointer to one stays valid for the life of the process (a forked child abandons the parent's).
 #pragma once
@@ -107,7 +107,7 @@ ThreadState* this_thread_state() noexcept;
 /// Calls f for every state ever created, holding the registry mutex (not the states' locks).
 void visit_thread_states(const std::function<void(ThreadState&)>& f);
 
-/// A free record for `s` (its cache, the global free stack, or new); null when memory ran out.
+/// A free record for `s` (its cache, the global free pool, or new); null when memory ran out.
 SpanRecord* take_record(ThreadState& s) noexcept;
 
 /// Fork support: take every thread-state lock (prepare), release them (parent), or reset them and
