@@ -1,5 +1,7 @@
 #include "nemo/lens/context.hpp"
 
+#include "strings.hpp"
+
 namespace nemo::lens {
 
 namespace {
@@ -16,19 +18,12 @@ std::string to_hex(const std::array<std::uint8_t, N>& bytes) {
   return out;
 }
 
-int hex_digit(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 template <std::size_t N>
 bool from_hex(std::string_view hex, std::array<std::uint8_t, N>& out) noexcept {
   if (hex.size() != 2 * N) return false;
   for (std::size_t i = 0; i < N; ++i) {
-    const int hi = hex_digit(hex[2 * i]);
-    const int lo = hex_digit(hex[2 * i + 1]);
+    const int hi = detail::hex_digit(hex[2 * i]);
+    const int lo = detail::hex_digit(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
   }

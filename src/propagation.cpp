@@ -12,7 +12,12 @@
 #include <utility>
 #include <vector>
 
+#include "strings.hpp"
+
 namespace nemo::lens {
+
+using detail::hex_digit;
+using detail::valid_utf8;
 
 namespace {
 
@@ -44,8 +49,6 @@ constexpr std::size_t kMaxExtractedBaggageMembers = 180;
 constexpr std::uint8_t kBinaryVersion = 1;
 constexpr std::size_t kBinaryFixedSize = 1 + 16 + 8 + 1;
 constexpr std::size_t kBinaryLengthSize = 2;
-
-constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
 
 bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
 
@@ -297,11 +300,6 @@ bool is_baggage_value(std::string_view s) noexcept {
   return std::all_of(s.begin(), s.end(), is_baggage_octet);
 }
 
-int hex_digit(char c) noexcept {
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return lower_hex_digit(c);
-}
-
 // Decodes %XX escapes (either case); false for a '%' not followed by two hex digits.
 bool percent_decode(std::string_view in, std::string& out) {
   out.clear();
@@ -335,57 +333,6 @@ void percent_encode(std::string_view in, std::string& out) {
   }
 }
 
-// `s` with each maximal ill-formed UTF-8 subsequence replaced by U+FFFD (the Unicode/WHATWG
-// "maximal subpart" practice).
-std::string to_valid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      out += s[i++];
-      continue;
-    }
-    int continuation = 0;
-    unsigned char lower = 0x80;
-    unsigned char upper = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      continuation = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      continuation = 2;
-      if (c == 0xE0) lower = 0xA0;  // no overlong forms
-      if (c == 0xED) upper = 0x9F;  // no surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      continuation = 3;
-      if (c == 0xF0) lower = 0x90;  // no overlong forms
-      if (c == 0xF4) upper = 0x8F;  // nothing above U+10FFFF
-    } else {
-      out += kReplacementCharacter;
-      ++i;
-      continue;
-    }
-    std::size_t j = i + 1;
-    bool ok = true;
-    for (int k = 0; k < continuation; ++k, ++j) {
-      const auto b = j < s.size() ? static_cast<unsigned char>(s[j]) : 0;
-      if (j >= s.size() || b < lower || b > upper) {
-        ok = false;
-        break;
-      }
-      lower = 0x80;
-      upper = 0xBF;
-    }
-    if (ok) {
-      out.append(s.substr(i, j - i));
-    } else {
-      out += kReplacementCharacter;  // the byte at j starts the next sequence
-    }
-    i = j;
-  }
-  return out;
-}
-
 // property = key OWS "=" OWS value / key OWS (the caller trimmed the outer OWS).
 bool is_baggage_property(std::string_view p) noexcept {
   const std::size_t eq = p.find('=');
@@ -417,7 +364,7 @@ Baggage parse_baggage(std::string_view header) {
       if (!properties_ok) return true;
     }
     if (!percent_decode(value, decoded)) return true;
-    out.emplace_back(std::string(key), to_valid_utf8(decoded));
+    out.emplace_back(std::string(key), valid_utf8(decoded));
     return true;
   });
   return out;

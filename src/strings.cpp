@@ -48,4 +48,32 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
+int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    if (*p < 0x80) {
+      out += static_cast<char>(*p++);
+      continue;
+    }
+    const Utf8Step step = utf8_step(p, end);
+    if (step.valid) {
+      out.append(reinterpret_cast<const char*>(p), step.length);
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+    }
+    p += step.length;
+  }
+  return out;
+}
+
 }  // namespace nemo::lens::detail

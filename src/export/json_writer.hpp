@@ -19,57 +19,12 @@
 #include <vector>
 
 #include "nemo/lens/attributes.hpp"
+#include "strings.hpp"
 
 namespace nemo::lens::detail::json {
 
 /// Appends `s` as is (for keys and punctuation known to need no escaping).
 inline void append_raw(std::string& out, std::string_view s) { out.append(s.data(), s.size()); }
-
-/// One step of UTF-8 decoding: the length of the valid sequence at the start of the input, or of
-/// its maximal invalid subpart (Unicode's "maximal subpart" rule, so each subpart becomes exactly
-/// one U+FFFD).
-struct Utf8Step {
-  std::size_t length;
-  bool valid;
-};
-
-/// Decodes the sequence starting with the non-ASCII byte at `p` (p < end). Rejects overlong
-/// forms, surrogates (U+D800..U+DFFF), values above U+10FFFF and truncated sequences.
-inline Utf8Step utf8_step(const unsigned char* p, const unsigned char* end) noexcept {
-  const unsigned char c = *p;
-  std::size_t continuation;
-  unsigned char lo = 0x80;
-  unsigned char hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    continuation = 1;
-  } else if (c == 0xE0) {
-    continuation = 2;
-    lo = 0xA0;  // no overlong 3-byte forms
-  } else if (c == 0xED) {
-    continuation = 2;
-    hi = 0x9F;  // no surrogates
-  } else if (c >= 0xE1 && c <= 0xEF) {
-    continuation = 2;
-  } else if (c == 0xF0) {
-    continuation = 3;
-    lo = 0x90;  // no overlong 4-byte forms
-  } else if (c == 0xF4) {
-    continuation = 3;
-    hi = 0x8F;  // nothing above U+10FFFF
-  } else if (c >= 0xF1 && c <= 0xF3) {
-    continuation = 3;
-  } else {
-    return {1, false};  // a continuation byte, C0/C1 (always overlong) or F5..FF
-  }
-  for (std::size_t i = 1; i <= continuation; ++i) {
-    if (p + i >= end) return {i, false};
-    const unsigned char b = p[i];
-    const unsigned char min = i == 1 ? lo : static_cast<unsigned char>(0x80);
-    const unsigned char max = i == 1 ? hi : static_cast<unsigned char>(0xBF);
-    if (b < min || b > max) return {i, false};
-  }
-  return {continuation + 1, true};
-}
 
 /// Appends `s` as a quoted JSON string (RFC 8259): `"` and `\` escaped, control characters as
 /// \b \f \n \r \t or \u00XX, valid UTF-8 copied as is, every maximal invalid subpart replaced by

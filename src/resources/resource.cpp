@@ -304,64 +304,6 @@ SlurmKeyType slurm_key_type(std::string_view key) {
                     "e.g. 'team=ml,note=a%2Cb'.");
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// `s` with every ill-formed UTF-8 sequence (each maximal subpart) replaced by U+FFFD, as W3C
-// Baggage requires of decoded values.
-std::string utf8_or_replacement(std::string_view s) {
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      out += s[i++];
-      continue;
-    }
-    int trailing = 0;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      trailing = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      trailing = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      trailing = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      out += kReplacement;
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    int seen = 0;
-    while (seen < trailing && j < s.size()) {
-      const auto t = static_cast<unsigned char>(s[j]);
-      if (t < lo || t > hi) break;
-      lo = 0x80;
-      hi = 0xBF;
-      ++j;
-      ++seen;
-    }
-    if (seen == trailing) {
-      out.append(s.substr(i, j - i));
-    } else {
-      out += kReplacement;
-    }
-    i = j;
-  }
-  return out;
-}
-
 // A value of OTEL_RESOURCE_ATTRIBUTES: trimmed, then percent-decoded.
 std::string decode_value(std::string_view entry, std::string_view value) {
   value = trim(value);
@@ -381,7 +323,7 @@ std::string decode_value(std::string_view entry, std::string_view value) {
     out += static_cast<char>(high * 16 + low);
     i += 2;
   }
-  return utf8_or_replacement(out);
+  return valid_utf8(out);
 }
 
 struct ParsedAttribute {
