@@ -62,16 +62,17 @@ std::vector<std::string> redacted_keys(const NemoLensConfig& config, const Setup
 void print_summary(const TelemetryState& s, const TelemetryStats& st) {
   const std::uint64_t dropped =
       st.spans_dropped_queue_full + st.spans_dropped_export_failed + st.spans_dropped_shutdown;
-  if (dropped == 0) return;
+  if (dropped == 0 && st.spans_rejected == 0) return;
   std::fprintf(stderr,
                "lens: rank %d dropped %llu of %llu spans (queue full %llu, export failed %llu, "
-               "at shutdown %llu); exported %llu\n",
+               "at shutdown %llu); exported %llu, of which the receiver rejected %llu\n",
                s.rank, static_cast<unsigned long long>(dropped),
                static_cast<unsigned long long>(st.spans_ended),
                static_cast<unsigned long long>(st.spans_dropped_queue_full),
                static_cast<unsigned long long>(st.spans_dropped_export_failed),
                static_cast<unsigned long long>(st.spans_dropped_shutdown),
-               static_cast<unsigned long long>(st.spans_exported));
+               static_cast<unsigned long long>(st.spans_exported),
+               static_cast<unsigned long long>(st.spans_rejected));
 }
 
 // Requires g_setup_mu. Stops `s`'s pipeline and, when `s` is the active set-up, every group.

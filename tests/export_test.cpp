@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "export/exporters.hpp"
+#include "export/otlp.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "nemo/lens/version.hpp"
@@ -739,29 +740,18 @@ TEST(MakeExporter, UnopenableFileNamesTheVariable) {
             "NEMO_LENS_EXPORT_PATH): No such file or directory");
 }
 
-TEST(MakeExporter, OtlpIsNotAvailableYet) {
+TEST(MakeExporter, OtlpTakesItsSettingsFromTheStandardVariables) {
   ScopedEnv env;
   NemoLensConfig config;  // the default exporter is "otlp"
-  EXPECT_EQ(error_of([&] { detail::make_exporter(config, 0); }),
-            "The OTLP exporter is not available in this build of lens yet "
-            "(NemoLensConfig::exporter is 'otlp', the default when NEMO_LENS_EXPORTER is unset). "
-            "Set NEMO_LENS_EXPORTER=console or NEMO_LENS_EXPORTER=file (or "
-            "NemoLensConfig::exporter to \"console\" or \"file\").");
+  auto exporter = detail::make_exporter(config, 0);
+  EXPECT_NE(dynamic_cast<detail::OtlpSpanExporter*>(exporter.get()), nullptr);
 
   env.set("NEMO_LENS_EXPORTER", " OTLP ");
+  env.set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml");
   config = NemoLensConfig::from_env();
   EXPECT_EQ(error_of([&] { detail::make_exporter(config, 0); }),
-            "The OTLP exporter is not available in this build of lens yet "
-            "(NEMO_LENS_EXPORTER='OTLP'). Set NEMO_LENS_EXPORTER=console or "
-            "NEMO_LENS_EXPORTER=file.");
-
-  env.unset("NEMO_LENS_EXPORTER");
-  env.set("RL_OTEL_EXPORTER", "otlp");
-  config = NemoLensConfig::from_env("MEGATRON_OTEL", "RL_OTEL");
-  EXPECT_NE(error_of([&] {
-              detail::make_exporter(config, 0);
-            }).find("(RL_OTEL_EXPORTER='otlp'). Set RL_OTEL_EXPORTER=console"),
-            std::string::npos);
+            "Invalid value for OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/xml'. Valid protocols: "
+            "['grpc', 'http/json', 'http/protobuf'].");
 }
 
 TEST(MakeExporter, UnknownExporterNamesVariableValueAndChoices) {

@@ -23,6 +23,8 @@ bool SpanExporter::force_flush(std::chrono::steady_clock::time_point) noexcept {
 
 void SpanExporter::shutdown(std::chrono::steady_clock::time_point) noexcept {}
 
+std::uint64_t SpanExporter::rejected_spans() const noexcept { return 0; }
+
 const AttributeValue* SpanData::attribute(std::string_view key) const noexcept {
   return find_attribute(attributes, key);
 }

@@ -94,8 +94,8 @@ std::string export_path(const NemoLensConfig& config, int rank);
 /// "the default of <PREFIX>_EXPORT_PATH".
 std::string export_path_origin(const NemoLensConfig& config);
 
-/// The exporter config.exporter names (trimmed, any case): "console" (stdout) or "file"
-/// (export_path(config, rank)); "otlp" is not available yet. Throws ConfigError naming the
+/// The exporter config.exporter names (trimmed, any case): "console" (stdout), "file"
+/// (export_path(config, rank)) or "otlp" (make_otlp_exporter(), settings from OTEL_EXPORTER_OTLP_*). Throws ConfigError naming the
 /// variable (or NemoLensConfig::exporter when it was not read from one), the value and the valid
 /// exporters.
 std::shared_ptr<SpanExporter> make_exporter(const NemoLensConfig& config, int rank);

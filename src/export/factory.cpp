@@ -4,6 +4,7 @@
 #include <string>
 
 #include "export/exporters.hpp"
+#include "export/otlp.hpp"
 #include "nemo/lens/errors.hpp"
 #include "strings.hpp"
 
@@ -29,25 +30,8 @@ std::shared_ptr<SpanExporter> make_exporter(const NemoLensConfig& config, int ra
     return std::make_shared<FileSpanExporter>(export_path(config, rank),
                                               export_path_origin(config));
   }
-  const std::string origin = exporter_origin(config, value);
-  const bool from_variable = origin != "NemoLensConfig::exporter";
-  if (value == "otlp") {
-    // The variable to set: the one read, or the primary prefix's when the value came from code
-    // (or is the default, "otlp").
-    const std::string variable = from_variable ? origin : config.env_prefix + "_EXPORTER";
-    std::string message = "The OTLP exporter is not available in this build of lens yet (";
-    if (from_variable) {
-      message += origin + "='" + std::string(trim(config.exporter)) + "'";
-    } else {
-      message += "NemoLensConfig::exporter is 'otlp', the default when " + config.env_prefix +
-                 "_EXPORTER is unset";
-    }
-    message += "). Set " + variable + "=console or " + variable + "=file";
-    if (!from_variable) message += " (or NemoLensConfig::exporter to \"console\" or \"file\")";
-    message += '.';
-    throw ConfigError(message);
-  }
-  throw ConfigError("Invalid value for " + origin + ": '" + config.exporter +
+  if (value == "otlp") return make_otlp_exporter();
+  throw ConfigError("Invalid value for " + exporter_origin(config, value) + ": '" + config.exporter +
                     "'. Valid exporters: " + quoted_list({"console", "file", "otlp"}) + ".");
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "export/otlp.hpp"
 #include "nemo/lens/state.hpp"
 #include "tracing/engine.hpp"
 
@@ -194,6 +195,7 @@ TelemetryStats Pipeline::stats() const noexcept {
   s.spans_dropped_shutdown = dropped_at_shutdown_.load(std::memory_order_relaxed);
   s.spans_truncated = truncated_.load(std::memory_order_relaxed);
   s.export_requests = export_calls_.load(std::memory_order_relaxed);
+  if (exporter != nullptr) s.spans_rejected = exporter->rejected_spans();
   return s;
 }
 
@@ -233,6 +235,14 @@ bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept
     }
   }
   accepting.store(false, std::memory_order_release);
+  // An exporter waiting on a slow receiver (or backing off) gives up in time for the thread to
+  // finish by the deadline.
+  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter.get())) {
+    const auto remaining = deadline - std::chrono::steady_clock::now();
+    const auto margin = std::clamp<std::chrono::steady_clock::duration>(
+        remaining / 10, std::chrono::steady_clock::duration::zero(), std::chrono::milliseconds(100));
+    interruptible->interrupt_by(deadline - margin);
+  }
   bool done = false;
   try {
     ensure_thread();

@@ -7,6 +7,9 @@
 #   -o GOLDEN  stdout must equal the file GOLDEN byte for byte; without -o it must be empty
 #   -x STATUS  the expected exit status (default 0)
 #   -e PHRASE  stderr must contain PHRASE (fixed string; repeatable); without -e it must be empty
+#
+# With LENS_UPDATE_GOLDEN=1 in the environment, GOLDEN is overwritten with the actual stdout
+# instead (review the change with git diff).
 set -u
 
 golden=
@@ -43,7 +46,9 @@ fail() {
 if [ "$status" -ne "$expected_status" ]; then
   fail "exit status $status, expected $expected_status"
 fi
-if [ -n "$golden" ]; then
+if [ -n "$golden" ] && [ "${LENS_UPDATE_GOLDEN:-0}" = 1 ]; then
+  cp "$tmp/stdout" "$golden"
+elif [ -n "$golden" ]; then
   if ! cmp -s "$golden" "$tmp/stdout"; then
     fail "stdout differs from $golden (diff -u expected actual):"
     diff -u "$golden" "$tmp/stdout"

@@ -38,6 +38,8 @@ struct Command {
 const Command& groups_command();
 /// The "config" verb.
 const Command& config_command();
+/// The "collect" verb.
+const Command& collect_command();
 
 /// A flag a verb accepts: its name ("--catalog") and whether it takes a value.
 struct FlagSpec {

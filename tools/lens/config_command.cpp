@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "export/otlp.hpp"
 #include "json_output.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/ranks.hpp"
 #include "nemo/lens/strategies.hpp"
+#include "strings.hpp"
 
 namespace nemo::lens::cli {
 
@@ -22,7 +24,9 @@ constexpr std::string_view kHelp =
 
 Shows the configuration NemoLensConfig::from_env() reads from the environment, the span groups
 it resolves to and whether rank R of W ranks exports (is_exporting). The span-group spec and the
-export strategy are checked even when telemetry is disabled. run_id is shown as set; set-up
+export strategy are checked even when telemetry is disabled. With the otlp exporter, the
+effective OTLP protocol and endpoint follow (from OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL and
+_ENDPOINT, checked with the other OTEL_EXPORTER_OTLP_* variables as set-up checks them). run_id is shown as set; set-up
 fills an empty one from SLURM_JOB_ID or at random. R and W default to what the launcher's
 variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
 rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
@@ -124,7 +128,7 @@ int run(std::span<const std::string_view> args) {
   }
   const bool is_exporting = config.enabled && strategy(config, rank, world_size);
 
-  const std::vector<Field> fields = {
+  std::vector<Field> fields_before = {
       {"enabled", config.enabled},
       {"service_name", config.service_name},
       {"export_strategy", config.export_strategy},
@@ -136,6 +140,9 @@ int run(std::span<const std::string_view> args) {
       {"logs_enabled", config.logs_enabled},
       {"span_groups", config.span_groups},
       {"exporter", config.exporter},
+  };
+  // The OTLP exporter's effective protocol and endpoint, checked as set-up checks them.
+  std::vector<Field> fields_after = {
       {"run_id", config.run_id},
       {"user", config.user},
       {"wandb_entity", config.wandb_entity},
@@ -146,6 +153,13 @@ int run(std::span<const std::string_view> args) {
       {"rank_source", ranks.source},
       {"is_exporting", is_exporting},
   };
+  std::vector<Field> fields = std::move(fields_before);
+  if (detail::to_lower(detail::trim(config.exporter)) == "otlp") {
+    const detail::OtlpSettings otlp = detail::otlp_settings_from_env();
+    fields.push_back({"otlp_protocol", std::string(detail::protocol_name(otlp.protocol))});
+    fields.push_back({"otlp_endpoint", otlp.endpoint});
+  }
+  fields.insert(fields.end(), fields_after.begin(), fields_after.end());
   if (flags.has("--json")) {
     JsonObject object;
     for (const Field& f : fields) object.add(f.name, std::visit(JsonText{}, f.value));

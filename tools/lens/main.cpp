@@ -17,7 +17,9 @@
 namespace nemo::lens::cli {
 namespace {
 
-std::array<const Command*, 2> commands() { return {&groups_command(), &config_command()}; }
+std::array<const Command*, 3> commands() {
+  return {&groups_command(), &config_command(), &collect_command()};
+}
 
 const Command* find_command(std::string_view name) {
   for (const Command* c : commands()) {
@@ -31,7 +33,7 @@ std::string usage() {
       "usage: lens <command> [options]\n"
       "\n"
       "Inspects lens span-group catalogs and the configuration a process reads from its\n"
-      "environment.\n"
+      "environment, and receives spans over OTLP.\n"
       "\n"
       "commands:\n";
   for (const Command* c : commands()) {

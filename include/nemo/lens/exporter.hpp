@@ -107,6 +107,10 @@ class NEMO_LENS_API SpanExporter {
 
   /// Releases the exporter's resources; no export follows.
   virtual void shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  /// Spans the receiver reported rejecting so far (OTLP partial success) in batches whose export
+  /// succeeded. Called from any thread while the exporter runs; 0 unless overridden.
+  virtual std::uint64_t rejected_spans() const noexcept;
 };
 
 /// Keeps copies of every exported span in memory. Thread-safe: spans() may be called from any

@@ -48,8 +48,10 @@ struct TelemetryStats {
   std::uint64_t spans_started = 0;
   /// Spans ended.
   std::uint64_t spans_ended = 0;
-  /// Spans handed to the exporter successfully.
+  /// Spans handed to the exporter successfully (including any the receiver then rejected).
   std::uint64_t spans_exported = 0;
+  /// Of spans_exported, those the receiver reported rejecting (OTLP partial success).
+  std::uint64_t spans_rejected = 0;
   /// Spans dropped because the queue was full (the caller never waits).
   std::uint64_t spans_dropped_queue_full = 0;
   /// Spans lost because the exporter failed.

@@ -1,0 +1,1201 @@
+// `lens collect`'s transcoding (tools/lens/otlp_transcode.hpp): requests are built and encoded
+// with libprotobuf's classes generated from tests/proto, the JSON produced is read back with
+// nlohmann/json, and compared with libprotobuf's own JSON printer and with the library's OTLP/JSON
+// writer.
+#include "otlp_transcode.hpp"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "export/exporters.hpp"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+
+namespace {
+
+namespace pb_common = opentelemetry::proto::common::v1;
+namespace pb_trace = opentelemetry::proto::trace::v1;
+using Request = opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
+using Json = nlohmann::json;
+using lens_cli::json_to_json;
+using lens_cli::protobuf_to_json;
+using lens_cli::TranscodeResult;
+using ::testing::HasSubstr;
+
+constexpr char kTraceHex[] = "4bf92f3577b34da6a3ce929d0e0e4736";
+constexpr char kSpanHex[] = "00f067aa0ba902b7";
+constexpr char kParentHex[] = "b7ad6b7169203331";
+constexpr char kLinkTraceHex[] = "0af7651916cd43dd8448eb211c80319c";
+constexpr char kLinkSpanHex[] = "53995c3f42cd8ad8";
+
+std::string from_hex(std::string_view hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0xF]);
+  }
+  return out;
+}
+
+// Standard base64 (RFC 4648 with padding), written here independently of the transcoder.
+std::string base64_decode(std::string_view text) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : text) {
+    if (c == '=') break;
+    acc = (acc << 6) | static_cast<std::uint32_t>(kAlphabet.find(c));
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : bytes) {
+    acc = (acc << 8) | static_cast<unsigned char>(c);
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kAlphabet[(acc >> bits) & 63]);
+    }
+  }
+  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 63]);
+  while (out.size() % 4 != 0) out.push_back('=');
+  return out;
+}
+
+// A protobuf writer for hand-made byte sequences (fields out of order, repeated, unknown, broken).
+struct Bytes {
+  std::string s;
+
+  Bytes& varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      s.push_back(static_cast<char>((v & 0x7F) | 0x80));
+      v >>= 7;
+    }
+    s.push_back(static_cast<char>(v));
+    return *this;
+  }
+  Bytes& tag(std::uint32_t number, std::uint32_t wire) { return varint((number << 3) | wire); }
+  Bytes& uint(std::uint32_t number, std::uint64_t v) { return tag(number, 0).varint(v); }
+  Bytes& len(std::uint32_t number, std::string_view payload) {
+    tag(number, 2).varint(payload.size());
+    s.append(payload);
+    return *this;
+  }
+  Bytes& fixed64(std::uint32_t number, std::uint64_t v) {
+    tag(number, 1);
+    for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+    return *this;
+  }
+  Bytes& fixed32(std::uint32_t number, std::uint32_t v) {
+    tag(number, 5);
+    for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+    return *this;
+  }
+  Bytes& raw(std::string_view b) {
+    s.append(b);
+    return *this;
+  }
+};
+
+// A request of one resource group, one scope group and the given span bytes.
+std::string request_with_span(const std::string& span) {
+  const std::string scope_spans = Bytes().len(2, span).s;
+  const std::string resource_spans = Bytes().len(2, scope_spans).s;
+  return Bytes().len(1, resource_spans).s;
+}
+
+void set_kv(pb_common::KeyValue* kv, const std::string& key, const std::string& value) {
+  kv->set_key(key);
+  kv->mutable_value()->set_string_value(value);
+}
+
+// A span with every field set.
+void fill_full_span(pb_trace::Span* s) {
+  s->set_trace_id(from_hex(kTraceHex));
+  s->set_span_id(from_hex(kSpanHex));
+  s->set_trace_state("vendor=a,other=b");
+  s->set_parent_span_id(from_hex(kParentHex));
+  s->set_flags(0x301);
+  s->set_name("train_step");
+  s->set_kind(pb_trace::Span::SPAN_KIND_CLIENT);
+  s->set_start_time_unix_nano(1'700'000'000'123'456'789ULL);
+  s->set_end_time_unix_nano(18'446'744'073'709'551'615ULL);  // fixed64's maximum
+  set_kv(s->add_attributes(), "model", "llama");
+  auto* it = s->add_attributes();
+  it->set_key("iteration");
+  it->mutable_value()->set_int_value(42);
+  s->set_dropped_attributes_count(3);
+  auto* e = s->add_events();
+  e->set_time_unix_nano(1'700'000'000'500'000'000ULL);
+  e->set_name("checkpoint");
+  set_kv(e->add_attributes(), "path", "/ckpt");
+  e->set_dropped_attributes_count(1);
+  auto* plain = s->add_events();
+  plain->set_name("plain");
+  s->set_dropped_events_count(4);
+  auto* l = s->add_links();
+  l->set_trace_id(from_hex(kLinkTraceHex));
+  l->set_span_id(from_hex(kLinkSpanHex));
+  l->set_trace_state("k=v");
+  set_kv(l->add_attributes(), "reason", "batch");
+  l->set_dropped_attributes_count(2);
+  l->set_flags(0x301);
+  s->set_dropped_links_count(5);
+  s->mutable_status()->set_code(pb_trace::Status::STATUS_CODE_ERROR);
+  s->mutable_status()->set_message("CUDA out of memory");
+}
+
+// Attributes of every AnyValue kind, nested ones included.
+void fill_any_values(pb_trace::Span* s) {
+  auto add = [&](const std::string& key) {
+    auto* kv = s->add_attributes();
+    kv->set_key(key);
+    return kv->mutable_value();
+  };
+  add("str")->set_string_value("héllo \"q\"\n");
+  add("empty_str")->set_string_value("");
+  add("yes")->set_bool_value(true);
+  add("no")->set_bool_value(false);
+  add("zero")->set_int_value(0);
+  add("neg")->set_int_value(-7);
+  add("max")->set_int_value(std::numeric_limits<std::int64_t>::max());
+  add("min")->set_int_value(std::numeric_limits<std::int64_t>::min());
+  add("half")->set_double_value(0.5);
+  add("whole")->set_double_value(2.0);
+  add("tenth")->set_double_value(0.1);
+  add("nan")->set_double_value(std::numeric_limits<double>::quiet_NaN());
+  add("inf")->set_double_value(std::numeric_limits<double>::infinity());
+  add("ninf")->set_double_value(-std::numeric_limits<double>::infinity());
+  add("bytes0")->set_bytes_value("");
+  add("bytes1")->set_bytes_value(std::string("\xff", 1));
+  add("bytes2")->set_bytes_value(std::string("\x00\x01", 2));
+  add("bytes3")->set_bytes_value("abc");
+  add("bytes4")->set_bytes_value(std::string("\xfb\xff\xbf\x00", 4));
+  auto* arr = add("arr")->mutable_array_value();
+  arr->add_values()->set_int_value(1);
+  arr->add_values()->set_string_value("two");
+  auto* inner = arr->add_values()->mutable_array_value();
+  inner->add_values()->set_bool_value(true);
+  inner->add_values()->set_double_value(1.5);
+  add("empty_arr")->mutable_array_value();
+  auto* kvl = add("kvl")->mutable_kvlist_value();
+  set_kv(kvl->add_values(), "a", "x");
+  auto* nested = kvl->add_values();
+  nested->set_key("nested");
+  auto* nested_list = nested->mutable_value()->mutable_kvlist_value();
+  auto* deep = nested_list->add_values();
+  deep->set_key("n");
+  deep->mutable_value()->set_int_value(-1);
+  add("unset");  // an AnyValue with no member: {}
+  s->add_attributes()->set_key("no_value");
+}
+
+Request full_request() {
+  Request req;
+  auto* rs = req.add_resource_spans();
+  set_kv(rs->mutable_resource()->add_attributes(), "service.name", "trainer");
+  auto* rank = rs->mutable_resource()->add_attributes();
+  rank->set_key("dl.rank");
+  rank->mutable_value()->set_int_value(3);
+  rs->mutable_resource()->set_dropped_attributes_count(6);
+  rs->set_schema_url("https://opentelemetry.io/schemas/1.24.0");
+  auto* ss = rs->add_scope_spans();
+  ss->mutable_scope()->set_name("nemo.lens");
+  ss->mutable_scope()->set_version("1.2.3");
+  set_kv(ss->mutable_scope()->add_attributes(), "scope.attr", "v");
+  ss->mutable_scope()->set_dropped_attributes_count(7);
+  ss->set_schema_url("https://opentelemetry.io/schemas/1.21.0");
+  fill_full_span(ss->add_spans());
+  fill_any_values(ss->add_spans());
+  return req;
+}
+
+std::string serialize(const Request& req) {
+  std::string bytes;
+  EXPECT_TRUE(req.SerializeToString(&bytes));
+  return bytes;
+}
+
+std::string transcode_text(std::string_view bytes) {
+  std::string out;
+  const TranscodeResult r = protobuf_to_json(bytes, out);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.error.empty());
+  EXPECT_EQ(out.find('\n'), std::string::npos) << "not one line: " << out;
+  return out;
+}
+
+Json parse(const std::string& text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not valid JSON: " << text;
+  return j;
+}
+
+Json transcode(const Request& req) { return parse(transcode_text(serialize(req))); }
+
+const Json& attribute(const Json& attributes, const std::string& key) {
+  for (const Json& kv : attributes) {
+    if (kv.at("key") == key) return kv;
+  }
+  static const Json kMissing;
+  ADD_FAILURE() << "no attribute " << key << " in " << attributes.dump();
+  return kMissing;
+}
+
+TranscodeResult transcode_error(std::string_view bytes) {
+  std::string out = "kept";
+  const TranscodeResult r = protobuf_to_json(bytes, out);
+  EXPECT_FALSE(r.ok) << "accepted: " << out;
+  EXPECT_EQ(out, "kept") << "output left behind on failure";
+  EXPECT_EQ(r.spans, 0U);
+  return r;
+}
+
+// ---- protobuf_to_json: the encoding -------------------------------------------------------
+
+TEST(ProtobufToJson, SpanFieldsFollowTheOtlpJsonEncoding) {
+  const Json j = transcode(full_request());
+  const Json& span = j.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(0);
+  EXPECT_EQ(span.at("traceId"), kTraceHex);
+  EXPECT_EQ(span.at("spanId"), kSpanHex);
+  EXPECT_EQ(span.at("parentSpanId"), kParentHex);
+  EXPECT_EQ(span.at("traceState"), "vendor=a,other=b");
+  EXPECT_EQ(span.at("flags"), 0x301);
+  EXPECT_TRUE(span.at("flags").is_number_unsigned());
+  EXPECT_EQ(span.at("name"), "train_step");
+  EXPECT_EQ(span.at("kind"), 3);
+  EXPECT_EQ(span.at("startTimeUnixNano"), "1700000000123456789");
+  EXPECT_EQ(span.at("endTimeUnixNano"), "18446744073709551615");
+  EXPECT_EQ(attribute(span.at("attributes"), "model").at("value"),
+            Json({{"stringValue", "llama"}}));
+  EXPECT_EQ(attribute(span.at("attributes"), "iteration").at("value"), Json({{"intValue", "42"}}));
+  EXPECT_EQ(span.at("droppedAttributesCount"), 3);
+
+  ASSERT_EQ(span.at("events").size(), 2U);
+  const Json& event = span.at("events").at(0);
+  EXPECT_EQ(event.at("timeUnixNano"), "1700000000500000000");
+  EXPECT_EQ(event.at("name"), "checkpoint");
+  EXPECT_EQ(attribute(event.at("attributes"), "path").at("value").at("stringValue"), "/ckpt");
+  EXPECT_EQ(event.at("droppedAttributesCount"), 1);
+  EXPECT_EQ(span.at("events").at(1),
+            Json::parse(R"({"timeUnixNano":"0","name":"plain","attributes":[]})"));
+  EXPECT_EQ(span.at("droppedEventsCount"), 4);
+
+  ASSERT_EQ(span.at("links").size(), 1U);
+  const Json& link = span.at("links").at(0);
+  EXPECT_EQ(link.at("traceId"), kLinkTraceHex);
+  EXPECT_EQ(link.at("spanId"), kLinkSpanHex);
+  EXPECT_EQ(link.at("traceState"), "k=v");
+  EXPECT_EQ(link.at("flags"), 0x301);
+  EXPECT_EQ(attribute(link.at("attributes"), "reason").at("value").at("stringValue"), "batch");
+  EXPECT_EQ(link.at("droppedAttributesCount"), 2);
+  EXPECT_EQ(span.at("droppedLinksCount"), 5);
+  EXPECT_EQ(span.at("status"), Json::parse(R"({"code":2,"message":"CUDA out of memory"})"));
+}
+
+TEST(ProtobufToJson, ResourceScopeAndSchemaUrls) {
+  const Json j = transcode(full_request());
+  const Json& rs = j.at("resourceSpans").at(0);
+  EXPECT_EQ(attribute(rs.at("resource").at("attributes"), "service.name").at("value"),
+            Json({{"stringValue", "trainer"}}));
+  EXPECT_EQ(attribute(rs.at("resource").at("attributes"), "dl.rank").at("value"),
+            Json({{"intValue", "3"}}));
+  EXPECT_EQ(rs.at("resource").at("droppedAttributesCount"), 6);
+  EXPECT_EQ(rs.at("schemaUrl"), "https://opentelemetry.io/schemas/1.24.0");
+  const Json& ss = rs.at("scopeSpans").at(0);
+  EXPECT_EQ(ss.at("scope").at("name"), "nemo.lens");
+  EXPECT_EQ(ss.at("scope").at("version"), "1.2.3");
+  EXPECT_EQ(attribute(ss.at("scope").at("attributes"), "scope.attr").at("value").at("stringValue"),
+            "v");
+  EXPECT_EQ(ss.at("scope").at("droppedAttributesCount"), 7);
+  EXPECT_EQ(ss.at("schemaUrl"), "https://opentelemetry.io/schemas/1.21.0");
+}
+
+TEST(ProtobufToJson, EveryAnyValueKind) {
+  const Json j = transcode(full_request());
+  const Json& attrs =
+      j.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(1).at("attributes");
+  auto value = [&](const std::string& key) { return attribute(attrs, key).at("value"); };
+  EXPECT_EQ(value("str"), Json({{"stringValue", "héllo \"q\"\n"}}));
+  EXPECT_EQ(value("empty_str"), Json({{"stringValue", ""}}));
+  EXPECT_EQ(value("yes"), Json({{"boolValue", true}}));
+  EXPECT_EQ(value("no"), Json({{"boolValue", false}}));
+  EXPECT_EQ(value("zero"), Json({{"intValue", "0"}}));
+  EXPECT_EQ(value("neg"), Json({{"intValue", "-7"}}));
+  EXPECT_EQ(value("max"), Json({{"intValue", "9223372036854775807"}}));
+  EXPECT_EQ(value("min"), Json({{"intValue", "-9223372036854775808"}}));
+  EXPECT_EQ(value("half").at("doubleValue").get<double>(), 0.5);
+  EXPECT_TRUE(value("whole").at("doubleValue").is_number_float());  // written "2.0"
+  EXPECT_EQ(value("whole").at("doubleValue").get<double>(), 2.0);
+  EXPECT_EQ(value("tenth").at("doubleValue").get<double>(), 0.1);
+  EXPECT_EQ(value("nan"), Json({{"doubleValue", "NaN"}}));
+  EXPECT_EQ(value("inf"), Json({{"doubleValue", "Infinity"}}));
+  EXPECT_EQ(value("ninf"), Json({{"doubleValue", "-Infinity"}}));
+  EXPECT_EQ(value("bytes0"), Json({{"bytesValue", ""}}));
+  EXPECT_EQ(value("bytes1"), Json({{"bytesValue", "/w=="}}));
+  EXPECT_EQ(value("bytes2"), Json({{"bytesValue", "AAE="}}));
+  EXPECT_EQ(value("bytes3"), Json({{"bytesValue", "YWJj"}}));
+  EXPECT_EQ(value("bytes4"), Json({{"bytesValue", "+/+/AA=="}}));
+  EXPECT_EQ(value("arr"), Json::parse(R"({"arrayValue":{"values":[
+      {"intValue":"1"},{"stringValue":"two"},
+      {"arrayValue":{"values":[{"boolValue":true},{"doubleValue":1.5}]}}]}})"));
+  EXPECT_EQ(value("empty_arr"), Json::parse(R"({"arrayValue":{"values":[]}})"));
+  EXPECT_EQ(value("kvl"), Json::parse(R"({"kvlistValue":{"values":[
+      {"key":"a","value":{"stringValue":"x"}},
+      {"key":"nested","value":{"kvlistValue":{"values":[{"key":"n","value":{"intValue":"-1"}}]}}}
+      ]}})"));
+  EXPECT_EQ(value("unset"), Json::object());
+  EXPECT_EQ(attribute(attrs, "no_value"), Json({{"key", "no_value"}}));
+}
+
+TEST(ProtobufToJson, DefaultsOmittedExceptWhatTheLibraryAlwaysWrites) {
+  Request req;
+  auto* span = req.add_resource_spans()->add_scope_spans()->add_spans();
+  span->set_name("bare");
+  const std::string text = transcode_text(serialize(req));
+  EXPECT_EQ(text,
+            R"({"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[)"
+            R"({"flags":0,"name":"bare","kind":0,"startTimeUnixNano":"0","endTimeUnixNano":"0",)"
+            R"("attributes":[],"status":{"code":0}}]}]}]})");
+
+  // An empty Status message present, and a link with nothing set.
+  span->mutable_status();
+  span->add_links();
+  const Json j = transcode(req);
+  const Json& s = j.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(0);
+  EXPECT_EQ(s.at("status"), Json({{"code", 0}}));
+  EXPECT_EQ(s.at("links").at(0), Json::parse(R"({"flags":0,"attributes":[]})"));
+}
+
+TEST(ProtobufToJson, EmptyRequestAndEmptyGroups) {
+  std::string out;
+  TranscodeResult r = protobuf_to_json("", out);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.spans, 0U);
+  EXPECT_EQ(out, R"({"resourceSpans":[]})");
+
+  Request req;
+  req.add_resource_spans()->add_scope_spans()->mutable_scope();
+  EXPECT_EQ(
+      transcode_text(serialize(req)),
+      R"({"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"scope":{},"spans":[]}]}]})");
+}
+
+TEST(ProtobufToJson, SeveralResourceAndScopeGroupsKeepTheirOrderAndCount) {
+  Request req;
+  int n = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto* rs = req.add_resource_spans();
+    set_kv(rs->mutable_resource()->add_attributes(), "service.name", "svc" + std::to_string(r));
+    for (int s = 0; s < 2; ++s) {
+      auto* ss = rs->add_scope_spans();
+      ss->mutable_scope()->set_name("scope" + std::to_string(r) + std::to_string(s));
+      for (int k = 0; k <= s + r; ++k) {
+        auto* span = ss->add_spans();
+        span->set_trace_id(from_hex(kTraceHex));
+        span->set_span_id(from_hex(kSpanHex));
+        span->set_name("span" + std::to_string(n++));
+      }
+    }
+  }
+  std::string out;
+  const TranscodeResult result = protobuf_to_json(serialize(req), out);
+  ASSERT_TRUE(result.ok) << result.error;
+  EXPECT_EQ(result.spans, static_cast<std::uint64_t>(n));
+  const Json j = parse(out);
+  ASSERT_EQ(j.at("resourceSpans").size(), 3U);
+  int seen = 0;
+  for (int r = 0; r < 3; ++r) {
+    const Json& rs = j.at("resourceSpans").at(static_cast<std::size_t>(r));
+    EXPECT_EQ(
+        attribute(rs.at("resource").at("attributes"), "service.name").at("value").at("stringValue"),
+        "svc" + std::to_string(r));
+    ASSERT_EQ(rs.at("scopeSpans").size(), 2U);
+    for (int s = 0; s < 2; ++s) {
+      const Json& ss = rs.at("scopeSpans").at(static_cast<std::size_t>(s));
+      EXPECT_EQ(ss.at("scope").at("name"), "scope" + std::to_string(r) + std::to_string(s));
+      ASSERT_EQ(ss.at("spans").size(), static_cast<std::size_t>(s + r + 1));
+      for (const Json& span : ss.at("spans"))
+        EXPECT_EQ(span.at("name"), "span" + std::to_string(seen++));
+    }
+  }
+  EXPECT_EQ(seen, n);
+}
+
+TEST(ProtobufToJson, AppendsToWhatTheStringHolds) {
+  std::string out = "previous line\n";
+  const TranscodeResult r = protobuf_to_json(serialize(full_request()), out);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.spans, 2U);
+  ASSERT_EQ(out.rfind("previous line\n{", 0), 0U);
+  parse(out.substr(14));
+}
+
+TEST(ProtobufToJson, UnknownFieldsOfEveryWireTypeAreSkipped) {
+  const Request clean = full_request();
+  Request noisy = clean;
+  auto add_unknown = [](google::protobuf::Message* m) {
+    auto* u = m->GetReflection()->MutableUnknownFields(m);
+    u->AddVarint(100, 12345);
+    u->AddFixed32(101, 7);
+    u->AddFixed64(102, 8);
+    u->AddLengthDelimited(103, "opaque \xff bytes");
+    u->AddVarint(536'870'911, 1);  // the largest field number
+  };
+  add_unknown(&noisy);
+  auto* rs = noisy.mutable_resource_spans(0);
+  add_unknown(rs);
+  add_unknown(rs->mutable_resource());
+  add_unknown(rs->mutable_resource()->mutable_attributes(0));
+  add_unknown(rs->mutable_resource()->mutable_attributes(0)->mutable_value());
+  auto* ss = rs->mutable_scope_spans(0);
+  add_unknown(ss);
+  add_unknown(ss->mutable_scope());
+  auto* span = ss->mutable_spans(0);
+  add_unknown(span);
+  add_unknown(span->mutable_events(0));
+  add_unknown(span->mutable_links(0));
+  add_unknown(span->mutable_status());
+  // Status's reserved field 1 (the deprecated code) is unknown too.
+  span->mutable_status()
+      ->GetReflection()
+      ->MutableUnknownFields(span->mutable_status())
+      ->AddVarint(1, 2);
+  add_unknown(ss->mutable_spans(1)->mutable_attributes(19)->mutable_value()->mutable_array_value());
+  add_unknown(
+      ss->mutable_spans(1)->mutable_attributes(21)->mutable_value()->mutable_kvlist_value());
+  const std::string noisy_bytes = serialize(noisy);
+  ASSERT_GT(noisy_bytes.size(), serialize(clean).size() + 100);
+  EXPECT_EQ(transcode_text(noisy_bytes), transcode_text(serialize(clean)));
+}
+
+TEST(ProtobufToJson, FieldsInAnyOrderAndRepeatedFieldsInterleaved) {
+  const std::string attr_a = Bytes().len(1, "a").len(2, Bytes().uint(3, 1).s).s;
+  const std::string attr_b = Bytes().len(1, "b").len(2, Bytes().len(1, "B").s).s;
+  const std::string event_1 = Bytes().len(2, "e1").fixed64(1, 5).s;
+  const std::string event_2 = Bytes().len(2, "e2").s;
+  // Span fields from 16 down to 1, with attributes and events split around other fields.
+  const std::string span = Bytes()
+                               .fixed32(16, 1)
+                               .len(15, Bytes().uint(3, 1).len(2, "fine").s)
+                               .len(11, event_1)
+                               .len(9, attr_b)
+                               .fixed64(8, 20)
+                               .fixed64(7, 10)
+                               .len(11, event_2)
+                               .uint(6, 2)
+                               .len(5, "reordered")
+                               .len(9, attr_a)
+                               .len(4, from_hex(kParentHex))
+                               .len(3, "t=s")
+                               .len(2, from_hex(kSpanHex))
+                               .len(1, from_hex(kTraceHex))
+                               .s;
+  // ScopeSpans with its spans before its scope, ResourceSpans with its resource last.
+  const std::string scope_spans = Bytes().len(2, span).len(1, Bytes().len(1, "sc").s).s;
+  const std::string resource =
+      Bytes().len(1, Bytes().len(1, "service.name").len(2, Bytes().len(1, "x").s).s).s;
+  const std::string bytes =
+      Bytes().len(1, Bytes().len(3, "url").len(2, scope_spans).len(1, resource).s).s;
+
+  // libprotobuf reads the same bytes; re-serialised in field order they transcode identically.
+  Request parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(transcode_text(bytes), transcode_text(serialize(parsed)));
+
+  const Json j = parse(transcode_text(bytes));
+  const Json& rs = j.at("resourceSpans").at(0);
+  EXPECT_EQ(rs.at("schemaUrl"), "url");
+  EXPECT_EQ(rs.at("scopeSpans").at(0).at("scope").at("name"), "sc");
+  const Json& s = rs.at("scopeSpans").at(0).at("spans").at(0);
+  EXPECT_EQ(s.at("traceId"), kTraceHex);
+  EXPECT_EQ(s.at("spanId"), kSpanHex);
+  EXPECT_EQ(s.at("parentSpanId"), kParentHex);
+  EXPECT_EQ(s.at("traceState"), "t=s");
+  EXPECT_EQ(s.at("flags"), 1);
+  EXPECT_EQ(s.at("name"), "reordered");
+  EXPECT_EQ(s.at("kind"), 2);
+  EXPECT_EQ(s.at("startTimeUnixNano"), "10");
+  EXPECT_EQ(s.at("endTimeUnixNano"), "20");
+  EXPECT_EQ(s.at("attributes"), Json::parse(R"([{"key":"b","value":{"stringValue":"B"}},
+                                                {"key":"a","value":{"intValue":"1"}}])"));
+  ASSERT_EQ(s.at("events").size(), 2U);
+  EXPECT_EQ(s.at("events").at(0).at("name"), "e1");
+  EXPECT_EQ(s.at("events").at(0).at("timeUnixNano"), "5");
+  EXPECT_EQ(s.at("events").at(1).at("name"), "e2");
+  EXPECT_EQ(s.at("status"), Json::parse(R"({"code":1,"message":"fine"})"));
+}
+
+TEST(ProtobufToJson, RepeatedSingularFieldsLastOneWins) {
+  const std::string span = Bytes()
+                               .len(5, "first")
+                               .uint(6, 1)
+                               .len(15, Bytes().uint(3, 2).len(2, "old").s)
+                               .len(5, "second")
+                               .uint(6, 4)
+                               .len(15, Bytes().uint(3, 1).s)
+                               .len(9, Bytes()
+                                           .len(1, "k")
+                                           .len(2, Bytes().len(1, "dropped").s)
+                                           .len(2, Bytes().uint(3, 9).len(1, "last").s)
+                                           .s)
+                               .s;
+  const Json j = parse(transcode_text(request_with_span(span)));
+  const Json& s = j.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(0);
+  EXPECT_EQ(s.at("name"), "second");  // as libprotobuf: the last scalar
+  EXPECT_EQ(s.at("kind"), 4);
+  // Status: the last message whole (libprotobuf would merge in the earlier "old").
+  EXPECT_EQ(s.at("status"), Json({{"code", 1}}));
+  // KeyValue.value twice, and the AnyValue oneof set twice inside the last one.
+  EXPECT_EQ(s.at("attributes").at(0), Json::parse(R"({"key":"k","value":{"stringValue":"last"}})"));
+
+  Request parsed;
+  ASSERT_TRUE(parsed.ParseFromString(request_with_span(span)));
+  const auto& ps = parsed.resource_spans(0).scope_spans(0).spans(0);
+  EXPECT_EQ(ps.name(), "second");
+  EXPECT_EQ(ps.attributes(0).value().string_value(), "last");
+}
+
+TEST(ProtobufToJson, SupersededMessagesAreStillChecked) {
+  const std::string bad_status = Bytes().tag(3, 2).varint(1).s;  // code with wire type 2, cut
+  const std::string span = Bytes().len(15, bad_status).len(15, "").s;
+  EXPECT_THAT(transcode_error(request_with_span(span)).error, HasSubstr("of Status"));
+
+  // An AnyValue's array replaced by a string; a KeyValue's value (a kvlist) replaced by another.
+  const std::string bad_array = Bytes().len(1, Bytes().uint(1, 1).s).s;  // values as a varint
+  const std::string any = Bytes().len(5, bad_array).len(1, "fine").s;
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(9, Bytes().len(2, any).s).s)).error,
+              HasSubstr("field 1 of AnyValue has wire type 0, expected 2"));
+  const std::string kv = Bytes().len(2, Bytes().len(6, bad_array).s).len(2, "").s;
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(9, kv).s)).error,
+              HasSubstr("field 1 of KeyValue has wire type 0, expected 2"));
+  // A resource and a scope replaced by later ones.
+  const std::string bad_resource = Bytes().fixed32(1, 0).s;
+  EXPECT_THAT(transcode_error(Bytes().len(1, Bytes().len(1, bad_resource).len(1, "").s).s).error,
+              HasSubstr("field 1 of Resource has wire type 5, expected 2"));
+  const std::string scope_spans = Bytes().len(1, Bytes().uint(2, 1).s).len(1, "").s;
+  EXPECT_THAT(transcode_error(Bytes().len(1, Bytes().len(2, scope_spans).s).s).error,
+              HasSubstr("field 2 of InstrumentationScope has wire type 0, expected 2"));
+}
+
+TEST(ProtobufToJson, InvalidUtf8IsReplacedAndControlCharactersEscaped) {
+  const std::string span = Bytes()
+                               .len(5, std::string("a\xff"
+                                                   "b\xe2\x82"
+                                                   "c\x01",
+                                                   7))
+                               .s;
+  const std::string text = transcode_text(request_with_span(span));
+  EXPECT_NE(text.find(R"("name":"a)"
+                      "\xEF\xBF\xBD"
+                      "b"
+                      "\xEF\xBF\xBD"
+                      R"(c\u0001")"),
+            std::string::npos)
+      << text;
+  parse(text);
+}
+
+TEST(ProtobufToJson, EnumsAndCountsTakeTheLow32BitsOfTheirVarint) {
+  // kind -1 (a 10-byte varint, as int32 enums are sent), an unknown status code, a count > 2^32.
+  const std::string span = Bytes()
+                               .uint(6, static_cast<std::uint64_t>(-1))
+                               .uint(10, (std::uint64_t{1} << 32) + 5)
+                               .len(15, Bytes().uint(3, 77).s)
+                               .s;
+  const Json j = parse(transcode_text(request_with_span(span)));
+  const Json& s = j.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(0);
+  EXPECT_EQ(s.at("kind"), -1);
+  EXPECT_EQ(s.at("droppedAttributesCount"), 5);
+  EXPECT_EQ(s.at("status").at("code"), 77);
+  Request parsed;  // libprotobuf reads the same values
+  ASSERT_TRUE(parsed.ParseFromString(request_with_span(span)));
+  EXPECT_EQ(parsed.resource_spans(0).scope_spans(0).spans(0).kind(), -1);
+  EXPECT_EQ(parsed.resource_spans(0).scope_spans(0).spans(0).dropped_attributes_count(), 5U);
+}
+
+// ---- protobuf_to_json: independent references --------------------------------------------
+
+// Drops what a proto3 JSON printer may omit (zero, "0", "", false, [], {}), except the members
+// of AnyValue, which are written even at their default.
+Json without_defaults(const Json& j) {
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const Json& v : j) out.push_back(without_defaults(v));
+    return out;
+  }
+  if (!j.is_object()) return j;
+  Json out = Json::object();
+  for (const auto& [key, v] : j.items()) {
+    const bool any_value_member = key.size() > 5 && key.ends_with("Value");
+    Json n = without_defaults(v);
+    const bool is_default = (n.is_number() && n == 0) || n == "" || n == "0" || n == false ||
+                            (n.is_array() && n.empty()) || (n.is_object() && n.empty());
+    if (!is_default || any_value_member) out[key] = n;
+  }
+  return out;
+}
+
+// libprotobuf's JSON has base64 ids; the OTLP JSON encoding hex ones.
+void ids_to_hex(Json& j) {
+  if (j.is_array()) {
+    for (Json& v : j) ids_to_hex(v);
+  } else if (j.is_object()) {
+    for (auto& [key, v] : j.items()) {
+      if ((key == "traceId" || key == "spanId" || key == "parentSpanId") && v.is_string()) {
+        v = to_hex(base64_decode(v.get<std::string>()));
+      } else {
+        ids_to_hex(v);
+      }
+    }
+  }
+}
+
+TEST(ProtobufToJson, AgreesWithLibprotobufJsonPrinter) {
+  Request req = full_request();
+  // A second resource group with an absent resource and scope, and a root span.
+  auto* span = req.add_resource_spans()->add_scope_spans()->add_spans();
+  span->set_trace_id(from_hex(kLinkTraceHex));
+  span->set_span_id(from_hex(kLinkSpanHex));
+  span->set_name("root");
+  span->set_kind(pb_trace::Span::SPAN_KIND_SERVER);
+  span->mutable_status()->set_code(pb_trace::Status::STATUS_CODE_OK);
+
+  std::string reference;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_enums_as_ints = true;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(req, &reference, options).ok());
+  Json expected = parse(reference);
+  ids_to_hex(expected);
+  EXPECT_EQ(without_defaults(transcode(req)), without_defaults(expected))
+      << "libprotobuf: " << expected.dump();
+  // Sanity of the comparison: the ids went through both sides as hex.
+  EXPECT_EQ(
+      expected.at("resourceSpans").at(1).at("scopeSpans").at(0).at("spans").at(0).at("spanId"),
+      kLinkSpanHex);
+}
+
+TEST(ProtobufToJson, AgreesWithLibprotobufOnRandomRequests) {
+  std::mt19937_64 rng(20240611);
+  auto pick = [&](std::uint64_t n) { return rng() % n; };
+  for (int round = 0; round < 200; ++round) {
+    Request req;
+    const std::uint64_t groups = pick(3);
+    for (std::uint64_t g = 0; g < groups; ++g) {
+      auto* rs = req.add_resource_spans();
+      if (pick(2) != 0)
+        set_kv(rs->mutable_resource()->add_attributes(), "r", std::to_string(rng()));
+      const std::uint64_t scopes = pick(3);
+      for (std::uint64_t s = 0; s < scopes; ++s) {
+        auto* ss = rs->add_scope_spans();
+        if (pick(2) != 0) ss->mutable_scope()->set_name("scope");
+        const std::uint64_t spans = pick(4);
+        for (std::uint64_t k = 0; k < spans; ++k) {
+          auto* span = ss->add_spans();
+          if (pick(4) == 0) {
+            fill_any_values(span);
+            span->mutable_attributes()->DeleteSubrange(11, 3);  // NaN and the infinities
+          } else {
+            fill_full_span(span);
+          }
+          span->set_start_time_unix_nano(rng());
+          span->set_flags(static_cast<std::uint32_t>(rng()));
+          span->set_kind(static_cast<pb_trace::Span::SpanKind>(pick(6)));
+          if (pick(2) != 0) span->clear_parent_span_id();
+          if (pick(2) != 0) span->clear_status();
+          auto* kv = span->add_attributes();
+          kv->set_key("d");
+          kv->mutable_value()->set_double_value(
+              std::ldexp(static_cast<double>(rng() >> 11), -static_cast<int>(pick(80))));
+        }
+      }
+    }
+    std::string reference;
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_enums_as_ints = true;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(req, &reference, options).ok());
+    Json expected = parse(reference);
+    ids_to_hex(expected);
+    ASSERT_EQ(without_defaults(transcode(req)), without_defaults(expected)) << "round " << round;
+  }
+}
+
+// The library's OTLP/JSON writer and this transcoder agree byte for byte: the writer's JSON is
+// read by libprotobuf (ids turned into base64 first), encoded, and transcoded back.
+std::string library_json_through_protobuf(const std::string& library_json) {
+  Json j = parse(library_json);
+  std::function<void(Json&)> hex_to_base64 = [&](Json& v) {
+    if (v.is_array()) {
+      for (Json& e : v) hex_to_base64(e);
+    } else if (v.is_object()) {
+      for (auto& [key, e] : v.items()) {
+        if (key == "traceId" || key == "spanId" || key == "parentSpanId") {
+          e = base64_encode(from_hex(e.get<std::string>()));
+        } else {
+          hex_to_base64(e);
+        }
+      }
+    }
+  };
+  hex_to_base64(j);
+  Request req;
+  const auto status = google::protobuf::util::JsonStringToMessage(j.dump(), &req);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return transcode_text(serialize(req));
+}
+
+TEST(ProtobufToJson, IdenticalToTheLibraryWriterOutput) {
+  using namespace nemo::lens;
+  SpanData full;
+  full.name = "train_step \"quoted\" \xce\xbb";
+  full.group = "step";
+  full.context.trace_id = *TraceId::from_hex(kTraceHex);
+  full.context.span_id = *SpanId::from_hex(kSpanHex);
+  full.context.trace_flags = 0x01;
+  full.context.trace_state = "vendor=a";
+  full.parent_span_id = *SpanId::from_hex(kParentHex);
+  full.parent_is_remote = true;
+  full.kind = SpanKind::kConsumer;
+  full.start_time_unix_nano = 1'700'000'000'123'456'789;
+  full.end_time_unix_nano = 1'700'000'001'000'000'000;
+  full.attributes = {
+      {"flag", true},
+      {"min", std::numeric_limits<std::int64_t>::min()},
+      {"loss", 0.5},
+      {"whole", 2.0},
+      {"tiny", 5e-324},
+      {"huge", 1.7976931348623157e308},
+      {"negative_zero", -0.0},
+      {"nan", std::numeric_limits<double>::quiet_NaN()},
+      {"ninf", -std::numeric_limits<double>::infinity()},
+      {"model", std::string("llama\n")},
+      {"bools", std::vector<bool>{true, false}},
+      {"layers", std::vector<std::int64_t>{0, -1, 9'007'199'254'740'993}},
+      {"lrs", std::vector<double>{0.25, 3.0}},
+      {"names", std::vector<std::string>{"a", ""}},
+      {"empty", std::vector<std::int64_t>{}},
+  };
+  full.dropped_attributes_count = 3;
+  full.events = {
+      SpanEvent{"checkpoint", 1'700'000'000'500'000'000, {{"path", std::string("/c")}}, 1},
+      SpanEvent{"plain", 1'700'000'000'600'000'000, {}, 0}};
+  full.dropped_events_count = 4;
+  SpanLink link;
+  link.context.trace_id = *TraceId::from_hex(kLinkTraceHex);
+  link.context.span_id = *SpanId::from_hex(kLinkSpanHex);
+  link.context.trace_flags = 0x01;
+  link.context.is_remote = true;
+  link.context.trace_state = "k=v";
+  link.attributes = {{"reason", std::string("batch")}};
+  link.dropped_attributes_count = 2;
+  full.links = {link, SpanLink{}};
+  full.dropped_links_count = 5;
+  full.status_code = StatusCode::kError;
+  full.status_message = "CUDA out of memory";
+  full.thread_id = 4711;
+
+  SpanData minimal;
+  minimal.name = "minimal";
+  minimal.context.trace_id = *TraceId::from_hex(kTraceHex);
+  minimal.context.span_id = *SpanId::from_hex(kParentHex);
+  minimal.start_time_unix_nano = 10;
+  minimal.end_time_unix_nano = 25;
+
+  Resource resource;
+  resource.attributes = {{"service.name", std::string("trainer")}, {"dl.rank", std::int64_t{3}}};
+
+  for (const Resource& r : {resource, Resource{}}) {
+    std::string library_json;
+    const std::vector<const SpanData*> spans{&full, &minimal};
+    detail::append_otlp_json(library_json, spans, r);
+    EXPECT_EQ(library_json_through_protobuf(library_json), library_json);
+  }
+}
+
+// ---- protobuf_to_json: refusals ----------------------------------------------------------
+
+TEST(ProtobufToJson, EveryTruncationIsRefusedOrYieldsValidJson) {
+  const std::string bytes = serialize(full_request());
+  ASSERT_GT(bytes.size(), 500U);
+  std::size_t accepted = 0;
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    const std::string prefix = bytes.substr(0, n);
+    std::string out = "kept";
+    const TranscodeResult r = protobuf_to_json(prefix, out);
+    if (r.ok) {
+      ++accepted;
+      ASSERT_EQ(out.rfind("kept", 0), 0U);
+      parse(out.substr(4));
+      Request reference;  // what is accepted, libprotobuf accepts too
+      EXPECT_TRUE(reference.ParseFromString(prefix)) << "prefix " << n;
+    } else {
+      EXPECT_EQ(out, "kept") << "prefix " << n;
+      EXPECT_FALSE(r.error.empty());
+      EXPECT_NE(r.error.find(" at byte "), std::string::npos) << r.error;
+    }
+  }
+  EXPECT_GE(accepted, 1U);  // the empty prefix
+  EXPECT_LT(accepted, 10U);
+}
+
+TEST(ProtobufToJson, MutatedAndRandomInputNeverCrashes) {
+  std::mt19937_64 rng(7);
+  const std::string valid = serialize(full_request());
+  for (int round = 0; round < 3000; ++round) {
+    std::string input;
+    if (round % 2 == 0) {
+      input = valid;
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int i = 0; i < flips; ++i) {
+        input[rng() % input.size()] = static_cast<char>(rng());
+      }
+    } else {
+      input.resize(rng() % 64);
+      for (char& c : input) c = static_cast<char>(rng());
+    }
+    std::string out;
+    const TranscodeResult r = protobuf_to_json(input, out);
+    if (r.ok) {
+      parse(out);
+    } else {
+      EXPECT_TRUE(out.empty());
+      EXPECT_FALSE(r.error.empty());
+    }
+  }
+}
+
+TEST(ProtobufToJson, NamesWhatIsWrong) {
+  // A tag whose varint stops at the end of the input: byte 0 is 0x0A, byte 1 a length of 3.
+  EXPECT_EQ(transcode_error(std::string("\x0a\x03\x0a\x01\x80", 5)).error,
+            "truncated varint at byte 4");
+  EXPECT_EQ(transcode_error(std::string("\x0a\x05\x0a\x01", 4)).error,
+            "field 1 of ExportTraceServiceRequest has length 5 but its message has 2 bytes left "
+            "at byte 1");
+  // A length that fits the input but not the enclosing message.
+  EXPECT_THAT(transcode_error(Bytes().len(1, Bytes().tag(2, 2).varint(4).s).raw("abcd").s).error,
+              HasSubstr("field 2 of ResourceSpans has length 4 but its message has 0 bytes left"));
+  EXPECT_EQ(transcode_error(request_with_span(Bytes().uint(1, 5).s)).error,
+            "field 1 of Span has wire type 0, expected 2 at byte 6");
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().fixed64(16, 1).s)).error,
+              HasSubstr("field 16 of Span has wire type 1, expected 5"));
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().tag(40, 3).s)).error,
+              HasSubstr("field 40 of Span has wire type 3 (group)"));
+  EXPECT_THAT(transcode_error(Bytes().tag(9, 4).s).error, HasSubstr("wire type 4 (group)"));
+  EXPECT_THAT(transcode_error(Bytes().tag(9, 7).s).error,
+              HasSubstr("field 9 of ExportTraceServiceRequest has invalid wire type 7"));
+  EXPECT_THAT(transcode_error(Bytes().tag(9, 6).s).error, HasSubstr("invalid wire type 6"));
+  EXPECT_THAT(transcode_error(Bytes().tag(0, 0).varint(1).s).error,
+              HasSubstr("invalid field number 0"));
+  EXPECT_THAT(transcode_error(Bytes().varint(std::uint64_t{1} << 35).varint(1).s).error,
+              HasSubstr("invalid field number"));
+  EXPECT_EQ(transcode_error(Bytes().tag(9, 0).raw(std::string(10, '\x80')).raw("\x01").s).error,
+            "varint longer than 10 bytes at byte 1");
+  EXPECT_THAT(transcode_error(Bytes().fixed64(9, 0).s.substr(0, 5)).error,
+              HasSubstr("truncated fixed64 field 9"));
+  EXPECT_THAT(transcode_error(Bytes().fixed32(9, 0).s.substr(0, 3)).error,
+              HasSubstr("truncated fixed32 field 9"));
+  // A 10-byte varint (the most there is) is fine, and its bits past 64 are dropped.
+  std::string out;
+  EXPECT_TRUE(
+      protobuf_to_json(Bytes().tag(9, 0).raw(std::string(9, '\xff')).raw("\x7f").s, out).ok);
+}
+
+TEST(ProtobufToJson, RefusesIdsOfTheWrongLength) {
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(1, "12345").s)).error,
+              HasSubstr("Span.trace_id is 5 bytes long, expected 16 (or 0)"));
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(2, "123456789").s)).error,
+              HasSubstr("Span.span_id is 9 bytes long, expected 8"));
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(4, from_hex(kTraceHex)).s)).error,
+              HasSubstr("Span.parent_span_id is 16 bytes long"));
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(13, Bytes().len(1, "x").s).s)).error,
+              HasSubstr("Span.Link.trace_id is 1 bytes long"));
+  EXPECT_THAT(transcode_error(request_with_span(Bytes().len(13, Bytes().len(2, "x").s).s)).error,
+              HasSubstr("Span.Link.span_id is 1 bytes long"));
+  // Empty ids are omitted.
+  const Json j = parse(transcode_text(request_with_span(Bytes().len(1, "").len(2, "").s)));
+  const Json& s = j.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").at(0);
+  EXPECT_FALSE(s.contains("traceId"));
+  EXPECT_FALSE(s.contains("spanId"));
+}
+
+// A request whose one span has an attribute nested `arrays` arrays deep around a string.
+Request nested_request(int arrays) {
+  Request req;
+  auto* kv = req.add_resource_spans()->add_scope_spans()->add_spans()->add_attributes();
+  kv->set_key("deep");
+  pb_common::AnyValue* v = kv->mutable_value();
+  for (int i = 0; i < arrays; ++i) v = v->mutable_array_value()->add_values();
+  v->set_string_value("bottom");
+  return req;
+}
+
+TEST(ProtobufToJson, RefusesNestingDeeperThan32) {
+  // Request > ResourceSpans (1) > ScopeSpans (2) > Span (3) > KeyValue (4) > AnyValue (5), then
+  // two levels per array: the innermost AnyValue is at depth 5 + 2 * arrays.
+  const Json j = transcode(nested_request(13));  // depth 31
+  Json v = j.at("resourceSpans")
+               .at(0)
+               .at("scopeSpans")
+               .at(0)
+               .at("spans")
+               .at(0)
+               .at("attributes")
+               .at(0)
+               .at("value");
+  for (int i = 0; i < 13; ++i) v = Json(v.at("arrayValue").at("values").at(0));
+  EXPECT_EQ(v, Json({{"stringValue", "bottom"}}));
+  EXPECT_THAT(transcode_error(serialize(nested_request(14))).error,
+              HasSubstr("messages nested deeper than 32"));
+  EXPECT_THAT(transcode_error(serialize(nested_request(1000))).error,
+              HasSubstr("messages nested deeper than 32"));
+}
+
+// ---- json_to_json ------------------------------------------------------------------------
+
+TEST(JsonToJson, CompactsOntoOneLineAndCountsSpans) {
+  const std::string body = R"({
+    "resourceSpans": [
+      {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "a\nb"}}]},
+       "scopeSpans": [
+         {"scope": {"name": "s"}, "spans": [{"name": "x", "flags": 1}, {"name": "y"}]},
+         {"spans": []},
+         {"spans": [{"name": "z", "attributes": [{"key": "d", "value": {"doubleValue": 1.50}}]}]}
+       ]},
+      {"scopeSpans": [{"spans": [{"name": "w", "kind": 2, "startTimeUnixNano": "12"}]}],
+       "schemaUrl": "u"}
+    ]
+  }
+  )";
+  std::string out = "kept";
+  const TranscodeResult r = json_to_json(body, out);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.spans, 4U);
+  ASSERT_EQ(out.rfind("kept", 0), 0U);
+  const std::string line = out.substr(4);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(line.find(' '), std::string::npos);
+  EXPECT_EQ(parse(line), Json::parse(body));
+  EXPECT_NE(line.find(R"("doubleValue":1.50)"), std::string::npos)
+      << "number text changed: " << line;
+  EXPECT_EQ(line.rfind(R"({"resourceSpans":[{"resource":)", 0), 0U) << "key order changed";
+}
+
+TEST(JsonToJson, CopiesTokensAsWritten) {
+  const std::string compact =
+      R"({"z":1,"a":[-5,18446744073709551615,123456789012345678901234,1e-7,-0.0,1E+2,1e-999],)"
+      R"("s":"\u00e9\ud83d\ude00\/\u0001\"\\ é","t":true,"f":false,"n":null,"o":{},"e":[],)"
+      R"("resourceSpans":null})";
+  std::string spaced;
+  for (const char c : compact) {  // whitespace after every structural character
+    spaced.push_back(c);
+    if (c == ',' || c == ':' || c == '{' || c == '[') spaced += " \t\r\n ";
+  }
+  spaced = "\xEF\xBB\xBF \n" + spaced + "\n\n";  // a byte order mark, then surrounding space
+  std::string out;
+  const TranscodeResult r = json_to_json(spaced, out);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.spans, 0U);
+  EXPECT_EQ(out, compact);
+  EXPECT_EQ(parse(out).at("s"), "\xC3\xA9\xF0\x9F\x98\x80/\x01\"\\ \xC3\xA9");
+}
+
+TEST(JsonToJson, FindsTheRequestKeysWhateverTheirSpelling) {
+  std::string out;
+  const TranscodeResult r =
+      json_to_json(R"({"resource\u0053pans":[{"\u0073copeSpans":[{"spans":[{},{}]}]}]})", out);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.spans, 2U);
+  out.clear();
+  EXPECT_EQ(json_to_json(R"({"resource\u0053pans":7})", out).error,
+            "resourceSpans is not an array");
+}
+
+TEST(JsonToJson, IsTheIdentityOnTranscodedProtobuf) {
+  const std::string line = transcode_text(serialize(full_request()));
+  std::string out;
+  const TranscodeResult r = json_to_json(line, out);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.spans, 2U);
+  EXPECT_EQ(out, line);
+}
+
+TEST(JsonToJson, RefusesWhatIsNotARequest) {
+  auto refused = [](std::string_view body) {
+    std::string out = "kept";
+    const TranscodeResult r = json_to_json(body, out);
+    EXPECT_FALSE(r.ok) << body;
+    EXPECT_EQ(out, "kept") << body;
+    EXPECT_EQ(r.spans, 0U);
+    return r.error;
+  };
+  EXPECT_THAT(refused(""), HasSubstr("invalid JSON"));
+  EXPECT_THAT(refused("   "), HasSubstr("invalid JSON"));
+  EXPECT_THAT(refused(R"({"resourceSpans":[]} x)"), HasSubstr("invalid JSON"));
+  EXPECT_THAT(refused(R"({"resourceSpans":[)"), HasSubstr("invalid JSON"));
+  EXPECT_THAT(refused("{\"a\":\"\xff\"}"), HasSubstr("invalid JSON"));
+  EXPECT_EQ(refused(R"({"a":1e999})"), "invalid JSON: number out of range at byte 5");
+  EXPECT_EQ(refused(R"({"a":-2e308})"), "invalid JSON: number out of range at byte 5");
+  EXPECT_EQ(refused("{\"a\":" + std::string(400, '9') + "}"),
+            "invalid JSON: number out of range at byte 5");
+  EXPECT_EQ(refused(R"({"a":01})"), "invalid JSON: expected ',' or '}' at byte 6");
+  EXPECT_EQ(refused(R"({"a":1.})"), "invalid JSON: invalid number at byte 5");
+  EXPECT_EQ(refused(R"({"a":.5})"), "invalid JSON: unexpected '.' at byte 5");
+  EXPECT_EQ(refused(R"({"a":-})"), "invalid JSON: invalid number at byte 5");
+  EXPECT_EQ(refused(R"({"a":1e+})"), "invalid JSON: invalid number at byte 5");
+  EXPECT_EQ(refused(R"({"a":[1,]})"), "invalid JSON: unexpected ']' at byte 8");
+  EXPECT_EQ(refused(R"({"a":1,})"), "invalid JSON: expected a key at byte 7");
+  EXPECT_EQ(refused(R"({"a" 1})"), "invalid JSON: expected ':' at byte 5");
+  EXPECT_EQ(refused(R"({a:1})"), "invalid JSON: expected a key at byte 1");
+  EXPECT_EQ(refused(R"({"a":tru})"), "invalid JSON: unexpected 't' at byte 5");
+  EXPECT_EQ(refused(R"({"a":"\x"})"), "invalid JSON: invalid escape at byte 6");
+  EXPECT_EQ(refused(R"({"a":"\u12G4"})"), "invalid JSON: invalid \\u escape at byte 6");
+  EXPECT_EQ(refused(R"({"a":"\ud800"})"), "invalid JSON: unpaired surrogate escape at byte 6");
+  EXPECT_EQ(refused(R"({"a":"\ud800\u0041"})"),
+            "invalid JSON: unpaired surrogate escape at byte 6");
+  EXPECT_EQ(refused(R"({"a":"\udc00"})"), "invalid JSON: unpaired surrogate escape at byte 6");
+  EXPECT_EQ(refused("{\"a\":\"tab\there\"}"),
+            "invalid JSON: control character in a string at byte 9");
+  EXPECT_EQ(refused("{\"a\":\"\xed\xa0\x80\"}"),
+            "invalid JSON: invalid UTF-8 in a string at byte 6");
+  EXPECT_EQ(refused(R"({"a":"open)"), "invalid JSON: unterminated string at byte 5");
+  EXPECT_EQ(refused("{\"a\":1}\x01"), "invalid JSON: unexpected 0x01 at byte 7");
+  EXPECT_EQ(refused("[]"), "the body is not a JSON object");
+  EXPECT_EQ(refused("\"str\""), "the body is not a JSON object");
+  EXPECT_EQ(refused(" 42"), "the body is not a JSON object");
+  EXPECT_EQ(refused("null"), "the body is not a JSON object");
+  EXPECT_EQ(refused("x"), "invalid JSON: unexpected 'x' at byte 0");
+  EXPECT_EQ(refused(""), "invalid JSON: empty body at byte 0");
+  EXPECT_EQ(refused(R"({"resourceSpans":{}})"), "resourceSpans is not an array");
+  EXPECT_EQ(refused(R"({"resourceSpans":"x"})"), "resourceSpans is not an array");
+  EXPECT_EQ(refused(R"({"resourceSpans":[1]})"), "an element of resourceSpans is not an object");
+  EXPECT_EQ(refused(R"({"resourceSpans":[{"scopeSpans":7}]})"),
+            "resourceSpans[].scopeSpans is not an array");
+  EXPECT_EQ(refused(R"({"resourceSpans":[{"scopeSpans":[[]]}]})"),
+            "an element of resourceSpans[].scopeSpans is not an object");
+  EXPECT_EQ(refused(R"({"resourceSpans":[{"scopeSpans":[{"spans":{}}]}]})"),
+            "resourceSpans[].scopeSpans[].spans is not an array");
+  // Only the request's own arrays are checked: the same keys elsewhere are data.
+  std::string out;
+  EXPECT_TRUE(
+      json_to_json(R"({"other":{"resourceSpans":1},"resourceSpans":[{"x":{"scopeSpans":1}}]})", out)
+          .ok);
+}
+
+// What json_to_json must accept, decided on nlohmann/json's reading of the body.
+bool has_request_shape(const Json& body) {
+  auto array_or_null = [](const Json& object, const char* key) {
+    return !object.contains(key) || object.at(key).is_array() || object.at(key).is_null();
+  };
+  if (!body.is_object() || !array_or_null(body, "resourceSpans")) return false;
+  if (!body.contains("resourceSpans") || body.at("resourceSpans").is_null()) return true;
+  for (const Json& rs : body.at("resourceSpans")) {
+    if (!rs.is_object() || !array_or_null(rs, "scopeSpans")) return false;
+    if (!rs.contains("scopeSpans") || rs.at("scopeSpans").is_null()) continue;
+    for (const Json& ss : rs.at("scopeSpans")) {
+      if (!ss.is_object() || !array_or_null(ss, "spans")) return false;
+    }
+  }
+  return true;
+}
+
+std::uint64_t count_spans(const Json& body) {
+  std::uint64_t n = 0;
+  if (!body.contains("resourceSpans") || body.at("resourceSpans").is_null()) return 0;
+  for (const Json& rs : body.at("resourceSpans")) {
+    if (!rs.contains("scopeSpans") || rs.at("scopeSpans").is_null()) continue;
+    for (const Json& ss : rs.at("scopeSpans")) {
+      if (ss.contains("spans") && ss.at("spans").is_array()) n += ss.at("spans").size();
+    }
+  }
+  return n;
+}
+
+TEST(JsonToJson, AgreesWithNlohmannJsonOnMutatedBodies) {
+  const std::string valid =
+      R"({"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":)"
+      R"({"stringValue":"v\u00e9\n"}}]},"scopeSpans":[{"scope":{"name":"s"},)"
+      R"("spans":[{"name":"a","kind":1,"flags":257,"attributes":[{"key":"d",)"
+      R"("value":{"doubleValue":-1.5e-3}},{"key":"b","value":{"boolValue":)"
+      R"(true}}],"status":{}},{"name":"b\u00e9","x":null}]},{"spans":[{}]}]}]})";
+  static constexpr char kAlphabet[] = "{}[]\",:\\ \t\n0123456789-+.eEtrufalsn\x80\xc3\xa9uabcdef";
+  std::mt19937_64 rng(99);
+  int accepted = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string body = valid;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int i = 0; i < edits; ++i) {
+      const std::size_t at = rng() % body.size();
+      const char c = kAlphabet[rng() % (sizeof kAlphabet - 1)];
+      switch (rng() % 3) {
+        case 0:
+          body[at] = c;
+          break;
+        case 1:
+          body.insert(at, 1, c);
+          break;
+        default:
+          body.erase(at, 1);
+      }
+    }
+    const Json reference = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+    const bool expected = !reference.is_discarded() && has_request_shape(reference);
+    std::string out;
+    const TranscodeResult r = json_to_json(body, out);
+    ASSERT_EQ(r.ok, expected) << body << "\n" << r.error;
+    if (r.ok) {
+      ++accepted;
+      EXPECT_EQ(parse(out), reference) << body;
+      EXPECT_EQ(r.spans, count_spans(reference)) << body;
+    }
+  }
+  EXPECT_GT(accepted, 1000);
+}
+
+TEST(JsonToJson, RefusesNestingDeeperThan128) {
+  auto nested = [](int depth) {
+    return "{\"x\":" + std::string(static_cast<std::size_t>(depth - 1), '[') +
+           std::string(static_cast<std::size_t>(depth - 1), ']') + "}";
+  };
+  std::string out;
+  EXPECT_TRUE(json_to_json(nested(128), out).ok);
+  out.clear();
+  const TranscodeResult r = json_to_json(nested(129), out);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "JSON nested deeper than 128");
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace

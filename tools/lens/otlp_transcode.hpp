@@ -1,0 +1,71 @@
+// What `lens collect` does with a request body: OTLP protobuf (or OTLP/JSON) in, one line of
+// OTLP/JSON out, in the shape the library's own file exporter writes, so `lens report` and `jq`
+// read the receiver's output and the exporter's the same way.
+//
+//   std::string line;
+//   const lens_cli::TranscodeResult r = lens_cli::protobuf_to_json(body, line);
+//   if (!r.ok) return reply_400(r.error);  // `line` is left as it was
+//   line += '\n';                          // r.spans spans received
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lens_cli {
+
+/// The outcome of one transcoding call.
+struct TranscodeResult {
+  /// True when the input was accepted and its JSON appended.
+  bool ok = false;
+  /// Why the input was refused (empty when ok), naming the field or byte offset at fault.
+  std::string error;
+  /// The number of spans in the request (0 when refused).
+  std::uint64_t spans = 0;
+};
+
+/// Decodes an OTLP ExportTraceServiceRequest in protobuf binary form and appends it to `out` as
+/// one line of OTLP/JSON, without a trailing newline. On failure `out` is left unchanged and the
+/// result names the problem ("truncated varint at byte 17", "field 1 of Span has wire type 0,
+/// expected 2 at byte 40"). Never throws (running out of memory is reported as an error too).
+///
+/// The JSON is the OTLP JSON encoding as src/export/otlp_json.cpp writes it, so a request the
+/// library encoded comes out byte for byte as its JSON exporter would have written it:
+/// - lowerCamelCase keys in field-number order (the library's order within a span); trace and
+///   span ids (traceId, spanId, parentSpanId, links' ids) lower-case hex; bytesValue base64;
+///   fixed64 times and int64 values decimal strings; enums and 32-bit integers JSON numbers;
+///   doubles in the shortest round-trip form; strings escaped with invalid UTF-8 replaced by
+///   U+FFFD.
+/// - Always written, as the library does: resourceSpans, each element's resource (with
+///   attributes, possibly []) and scopeSpans, each scope group's spans; a span's flags, name,
+///   kind, both times, attributes and status.code; an event's timeUnixNano, name and attributes;
+///   a link's flags and attributes; an arrayValue's or kvlistValue's values. Everything else is
+///   omitted at its proto3 default (empty ids and strings, zero counts, no scope).
+/// - Accepted: fields in any order, several resource and scope groups, unknown fields of any
+///   valid wire type (skipped). A repeated non-repeated field: the last scalar wins, and for a
+///   message field (resource, scope, status, a KeyValue's value, an AnyValue's array or kvlist)
+///   the last occurrence wins whole, instead of protobuf's merge; earlier ones are still checked.
+///   OTLP's trace messages have no repeated scalar fields, so packing never arises.
+/// - Refused: truncated input, lengths past the end of the enclosing message, wire types 3/4
+///   (groups) and 6/7, field number 0, varints longer than 10 bytes, a known field with the wrong
+///   wire type, messages nested more than 32 deep, ids neither 0 nor 16 (trace) / 8 (span) bytes.
+///
+/// Single pass over the input (each message's repeated fields are re-walked once to group them);
+/// allocates nothing but `out`'s growth.
+TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out);
+
+/// Checks an OTLP/JSON ExportTraceServiceRequest body and appends it to `out` on one line (no
+/// trailing newline) with the whitespace between tokens removed, counting its spans. Every token
+/// is copied as written (strings keep their escapes, numbers their digits), so the line reads
+/// back as exactly the body's value.
+/// - The body must be RFC 8259 JSON (valid UTF-8, well-formed escapes and surrogate pairs, no
+///   number beyond a double's range; a leading UTF-8 BOM is skipped) whose value is an object.
+///   When present, resourceSpans, each element's scopeSpans and each of those elements' spans
+///   must be arrays (or null), and the elements of the first two objects. Nesting deeper than
+///   128 is refused. Errors name the byte offset ("invalid JSON: expected ':' at byte 12").
+/// - On failure `out` is left unchanged. Never throws, as protobuf_to_json. One pass, no allocation
+/// but
+///   `out`'s growth.
+TranscodeResult json_to_json(std::string_view body, std::string& out);
+
+}  // namespace lens_cli
