@@ -196,15 +196,15 @@ TEST(OtlpProto, InvalidUtf8IsRepairedSoProto3Accepts) {
 
 TEST(OtlpProto, LargeMessagesGetMultiByteLengths) {
   // Lengths of 128 bytes and more take two or three varint bytes; the encoder moves the content
-  // to make room. 2000 spans with a 70 KB attribute make the outer lengths three bytes long.
+  // to make room. 2000 spans with a 2.5 MB attribute make the span's and the outer lengths four bytes long.
   std::vector<SpanData> spans(2000, full_span());
-  spans[0].attributes.push_back({"blob", std::string(70'000, 'x')});
+  spans[0].attributes.push_back({"blob", std::string(2'500'000, 'x')});
   std::vector<const SpanData*> views;
   for (auto& s : spans) views.push_back(&s);
   const Request request = decode(views, test_resource());
   ASSERT_EQ(request.resource_spans(0).scope_spans(0).spans_size(), 2000);
   EXPECT_EQ(find(request.resource_spans(0).scope_spans(0).spans(0).attributes(), "blob")->string_value().size(),
-            70'000u);
+            2'500'000u);
   EXPECT_EQ(request.resource_spans(0).scope_spans(0).spans(1999).name(), "forward_backward");
 }
 

@@ -277,7 +277,7 @@ const Json& attribute(const Json& attributes, const std::string& key) {
 
 TranscodeResult transcode_error(std::string_view bytes) {
   std::string out = "kept";
-  const TranscodeResult r = protobuf_to_json(bytes, out);
+  TranscodeResult r = protobuf_to_json(bytes, out);
   EXPECT_FALSE(r.ok) << "accepted: " << out;
   EXPECT_EQ(out, "kept") << "output left behind on failure";
   EXPECT_EQ(r.spans, 0U);
@@ -1153,7 +1153,7 @@ TEST(JsonToJson, AgreesWithNlohmannJsonOnMutatedBodies) {
   static constexpr char kAlphabet[] = "{}[]\",:\\ \t\n0123456789-+.eEtrufalsn\x80\xc3\xa9uabcdef";
   std::mt19937_64 rng(99);
   int accepted = 0;
-  for (int round = 0; round < 20000; ++round) {
+  for (int round = 0; round < 6000; ++round) {
     std::string body = valid;
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int i = 0; i < edits; ++i) {
@@ -1181,7 +1181,7 @@ TEST(JsonToJson, AgreesWithNlohmannJsonOnMutatedBodies) {
       EXPECT_EQ(r.spans, count_spans(reference)) << body;
     }
   }
-  EXPECT_GT(accepted, 1000);
+  EXPECT_GT(accepted, 300);
 }
 
 TEST(JsonToJson, RefusesNestingDeeperThan128) {

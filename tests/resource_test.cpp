@@ -3,16 +3,22 @@
 #include "resources/resource.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "nemo/lens/errors.hpp"
@@ -24,8 +30,10 @@ namespace {
 namespace nl = nemo::lens;
 using lens_test::ScopedEnv;
 
-// A path that exists on no machine, so that Kubernetes is detected only where a test asks for it.
-const nl::detail::ResourcePaths kNoKubernetes{"/nonexistent/lens-resource-test/kubernetes.io"};
+// Paths that exist on no machine, so that Kubernetes is detected, and nvidia-smi run, only where a
+// test asks for it.
+const nl::detail::ResourcePaths kNoKubernetes{"/nonexistent/lens-resource-test/kubernetes.io",
+                                              "/nonexistent/lens-resource-test/nvidia-smi"};
 
 nl::NemoLensConfig config() {
   nl::NemoLensConfig cfg;
@@ -285,7 +293,7 @@ TEST(ResourceTest, KubernetesDetectedBySecretsPath) {
       std::filesystem::temp_directory_path() / ("lens-k8s-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   nl::Resource r =
-      nl::detail::detect_resource(config(), 0, 1, {}, nl::detail::ResourcePaths{dir.string()});
+      nl::detail::detect_resource(config(), 0, 1, {}, {dir.string(), kNoKubernetes.nvidia_smi});
   std::filesystem::remove_all(dir);
   EXPECT_EQ(rendered(r, {"k8s."}), (std::vector<std::string>{"k8s.namespace.name=\"ml\""}));
 }
@@ -311,7 +319,7 @@ TEST(ResourceTest, HostAndProcess) {
 
 TEST(ResourceTest, GpuCountFromCudaVisibleDevices) {
   ScopedEnv env;
-  EXPECT_EQ(get(detect(), "host.gpu.count"), std::nullopt);  // unset: not guessed
+  EXPECT_EQ(get(detect(), "host.gpu.count"), std::nullopt);  // unset and no nvidia-smi
   env.set("CUDA_VISIBLE_DEVICES", "");
   EXPECT_EQ(get(detect(), "host.gpu.count"), I(0));
   env.set("CUDA_VISIBLE_DEVICES", "0,1,2");
@@ -322,6 +330,214 @@ TEST(ResourceTest, GpuCountFromCudaVisibleDevices) {
   EXPECT_EQ(get(detect(), "host.gpu.count"), I(2));
   env.set("CUDA_VISIBLE_DEVICES", " 0, 1 ,");  // blank entries do not count
   EXPECT_EQ(get(detect(), "host.gpu.count"), I(2));
+}
+
+// The count in nvidia-smi's output (no process involved).
+TEST(ResourceTest, NvidiaSmiOutputParsing) {
+  using nl::detail::parse_nvidia_smi_gpu_count;
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("8\n8\n8\n8\n8\n8\n8\n8\n"), 8);  // one line per GPU
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("2\r\n2\r\n"), 2);
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("\n 1 \n\n"), 1);  // blank lines skipped, values trimmed
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("1"), 1);          // no final newline
+  EXPECT_EQ(parse_nvidia_smi_gpu_count(""), std::nullopt);
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("\n \n"), std::nullopt);
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("No devices were found\n"), std::nullopt);
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("2\n[N/A]\n"), std::nullopt);
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("-1\n"), std::nullopt);
+  EXPECT_EQ(parse_nvidia_smi_gpu_count("count\n1\n"), std::nullopt);  // a header
+}
+
+// Fake nvidia-smi programs (shell scripts) in a fresh temporary directory: this machine has no
+// GPU, and the failures (a hang, an error, garbage) cannot be produced with a real one.
+class NvidiaSmiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "lens-nvidia-smi-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    // Every child was reaped: none left, running or zombie.
+    errno = 0;
+    EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+    EXPECT_EQ(errno, ECHILD);
+  }
+
+  // Writes an executable script `name` running `body` under /bin/sh; returns its path. "$DIR" in
+  // the body is this test's directory.
+  std::string fake(const std::string& body, const std::string& name = "nvidia-smi") {
+    const std::filesystem::path path = dir_ / name;
+    {
+      std::ofstream out(path);
+      out << "#!/bin/sh\nDIR='" << dir_.string() << "'\n" << body << "\n";
+    }
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    return path.string();
+  }
+
+  std::filesystem::path marker(const std::string& name) const { return dir_ / name; }
+
+  // detect() with nvidia-smi at `program`.
+  nl::Resource detect_with(const std::string& program) const {
+    nl::detail::ResourcePaths paths = kNoKubernetes;
+    paths.nvidia_smi = program;
+    return nl::detail::detect_resource(config(), 0, 1, {}, paths);
+  }
+
+  std::optional<nl::AttributeValue> gpu_count(const std::string& program) const {
+    return get(detect_with(program), "host.gpu.count");
+  }
+
+  std::filesystem::path dir_;
+};
+
+// Sets PATH for one test and restores it afterwards.
+class ScopedPath {
+ public:
+  explicit ScopedPath(const std::string& value) {
+    if (const char* p = std::getenv("PATH")) saved_ = p;
+    setenv("PATH", value.c_str(), 1);
+  }
+  ~ScopedPath() {
+    if (saved_) {
+      setenv("PATH", saved_->c_str(), 1);
+    } else {
+      unsetenv("PATH");
+    }
+  }
+  ScopedPath(const ScopedPath&) = delete;
+  ScopedPath& operator=(const ScopedPath&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+// True once `pid` has exited (gone, or a zombie waiting for its new parent), waiting up to 3 s.
+bool process_ends(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  do {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string content;
+    if (!stat || !std::getline(stat, content)) return true;
+    const auto paren = content.rfind(')');
+    if (paren != std::string::npos && content.size() > paren + 2 && content[paren + 2] == 'Z') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
+// The fake answers only NeMo Lens's query, and only with stdin and stderr on /dev/null.
+constexpr const char* kCheckedInvocation =
+    "[ \"$1\" = --query-gpu=count ] && [ \"$2\" = --format=csv,noheader ] && [ $# -eq 2 ] "
+    "|| exit 11\n"
+    "[ \"$(readlink /proc/$$/fd/0)\" = /dev/null ] || exit 12\n"
+    "[ \"$(readlink /proc/$$/fd/2)\" = /dev/null ] || exit 13\n"
+    "echo 'an error message on stderr' >&2\n";
+
+TEST_F(NvidiaSmiTest, CountsTheGpusNvidiaSmiLists) {
+  ScopedEnv env;
+  const std::string smi = fake(std::string(kCheckedInvocation) + "printf '2\\n2\\n'");
+  EXPECT_EQ(gpu_count(smi), I(2));
+  EXPECT_EQ(nl::detail::nvidia_smi_gpu_count(smi), 2);
+}
+
+TEST_F(NvidiaSmiTest, FoundOnPath) {
+  ScopedEnv env;
+  fake(std::string(kCheckedInvocation) + "printf '4\\n4\\n4\\n4\\n'");
+  const char* path = std::getenv("PATH");
+  ScopedPath scoped(dir_.string() + ":" + (path != nullptr ? path : "/usr/bin:/bin"));
+  EXPECT_EQ(gpu_count("nvidia-smi"), I(4));
+  // The default paths name "nvidia-smi" too.
+  EXPECT_EQ(get(nl::detail::detect_resource(config(), 0, 1, {}), "host.gpu.count"), I(4));
+}
+
+TEST_F(NvidiaSmiTest, NoLinesLeavesTheCountOut) {
+  ScopedEnv env;
+  EXPECT_EQ(gpu_count(fake("exit 0")), std::nullopt);
+  EXPECT_EQ(gpu_count(fake("printf '\\n  \\n'", "blank")), std::nullopt);
+}
+
+TEST_F(NvidiaSmiTest, NonZeroExitLeavesTheCountOut) {
+  ScopedEnv env;
+  EXPECT_EQ(gpu_count(fake("printf '2\\n2\\n'\nexit 6")), std::nullopt);
+  EXPECT_EQ(gpu_count(fake("kill -TERM $$", "killed")), std::nullopt);
+}
+
+TEST_F(NvidiaSmiTest, GarbageLeavesTheCountOut) {
+  ScopedEnv env;
+  EXPECT_EQ(gpu_count(fake("echo 'No devices were found'")), std::nullopt);
+  EXPECT_EQ(gpu_count(fake("printf '2\\nNVIDIA-SMI has failed\\n'", "mixed")), std::nullopt);
+}
+
+TEST_F(NvidiaSmiTest, EndlessOutputIsCutShort) {
+  ScopedEnv env;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(gpu_count(fake("exec yes 1")), std::nullopt);  // valid lines, but over 64 KiB
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST_F(NvidiaSmiTest, MissingProgramLeavesTheCountOut) {
+  ScopedEnv env;
+  EXPECT_EQ(gpu_count((dir_ / "no-such-nvidia-smi").string()), std::nullopt);
+  ScopedPath scoped(dir_.string());  // nothing named nvidia-smi on PATH
+  EXPECT_EQ(gpu_count("nvidia-smi"), std::nullopt);
+  // Present but not executable.
+  std::ofstream(dir_ / "nvidia-smi") << "#!/bin/sh\necho 1\n";
+  EXPECT_EQ(gpu_count((dir_ / "nvidia-smi").string()), std::nullopt);
+}
+
+TEST_F(NvidiaSmiTest, HangingProgramIsKilledAtTheTimeout) {
+  ScopedEnv env;
+  // Prints a valid line, starts a child of its own holding stdout, then hangs.
+  const std::string smi = fake(
+      "touch \"$DIR/started\"\n"
+      "echo 1\n"
+      "sleep 30 &\n"
+      "echo $! > \"$DIR/sleep.pid\"\n"
+      "sleep 30");
+  const auto start = std::chrono::steady_clock::now();
+  const auto count = gpu_count(smi);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(count, std::nullopt);
+  EXPECT_LT(elapsed, std::chrono::seconds(5));  // a bound, not a wait: the timeout is 2 s
+  EXPECT_GE(elapsed, std::chrono::milliseconds(nl::detail::kNvidiaSmiTimeoutMs));
+  EXPECT_TRUE(std::filesystem::exists(marker("started")));  // it did run, and was stopped
+  // Its own child was killed with it (the whole process group).
+  std::ifstream pid_file(marker("sleep.pid"));
+  pid_t sleep_pid = 0;
+  ASSERT_TRUE(pid_file >> sleep_pid);
+  EXPECT_TRUE(process_ends(sleep_pid));
+}
+
+TEST_F(NvidiaSmiTest, ProgramThatClosesStdoutThenHangsIsKilledAtTheTimeout) {
+  ScopedEnv env;
+  // Its output is complete and valid, but it never exits.
+  const std::string smi = fake("echo 1\nexec >/dev/null\nsleep 30");
+  const auto start = std::chrono::steady_clock::now();
+  const auto count = gpu_count(smi);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(count, std::nullopt);
+  EXPECT_LT(elapsed, std::chrono::seconds(5));
+  EXPECT_GE(elapsed, std::chrono::milliseconds(nl::detail::kNvidiaSmiTimeoutMs));
+}
+
+TEST_F(NvidiaSmiTest, CudaVisibleDevicesTakesPrecedence) {
+  ScopedEnv env;
+  const std::string smi = fake("touch \"$DIR/ran\"\nprintf '8\\n8\\n8\\n8\\n8\\n8\\n8\\n8\\n'");
+  env.set("CUDA_VISIBLE_DEVICES", "0,1");
+  EXPECT_EQ(gpu_count(smi), I(2));
+  env.set("CUDA_VISIBLE_DEVICES", "");  // set but empty: 0 GPUs, nvidia-smi not asked either
+  EXPECT_EQ(gpu_count(smi), I(0));
+  EXPECT_FALSE(std::filesystem::exists(marker("ran")));  // the fake never ran
+  env.unset("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(gpu_count(smi), I(8));
+  EXPECT_TRUE(std::filesystem::exists(marker("ran")));
 }
 
 // ---- 5. OTEL_RESOURCE_ATTRIBUTES ----

@@ -4,6 +4,7 @@
 // specification. Field numbers are those of opentelemetry-proto v1.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -59,6 +60,10 @@ constexpr std::uint32_t kContextIsRemote = 0x200;
 constexpr std::string_view kGroupKey = "nemo.span.group";
 constexpr std::string_view kThreadIdKey = "thread.id";
 
+// Room for a nested message's tag and the worst-case growth of its length (end_message may need
+// up to 4 bytes more than begin_message set aside).
+constexpr std::size_t kMessageOverhead = 8;
+
 std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
 }
@@ -72,20 +77,74 @@ std::string_view bytes_of(const std::array<std::uint8_t, N>& a) {
   return {reinterpret_cast<const char*>(a.data()), N};
 }
 
-void append_string_field(std::string& out, std::uint32_t field, std::string_view s);
+// The most a string field can take: repairing invalid UTF-8 triples a string at most (one byte
+// becomes U+FFFD's three), plus tag and length.
+std::size_t string_bound(std::string_view s) { return 3 * s.size() + 16; }
+
+struct ValueBound {
+  std::size_t operator()(bool) const { return 16; }
+  std::size_t operator()(std::int64_t) const { return 16; }
+  std::size_t operator()(double) const { return 16; }
+  std::size_t operator()(const std::string& v) const { return string_bound(v); }
+  template <class Vector>
+  std::size_t operator()(const Vector& v) const {
+    std::size_t n = kMessageOverhead;
+    for (const auto& element : v) n += kMessageOverhead + (*this)(element);
+    return n;
+  }
+};
+
+std::size_t attributes_bound(const std::vector<KeyValue>& attributes) {
+  std::size_t n = 0;
+  for (const KeyValue& kv : attributes) {
+    n += 2 * kMessageOverhead + string_bound(kv.key) + std::visit(ValueBound{}, kv.value);
+  }
+  return n;
+}
+
+// An upper bound of the bytes append_span() writes for `s`.
+std::size_t span_bound(const SpanData& s) {
+  std::size_t n = 160 + string_bound(s.name) + string_bound(s.context.trace_state) +
+                  string_bound(s.status_message) + attributes_bound(s.attributes) +
+                  2 * kMessageOverhead + string_bound(kGroupKey) + string_bound(s.group) +
+                  2 * kMessageOverhead + string_bound(kThreadIdKey) + 16;
+  for (const SpanEvent& e : s.events) {
+    n += kMessageOverhead + 32 + string_bound(e.name) + attributes_bound(e.attributes);
+  }
+  for (const SpanLink& l : s.links) {
+    n += kMessageOverhead + 64 + string_bound(l.context.trace_state) + attributes_bound(l.attributes);
+  }
+  return n;
+}
+
+// A proto3 string field: valid UTF-8, repaired with U+FFFD where it is not.
+void string_field(pb::Writer& w, std::uint32_t field, std::string_view s) {
+  // ASCII eight bytes at a time; anything else is checked (and, where invalid, repaired).
+  std::size_t i = 0;
+  std::uint64_t high = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, s.data() + i, 8);
+    high |= word;
+  }
+  for (; i < s.size(); ++i) high |= static_cast<unsigned char>(s[i]);
+  if ((high & 0x8080808080808080ULL) != 0) {
+    w.bytes_field(field, valid_utf8(s));  // rare: only non-ASCII strings
+    return;
+  }
+  w.bytes_field(field, s);
+}
 
 // One AnyValue's oneof field, written into an open AnyValue message.
 struct AnyValueWriter {
-  std::string& out;
+  pb::Writer& w;
 
-  void operator()(bool v) const { pb::append_varint_field(out, any_value::kBool, v ? 1 : 0); }
+  void operator()(bool v) const { w.varint_field(any_value::kBool, v ? 1 : 0); }
   void operator()(std::int64_t v) const {
-    pb::append_varint_field(out, any_value::kInt, static_cast<std::uint64_t>(v));
+    w.varint_field(any_value::kInt, static_cast<std::uint64_t>(v));
   }
-  void operator()(double v) const { pb::append_double_field(out, any_value::kDouble, v); }
-  void operator()(const std::string& v) const {
-    append_string_field(out, any_value::kString, v);
-  }
+  void operator()(double v) const { w.double_field(any_value::kDouble, v); }
+  void operator()(const std::string& v) const { string_field(w, any_value::kString, v); }
   void operator()(const std::vector<bool>& v) const { array(v); }
   void operator()(const std::vector<std::int64_t>& v) const { array(v); }
   void operator()(const std::vector<double>& v) const { array(v); }
@@ -93,130 +152,128 @@ struct AnyValueWriter {
 
   template <class Vector>
   void array(const Vector& v) const {
-    const std::size_t array_mark = pb::begin_message(out, any_value::kArray);
+    const auto array_mark = w.begin_message(any_value::kArray, 2);
     for (const auto& element : v) {
-      const std::size_t mark = pb::begin_message(out, array_value::kValues);
+      const auto mark = w.begin_message(array_value::kValues);
       (*this)(element);
-      pb::end_message(out, mark);
+      w.end_message(mark);
     }
-    pb::end_message(out, array_mark);
+    w.end_message(array_mark);
   }
 };
 
-void append_key_value(std::string& out, std::uint32_t field, std::string_view key,
-                      const AttributeValue& value) {
-  const std::size_t mark = pb::begin_message(out, field);
-  append_string_field(out, key_value::kKey, key);
-  const std::size_t value_mark = pb::begin_message(out, key_value::kValue);
-  std::visit(AnyValueWriter{out}, value);
-  pb::end_message(out, value_mark);
-  pb::end_message(out, mark);
+void attribute(pb::Writer& w, std::uint32_t field, std::string_view key, const AttributeValue& value) {
+  const auto mark = w.begin_message(field);
+  string_field(w, key_value::kKey, key);
+  const auto value_mark = w.begin_message(key_value::kValue);
+  std::visit(AnyValueWriter{w}, value);
+  w.end_message(value_mark);
+  w.end_message(mark);
 }
 
-void append_attributes(std::string& out, std::uint32_t field,
-                       const std::vector<KeyValue>& attributes) {
-  for (const KeyValue& kv : attributes) append_key_value(out, field, kv.key, kv.value);
+// The same, for the two attributes the encoder adds (no AttributeValue to build).
+void string_key_value(pb::Writer& w, std::uint32_t field, std::string_view key, std::string_view value) {
+  const auto mark = w.begin_message(field);
+  string_field(w, key_value::kKey, key);
+  const auto value_mark = w.begin_message(key_value::kValue);
+  string_field(w, any_value::kString, value);
+  w.end_message(value_mark);
+  w.end_message(mark);
 }
 
-// A proto3 string field: valid UTF-8, repaired with U+FFFD where it is not.
-void append_string_field(std::string& out, std::uint32_t field, std::string_view s) {
-  for (unsigned char c : s) {
-    if (c >= 0x80) {
-      pb::append_bytes_field(out, field, valid_utf8(s));  // rare: only non-ASCII strings
-      return;
-    }
-  }
-  pb::append_bytes_field(out, field, s);
+void int_key_value(pb::Writer& w, std::uint32_t field, std::string_view key, std::int64_t value) {
+  const auto mark = w.begin_message(field);
+  string_field(w, key_value::kKey, key);
+  const auto value_mark = w.begin_message(key_value::kValue);
+  w.varint_field(any_value::kInt, static_cast<std::uint64_t>(value));
+  w.end_message(value_mark);
+  w.end_message(mark);
 }
 
-bool has_attribute(const std::vector<KeyValue>& attributes, std::string_view key) {
-  return std::any_of(attributes.begin(), attributes.end(),
-                     [key](const KeyValue& kv) { return kv.key == key; });
+void attributes(pb::Writer& w, std::uint32_t field, const std::vector<KeyValue>& kvs) {
+  for (const KeyValue& kv : kvs) attribute(w, field, kv.key, kv.value);
 }
 
-void append_span(std::string& out, const SpanData& s) {
-  const std::size_t mark = pb::begin_message(out, scope_spans::kSpans);
-  pb::append_bytes_field(out, span::kTraceId, bytes_of(s.context.trace_id.bytes));
-  pb::append_bytes_field(out, span::kSpanId, bytes_of(s.context.span_id.bytes));
-  if (!s.context.trace_state.empty()) {
-    append_string_field(out, span::kTraceState, s.context.trace_state);
-  }
-  if (s.parent_span_id.is_valid()) {
-    pb::append_bytes_field(out, span::kParentSpanId, bytes_of(s.parent_span_id.bytes));
-  }
-  append_string_field(out, span::kName, s.name);
-  pb::append_varint_field(out, span::kKind, static_cast<std::uint64_t>(s.kind));
-  pb::append_fixed64_field(out, span::kStartTime, time_of(s.start_time_unix_nano));
-  pb::append_fixed64_field(out, span::kEndTime, time_of(s.end_time_unix_nano));
-  append_attributes(out, span::kAttributes, s.attributes);
+bool has_attribute(const std::vector<KeyValue>& kvs, std::string_view key) {
+  return std::any_of(kvs.begin(), kvs.end(), [key](const KeyValue& kv) { return kv.key == key; });
+}
+
+void append_span(pb::Writer& w, const SpanData& s) {
+  w.reserve(span_bound(s));
+  const auto mark = w.begin_message(scope_spans::kSpans, 2);  // 128 B .. 16 KiB
+  w.bytes_field(span::kTraceId, bytes_of(s.context.trace_id.bytes));
+  w.bytes_field(span::kSpanId, bytes_of(s.context.span_id.bytes));
+  if (!s.context.trace_state.empty()) string_field(w, span::kTraceState, s.context.trace_state);
+  if (s.parent_span_id.is_valid()) w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id.bytes));
+  string_field(w, span::kName, s.name);
+  w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind));
+  w.fixed64_field(span::kStartTime, time_of(s.start_time_unix_nano));
+  w.fixed64_field(span::kEndTime, time_of(s.end_time_unix_nano));
+  attributes(w, span::kAttributes, s.attributes);
   if (!s.group.empty() && !has_attribute(s.attributes, kGroupKey)) {
-    append_key_value(out, span::kAttributes, kGroupKey, AttributeValue(s.group));
+    string_key_value(w, span::kAttributes, kGroupKey, s.group);
   }
   if (s.thread_id != 0 && !has_attribute(s.attributes, kThreadIdKey)) {
-    append_key_value(out, span::kAttributes, kThreadIdKey, AttributeValue(s.thread_id));
+    int_key_value(w, span::kAttributes, kThreadIdKey, s.thread_id);
   }
   if (s.dropped_attributes_count != 0) {
-    pb::append_varint_field(out, span::kDroppedAttributes, s.dropped_attributes_count);
+    w.varint_field(span::kDroppedAttributes, s.dropped_attributes_count);
   }
   for (const SpanEvent& e : s.events) {
-    const std::size_t event_mark = pb::begin_message(out, span::kEvents);
-    pb::append_fixed64_field(out, event::kTime, time_of(e.time_unix_nano));
-    append_string_field(out, event::kName, e.name);
-    append_attributes(out, event::kAttributes, e.attributes);
+    const auto event_mark = w.begin_message(span::kEvents);
+    w.fixed64_field(event::kTime, time_of(e.time_unix_nano));
+    string_field(w, event::kName, e.name);
+    attributes(w, event::kAttributes, e.attributes);
     if (e.dropped_attributes_count != 0) {
-      pb::append_varint_field(out, event::kDroppedAttributes, e.dropped_attributes_count);
+      w.varint_field(event::kDroppedAttributes, e.dropped_attributes_count);
     }
-    pb::end_message(out, event_mark);
+    w.end_message(event_mark);
   }
-  if (s.dropped_events_count != 0) {
-    pb::append_varint_field(out, span::kDroppedEvents, s.dropped_events_count);
-  }
+  if (s.dropped_events_count != 0) w.varint_field(span::kDroppedEvents, s.dropped_events_count);
   for (const SpanLink& l : s.links) {
-    const std::size_t link_mark = pb::begin_message(out, span::kLinks);
-    pb::append_bytes_field(out, link::kTraceId, bytes_of(l.context.trace_id.bytes));
-    pb::append_bytes_field(out, link::kSpanId, bytes_of(l.context.span_id.bytes));
-    if (!l.context.trace_state.empty()) {
-      append_string_field(out, link::kTraceState, l.context.trace_state);
-    }
-    append_attributes(out, link::kAttributes, l.attributes);
+    const auto link_mark = w.begin_message(span::kLinks);
+    w.bytes_field(link::kTraceId, bytes_of(l.context.trace_id.bytes));
+    w.bytes_field(link::kSpanId, bytes_of(l.context.span_id.bytes));
+    if (!l.context.trace_state.empty()) string_field(w, link::kTraceState, l.context.trace_state);
+    attributes(w, link::kAttributes, l.attributes);
     if (l.dropped_attributes_count != 0) {
-      pb::append_varint_field(out, link::kDroppedAttributes, l.dropped_attributes_count);
+      w.varint_field(link::kDroppedAttributes, l.dropped_attributes_count);
     }
-    pb::append_fixed32_field(out, link::kFlags, flags_of(l.context.trace_flags, l.context.is_remote));
-    pb::end_message(out, link_mark);
+    w.fixed32_field(link::kFlags, flags_of(l.context.trace_flags, l.context.is_remote));
+    w.end_message(link_mark);
   }
-  if (s.dropped_links_count != 0) {
-    pb::append_varint_field(out, span::kDroppedLinks, s.dropped_links_count);
-  }
-  const std::size_t status_mark = pb::begin_message(out, span::kStatus);
-  if (!s.status_message.empty()) append_string_field(out, status::kMessage, s.status_message);
+  if (s.dropped_links_count != 0) w.varint_field(span::kDroppedLinks, s.dropped_links_count);
+  const auto status_mark = w.begin_message(span::kStatus);
+  if (!s.status_message.empty()) string_field(w, status::kMessage, s.status_message);
   if (s.status_code != StatusCode::kUnset) {
-    pb::append_varint_field(out, status::kCode, static_cast<std::uint64_t>(s.status_code));
+    w.varint_field(status::kCode, static_cast<std::uint64_t>(s.status_code));
   }
-  pb::end_message(out, status_mark);
-  pb::append_fixed32_field(out, span::kFlags, flags_of(s.context.trace_flags, s.parent_is_remote));
-  pb::end_message(out, mark);
+  w.end_message(status_mark);
+  w.fixed32_field(span::kFlags, flags_of(s.context.trace_flags, s.parent_is_remote));
+  w.end_message(mark);
 }
 
 }  // namespace
 
 void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
                        const Resource& resource) {
-  out.reserve(out.size() + 128 + 48 * resource.attributes.size() + 320 * spans.size());
-  const std::size_t rs_mark = pb::begin_message(out, request::kResourceSpans);
-  const std::size_t resource_mark = pb::begin_message(out, resource_spans::kResource);
-  append_attributes(out, resource::kAttributes, resource.attributes);
-  pb::end_message(out, resource_mark);
-  const std::size_t ss_mark = pb::begin_message(out, resource_spans::kScopeSpans);
-  const std::size_t scope_mark = pb::begin_message(out, scope_spans::kScope);
-  pb::append_bytes_field(out, scope::kName, kInstrumentationScope);
-  pb::append_bytes_field(out, scope::kVersion, NEMO_LENS_VERSION_STRING);
-  pb::end_message(out, scope_mark);
+  pb::Writer w(out);
+  w.reserve(256 + attributes_bound(resource.attributes) + 256 * spans.size());
+  const auto rs_mark = w.begin_message(request::kResourceSpans, 3);  // up to 2 MiB
+  const auto resource_mark = w.begin_message(resource_spans::kResource, 2);
+  attributes(w, resource::kAttributes, resource.attributes);
+  w.end_message(resource_mark);
+  const auto ss_mark = w.begin_message(resource_spans::kScopeSpans, 3);
+  const auto scope_mark = w.begin_message(scope_spans::kScope);
+  string_field(w, scope::kName, kInstrumentationScope);
+  string_field(w, scope::kVersion, NEMO_LENS_VERSION_STRING);
+  w.end_message(scope_mark);
   for (const SpanData* s : spans) {
-    if (s != nullptr) append_span(out, *s);
+    if (s != nullptr) append_span(w, *s);
   }
-  pb::end_message(out, ss_mark);
-  pb::end_message(out, rs_mark);
+  w.end_message(ss_mark);
+  w.end_message(rs_mark);
+  w.finish();
 }
 
 }  // namespace nemo::lens::detail

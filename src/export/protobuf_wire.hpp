@@ -1,12 +1,14 @@
 // Protocol Buffers wire format: just enough to write and read OTLP messages by hand. Internal.
 //
-// Writing: fields are appended to a std::string. A nested message is opened with begin_message()
-// (tag and a one-byte length placeholder) and closed with end_message(), which writes the real
-// length, moving the content when the length needs more than one byte, so every length is the
-// canonical (shortest) varint. Reading: Reader walks one message's fields and never reads past
+// Writing: Writer appends fields to a std::string through a raw cursor, after one bounds check per
+// span rather than one per byte. A nested message is opened with begin_message() (tag and room for
+// the length the caller expects) and closed with end_message(), which writes the real length,
+// moving the content only when the guess was wrong, so every length is the canonical (shortest)
+// varint. Reading: Reader walks one message's fields and never reads past
 // its end; any malformation sets an error instead of throwing.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,81 +19,114 @@ namespace nemo::lens::detail::pb {
 
 enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
-inline void append_varint(std::string& out, std::uint64_t v) {
-  char buf[10];
-  std::size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
+/// Appends fields to a std::string through a raw cursor. reserve(n) makes room for the next n
+/// bytes at most (callers bound what they write); the writes themselves check nothing. finish()
+/// trims the string to what was written.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out), used_(out.size()) {}
+  ~Writer() { finish(); }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  void reserve(std::size_t n) {
+    if (static_cast<std::size_t>(end_ - p_) >= n) return;
+    const std::size_t used = size();
+    out_.resize(std::max(used + n, 2 * out_.size()));
+    p_ = out_.data() + used;
+    end_ = out_.data() + out_.size();
   }
-  buf[n++] = static_cast<char>(v);
-  out.append(buf, n);
-}
 
-inline std::size_t varint_size(std::uint64_t v) {
-  std::size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
+  /// The number of bytes in the string up to the cursor.
+  std::size_t size() const { return p_ == nullptr ? used_ : static_cast<std::size_t>(p_ - out_.data()); }
+
+  void finish() {
+    if (p_ != nullptr) out_.resize(size());
+    used_ = out_.size();
+    p_ = end_ = nullptr;
   }
-  return n;
-}
 
-inline void append_tag(std::string& out, std::uint32_t field, WireType type) {
-  append_varint(out, (static_cast<std::uint64_t>(field) << 3) | type);
-}
-
-inline void append_varint_field(std::string& out, std::uint32_t field, std::uint64_t v) {
-  append_tag(out, field, kVarint);
-  append_varint(out, v);
-}
-
-inline void append_fixed64_field(std::string& out, std::uint32_t field, std::uint64_t v) {
-  append_tag(out, field, kFixed64);
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out.append(buf, 8);
-}
-
-inline void append_fixed32_field(std::string& out, std::uint32_t field, std::uint32_t v) {
-  append_tag(out, field, kFixed32);
-  char buf[4];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out.append(buf, 4);
-}
-
-inline void append_double_field(std::string& out, std::uint32_t field, double v) {
-  std::uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof bits);
-  append_fixed64_field(out, field, bits);
-}
-
-inline void append_bytes_field(std::string& out, std::uint32_t field, std::string_view bytes) {
-  append_tag(out, field, kLengthDelimited);
-  append_varint(out, bytes.size());
-  out.append(bytes);
-}
-
-/// Opens a nested message (or packed field) `field`; returns the mark end_message() needs.
-inline std::size_t begin_message(std::string& out, std::uint32_t field) {
-  append_tag(out, field, kLengthDelimited);
-  out.push_back('\0');
-  return out.size();
-}
-
-/// Closes the message opened at `mark`, writing its length as the shortest varint.
-inline void end_message(std::string& out, std::size_t mark) {
-  const std::size_t length = out.size() - mark;
-  const std::size_t n = varint_size(length);
-  if (n > 1) out.insert(mark, n - 1, '\0');  // shifts the content; rare for small messages
-  char* p = out.data() + mark - 1;
-  std::uint64_t v = length;
-  while (v >= 0x80) {
-    *p++ = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
+  void varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<char>(v);
   }
-  *p = static_cast<char>(v);
-}
+
+  void tag(std::uint32_t field, WireType type) { varint((field << 3) | type); }
+
+  void varint_field(std::uint32_t field, std::uint64_t v) {
+    tag(field, kVarint);
+    varint(v);
+  }
+
+  void fixed64_field(std::uint32_t field, std::uint64_t v) {
+    tag(field, kFixed64);
+    for (int i = 0; i < 8; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+
+  void fixed32_field(std::uint32_t field, std::uint32_t v) {
+    tag(field, kFixed32);
+    for (int i = 0; i < 4; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+
+  void double_field(std::uint32_t field, double v) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    fixed64_field(field, bits);
+  }
+
+  void bytes_field(std::uint32_t field, std::string_view bytes) {
+    tag(field, kLengthDelimited);
+    varint(bytes.size());
+    std::memcpy(p_, bytes.data(), bytes.size());
+    p_ += bytes.size();
+  }
+
+  /// An open nested message: where its content starts and the bytes set aside for its length.
+  struct Mark {
+    std::size_t content;
+    std::size_t reserved;
+  };
+
+  /// Opens a nested message `field`, setting aside `length_bytes` for its length: the size of the
+  /// varint its length will most likely need (1 below 128 bytes, 2 below 16 KiB, 3 below 2 MiB).
+  Mark begin_message(std::uint32_t field, std::size_t length_bytes = 1) {
+    tag(field, kLengthDelimited);
+    p_ += length_bytes;
+    return {size(), length_bytes};
+  }
+
+  /// Closes the message opened at `mark`, writing its length as the shortest varint; the content
+  /// moves only when the guess of begin_message() was wrong (then up to 4 bytes more are needed,
+  /// reserved here).
+  void end_message(Mark mark) {
+    const std::size_t length = size() - mark.content;
+    std::size_t n = 1;
+    for (std::size_t v = length; v >= 0x80; v >>= 7) ++n;
+    if (n > mark.reserved) reserve(n - mark.reserved);
+    char* content = out_.data() + mark.content;
+    char* start = content - mark.reserved;
+    if (n != mark.reserved) {
+      std::memmove(start + n, content, length);
+      p_ = start + n + length;
+    }
+    char* q = start;
+    std::size_t v = length;
+    while (v >= 0x80) {
+      *q++ = static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    *q = static_cast<char>(v);
+  }
+
+ private:
+  std::string& out_;
+  std::size_t used_;
+  char* p_ = nullptr;
+  char* end_ = nullptr;
+};
 
 /// Reads the fields of one message. next() returns false at the end or on an error (error()
 /// then says what was wrong); the value of the current field is in the accessors below.

@@ -1,14 +1,24 @@
 // Resource detection. The attribute names, the variables they are read from, their types and the
 // conditions under which they appear follow NeMo Lens (Python): providers.py for the service, rank
-// and run attributes, resources/slurm.py, kubernetes.py and local.py for the detected ones. The
-// order in which the sources override each other is lens's own; docs/resources.md lists both.
+// and run attributes, resources/slurm.py, kubernetes.py and local.py for the detected ones
+// (local.py asks nvidia-smi for the GPU count; so does lens, with a hard timeout). The order in
+// which the sources override each other is lens's own; docs/resources.md lists both.
 #include "resources/resource.hpp"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -25,6 +36,8 @@
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/version.hpp"
 #include "strings.hpp"
+
+extern char** environ;  // what the child gets: the environment as it is now
 
 namespace nemo::lens::detail {
 
@@ -251,15 +264,205 @@ std::optional<std::int64_t> visible_gpu_count() {
   return count;
 }
 
-// 4. Host and process (NeMo Lens resources/local.py). Without CUDA_VISIBLE_DEVICES the GPU count
-// is left out (NeMo Lens asks nvidia-smi; lens runs no subprocess here).
-void add_host(AttributeSet& attrs) {
+// ---- Running nvidia-smi ----
+//
+// posix_spawn (glibc: clone with CLONE_VM|CLONE_VFORK, then exec), so it is safe in a process
+// with many threads and copies nothing. Every descriptor lens opens here is close-on-exec, so
+// a child another thread spawns at the same moment inherits none of them.
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kNvidiaSmiMaxOutput = 64 * 1024;
+
+// An owned file descriptor.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) noexcept : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const noexcept { return fd_; }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// `fd` moved above the standard descriptors (close-on-exec kept), so that the child's dup2 onto
+// 0, 1 or 2 can neither be a no-op that leaves close-on-exec set nor overwrite the other end of
+// the pipe. False when no descriptor is free.
+bool above_stdio(Fd& fd) {
+  if (fd.get() > STDERR_FILENO) return true;
+  const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  if (moved < 0) return false;
+  fd.reset(moved);
+  return true;
+}
+
+// Sleeps for `d` (at most), or until a signal arrives.
+void nap(Clock::duration d) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  if (ns <= 0) return;
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  ::nanosleep(&ts, nullptr);
+}
+
+enum class WaitResult : std::uint8_t { kExited, kStillRunning, kGone };
+
+// Waits for `pid` until `deadline`, polling with a growing pause (a process descriptor to poll
+// on, pidfd, needs Linux 5.3). kGone: the child was reaped elsewhere (SIGCHLD ignored, or a
+// waitpid(-1) in another thread), so its status is unknown.
+WaitResult wait_until(pid_t pid, Clock::time_point deadline, int& status) {
+  auto pause = std::chrono::microseconds(200);
+  while (true) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WaitResult::kExited;
+    if (r < 0 && errno != EINTR) return WaitResult::kGone;
+    const auto now = Clock::now();
+    if (now >= deadline) return WaitResult::kStillRunning;
+    if (r == 0) {
+      nap(std::min<Clock::duration>(pause, deadline - now));
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
+    }
+  }
+}
+
+// Kills the child's process group (the child and whatever it started; its group id is its pid,
+// held while it is unreaped) and reaps the child. SIGKILL normally takes effect at once; a child
+// stuck in the kernel (a hung GPU driver) dies only when it leaves it, so after a short grace a
+// detached thread does the blocking reap: set-up does not wait for it and no zombie is left.
+void kill_and_reap(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);  // in case the group could not be set up
+  int status = 0;
+  if (wait_until(pid, Clock::now() + std::chrono::milliseconds(500), status) !=
+      WaitResult::kStillRunning) {
+    return;
+  }
+  try {
+    std::thread([pid] {
+      int st = 0;
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to spare: the child stays a zombie until the process exits.
+  }
+}
+
+// The standard output of `argv` (argv[0] looked up on PATH when it has no '/'), with stdin and
+// stderr on /dev/null, when it exits with status 0 before `deadline` having written at most
+// kNvidiaSmiMaxOutput bytes. Empty optional otherwise; the child is never left running or
+// unreaped.
+std::optional<std::string> run_for_output(const std::vector<std::string>& argv,
+                                          Clock::time_point deadline) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  Fd read_end(fds[0]);
+  Fd write_end(fds[1]);
+  if (!above_stdio(read_end) || !above_stdio(write_end)) return std::nullopt;
+
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return std::nullopt;
+  posix_spawnattr_t attr;
+  if (posix_spawnattr_init(&attr) != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    return std::nullopt;
+  }
+  // The child gets its own process group (so that a timeout kills what it started too), an empty
+  // signal mask and default handling of the signals a program usually relies on.
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGALRM, SIGCHLD}) {
+    sigaddset(&defaults, sig);
+  }
+  const bool prepared =
+      posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO) == 0 &&
+      posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0) == 0 &&
+      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0) == 0 &&
+      posix_spawnattr_setflags(
+          &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF) == 0 &&
+      posix_spawnattr_setpgroup(&attr, 0) == 0 &&
+      posix_spawnattr_setsigmask(&attr, &no_signals) == 0 &&
+      posix_spawnattr_setsigdefault(&attr, &defaults) == 0;
+
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned =
+      prepared ? posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ) : -1;
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  write_end.reset();  // EOF on the read end once the child (and its children) close stdout
+  if (spawned != 0) return std::nullopt;  // not found, not executable, ...
+
+  // Read until EOF, within the time left.
+  std::string out;
+  std::array<char, 4096> buffer{};
+  bool complete = false;
+  while (true) {
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) break;
+    pollfd p{read_end.get(), POLLIN, 0};
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(ms, INT_MAX)));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (ready == 0) continue;  // the loop head checks the deadline
+    const ssize_t n = ::read(read_end.get(), buffer.data(), buffer.size());
+    if (n > 0) {
+      out.append(buffer.data(), static_cast<std::size_t>(n));
+      if (out.size() > kNvidiaSmiMaxOutput) break;
+      continue;
+    }
+    if (n == 0) {
+      complete = true;
+      break;
+    }
+    if (errno != EINTR && errno != EAGAIN) break;
+  }
+  read_end.reset();
+
+  if (complete) {
+    // Then wait for its exit, within the time left.
+    int status = 0;
+    switch (wait_until(pid, deadline, status)) {
+      case WaitResult::kExited:
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return out;
+        return std::nullopt;
+      case WaitResult::kGone:
+        return std::nullopt;
+      case WaitResult::kStillRunning:
+        break;
+    }
+  }
+  kill_and_reap(pid);
+  return std::nullopt;
+}
+
+// 4. Host and process (NeMo Lens resources/local.py). host.gpu.count follows NeMo Lens's
+// _detect_gpu_count: CUDA_VISIBLE_DEVICES when it is set (even to ""), else nvidia-smi, else
+// nothing.
+void add_host(AttributeSet& attrs, const ResourcePaths& paths) {
   std::array<char, HOST_NAME_MAX + 1> host{};
   if (gethostname(host.data(), host.size() - 1) == 0) {
     attrs.set_nonempty("host.name", std::string_view(host.data()));
   }
   attrs.set("process.pid", std::int64_t{getpid()});
-  if (auto gpus = visible_gpu_count()) attrs.set("host.gpu.count", *gpus);
+  std::optional<std::int64_t> gpus = visible_gpu_count();
+  if (!gpus && !paths.nvidia_smi.empty()) gpus = nvidia_smi_gpu_count(paths.nvidia_smi);
+  if (gpus) attrs.set("host.gpu.count", *gpus);
 }
 
 // The type NeMo Lens gives an OTEL_RESOURCE_ATTRIBUTES value for a SLURM resource key (its
@@ -379,13 +582,36 @@ void add_otel_resource_attributes(AttributeSet& attrs, const NemoLensConfig& con
 
 }  // namespace
 
+std::optional<std::int64_t> parse_nvidia_smi_gpu_count(std::string_view output) {
+  std::int64_t count = 0;
+  for (std::string_view line : split(output, '\n')) {
+    line = trim(line);
+    if (line.empty()) continue;
+    const bool digits =
+        std::all_of(line.begin(), line.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) return std::nullopt;  // "No devices were found", an error message, ...
+    ++count;
+  }
+  if (count == 0) return std::nullopt;
+  return count;
+}
+
+std::optional<std::int64_t> nvidia_smi_gpu_count(const std::string& program) {
+  // NeMo Lens's query: one line per GPU (each holding the total), counted by line.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kNvidiaSmiTimeoutMs);
+  std::optional<std::string> out =
+      run_for_output({program, "--query-gpu=count", "--format=csv,noheader"}, deadline);
+  if (!out) return std::nullopt;
+  return parse_nvidia_smi_gpu_count(*out);
+}
+
 Resource detect_resource(const NemoLensConfig& config, int rank, int world_size,
                          const std::vector<KeyValue>& extra, const ResourcePaths& paths) {
   AttributeSet attrs;
   add_service(attrs, config, rank, world_size);
   add_slurm(attrs);
   add_kubernetes(attrs, paths);
-  add_host(attrs);
+  add_host(attrs, paths);
   add_otel_resource_attributes(attrs, config);
   for (const KeyValue& kv : extra) attrs.set(kv.key, kv.value);  // 6. the caller's, last
   return Resource{attrs.take()};

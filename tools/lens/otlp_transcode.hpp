@@ -63,9 +63,8 @@ TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out);
 ///   When present, resourceSpans, each element's scopeSpans and each of those elements' spans
 ///   must be arrays (or null), and the elements of the first two objects. Nesting deeper than
 ///   128 is refused. Errors name the byte offset ("invalid JSON: expected ':' at byte 12").
-/// - On failure `out` is left unchanged. Never throws, as protobuf_to_json. One pass, no allocation
-/// but
-///   `out`'s growth.
+/// - On failure `out` is left unchanged. Never throws, as protobuf_to_json. One pass; allocates
+///   nothing but `out`'s growth.
 TranscodeResult json_to_json(std::string_view body, std::string& out);
 
 }  // namespace lens_cli
