@@ -129,6 +129,36 @@ TEST(Pipeline, FailedExportsAreCounted) {
   EXPECT_NE(summary.find("export failed 5"), std::string::npos) << summary;
 }
 
+// Accepts every batch but reports rejecting one span of each, as an OTLP partial success does.
+class RejectingExporter : public SpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    rejected.fetch_add(1);
+    return ExportResult::kSuccess;
+  }
+  std::uint64_t rejected_spans() const noexcept override { return rejected.load(); }
+  std::atomic<std::uint64_t> rejected{0};
+};
+
+TEST(Pipeline, RejectedSpansReachTheStatsAndTheSummary) {
+  EXPECT_EQ(InMemorySpanExporter().rejected_spans(), 0u);  // the default
+  auto exporter = std::make_shared<RejectingExporter>();
+  SetupOptions o;
+  o.exporter = exporter;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  for (int i = 0; i < 3; ++i) {
+    span_cm("sent");
+    ASSERT_TRUE(h.force_flush());
+  }
+  EXPECT_EQ(h.stats().spans_exported, 3u);
+  EXPECT_EQ(h.stats().spans_rejected, 3u);
+  testing::internal::CaptureStderr();
+  h.shutdown();
+  const std::string summary = testing::internal::GetCapturedStderr();
+  EXPECT_NE(summary.find("exported 3, of which the receiver rejected 3"), std::string::npos) << summary;
+}
+
 TEST(Pipeline, NoSummaryWhenNothingWasDropped) {
   auto memory = std::make_shared<InMemorySpanExporter>();
   SetupOptions o;

@@ -272,7 +272,7 @@ std::optional<std::int64_t> visible_gpu_count() {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kNvidiaSmiMaxOutput = 64 * 1024;
+constexpr std::size_t kNvidiaSmiMaxOutput = std::size_t{64} * 1024;
 
 // An owned file descriptor.
 class Fd {

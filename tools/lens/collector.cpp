@@ -357,6 +357,8 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
       MHD_OPTION_THREAD_POOL_SIZE, 2U,
       MHD_OPTION_CONNECTION_TIMEOUT, 60U,
       MHD_OPTION_CONNECTION_LIMIT, 256U,
+      // Bodies arrive in pieces of at most this buffer: 1 MiB keeps a batch to a few pieces.
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20),
       MHD_OPTION_END);
   if (impl_->daemon == nullptr) {
     throw ConfigError("Cannot listen for OTLP/HTTP on " + address.to_string() +

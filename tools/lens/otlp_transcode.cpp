@@ -1331,8 +1331,8 @@ class JsonCompactor {
 TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out) {
   const std::size_t mark = out.size();
   try {
-    // OTLP/JSON of a typical request is 1.5-2.5 times its protobuf size.
-    out.reserve(mark + 2 * bytes.size() + 32);
+    // OTLP/JSON of a typical request is 1.5-3 times its protobuf size (lens' spans: 2.7).
+    out.reserve(mark + 3 * bytes.size() + 32);
     ProtobufToJson transcoder(bytes, out);
     const auto* p = reinterpret_cast<const Byte*>(bytes.data());
     if (!transcoder.request(p, p + bytes.size())) {
