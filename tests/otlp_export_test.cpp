@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "lens_collect.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
 #include "http_test_server.hpp"
@@ -34,82 +35,12 @@ using lens_test::Reply;
 using lens_test::ScopedEnv;
 using lens_test::TestHttpServer;
 using Json = nlohmann::json;
+using lens_test::Collector;
+using lens_test::read_received;
+using lens_test::Received;
+using lens_test::temp_path;
 using Request = opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
 using Clock = std::chrono::steady_clock;
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "lens_otlp_" + name + "_" + std::to_string(::getpid()) + ".jsonl";
-}
-
-// `lens collect` in a child process, writing to its own file.
-class Collector {
- public:
-  explicit Collector(const std::string& out, const std::string& http = "127.0.0.1:0",
-                     std::vector<std::string> extra = {})
-      : out_(out) {
-    std::vector<std::string> argv{LENS_BINARY, "collect", "--out", out, "--listen", http};
-    if (std::find(extra.begin(), extra.end(), "--grpc-listen") == extra.end()) {
-      argv.insert(argv.end(), {"--grpc-listen", "127.0.0.1:0"});
-    }
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<ChildProcess>(argv, out + ".stdout");
-    auto http_line = child_->wait_for_line("OTLP/HTTP on http://");
-    if (!http_line) throw std::runtime_error("lens collect did not start: " + child_->stderr_text());
-    http_port_ = port_after(*http_line, "http://127.0.0.1:");
-    if (auto grpc_line = child_->wait_for_line("OTLP/gRPC on ", 2s)) {
-      grpc_port_ = port_after(*grpc_line, "on 127.0.0.1:");
-    }
-    if (!child_->wait_for_line("lens collect: ready")) throw std::runtime_error("lens collect not ready");
-  }
-
-  std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_) + "/v1/traces"; }
-  int http_port() const { return http_port_; }
-  int grpc_port() const { return grpc_port_; }
-
-  /// SIGTERM, then the exit status.
-  int stop() { child_->signal(SIGTERM); return child_->wait(); }
-  void kill() { child_->signal(SIGKILL); child_->wait(); }
-  std::string summary() const {
-    std::ifstream in(out_ + ".stdout");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  static int port_after(const std::string& line, const std::string& prefix) {
-    const auto at = line.find(prefix);
-    return at == std::string::npos ? 0 : std::stoi(line.substr(at + prefix.size()));
-  }
-
-  std::string out_;
-  std::unique_ptr<ChildProcess> child_;
-  int http_port_ = 0;
-  int grpc_port_ = 0;
-};
-
-// Every span in an OTLP/JSON Lines file, keyed by span id (hex); `duplicates` counts ids seen
-// more than once.
-struct Received {
-  std::map<std::string, Json> spans;
-  std::size_t duplicates = 0;
-  std::vector<Json> lines;
-};
-
-Received read_received(const std::string& path) {
-  Received r;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    Json doc = Json::parse(line);
-    r.lines.push_back(doc);
-    for (const auto& rs : doc["resourceSpans"]) {
-      for (const auto& ss : rs["scopeSpans"]) {
-        for (const auto& span : ss["spans"]) {
-          if (!r.spans.emplace(span["spanId"].get<std::string>(), span).second) ++r.duplicates;
-        }
-      }
-    }
-  }
-  return r;
-}
 
 // Span ids of a protobuf request body, decoded by libprotobuf.
 std::vector<std::string> ids_in(const std::string& body) {

@@ -1,0 +1,107 @@
+// Test helper: `lens collect` (LENS_BINARY) as a child process writing to its own file, and the
+// spans that file holds.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+
+namespace lens_test {
+
+using namespace std::chrono_literals;
+
+/// A file name in the test's temporary directory, unique to this process.
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "lens_otlp_" + name + "_" + std::to_string(::getpid()) + ".jsonl";
+}
+
+/// `lens collect` on loopback ports it picks (HTTP; gRPC unless `extra` says otherwise).
+class Collector {
+ public:
+  explicit Collector(const std::string& out, const std::string& http = "127.0.0.1:0",
+                     std::vector<std::string> extra = {})
+      : out_(out) {
+    std::vector<std::string> argv{LENS_BINARY, "collect", "--out", out, "--listen", http};
+    if (std::find(extra.begin(), extra.end(), "--grpc-listen") == extra.end()) {
+      argv.insert(argv.end(), {"--grpc-listen", "127.0.0.1:0"});
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<ChildProcess>(argv, out + ".stdout");
+    auto http_line = child_->wait_for_line("OTLP/HTTP on http://");
+    if (!http_line) throw std::runtime_error("lens collect did not start: " + child_->stderr_text());
+    http_port_ = port_after(*http_line, "http://127.0.0.1:");
+    const bool grpc_off = std::find(argv.begin(), argv.end(), "off") != argv.end();
+    if (!grpc_off) {
+      if (auto grpc_line = child_->wait_for_line("OTLP/gRPC on ")) {
+        grpc_port_ = port_after(*grpc_line, "on 127.0.0.1:");
+      }
+    }
+    if (!child_->wait_for_line("lens collect: ready")) throw std::runtime_error("lens collect not ready");
+  }
+
+  std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_) + "/v1/traces"; }
+  int http_port() const { return http_port_; }
+  int grpc_port() const { return grpc_port_; }
+
+  /// SIGTERM, then the exit status.
+  int stop() { child_->signal(SIGTERM); return child_->wait(); }
+  void kill() { child_->signal(SIGKILL); child_->wait(); }
+  std::string summary() const {
+    std::ifstream in(out_ + ".stdout");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+ private:
+  static int port_after(const std::string& line, const std::string& prefix) {
+    const auto at = line.find(prefix);
+    return at == std::string::npos ? 0 : std::stoi(line.substr(at + prefix.size()));
+  }
+
+  std::string out_;
+  std::unique_ptr<ChildProcess> child_;
+  int http_port_ = 0;
+  int grpc_port_ = 0;
+};
+
+// Every span in an OTLP/JSON Lines file, keyed by span id (hex); `duplicates` counts ids seen
+// more than once.
+struct Received {
+  std::map<std::string, nlohmann::json> spans;
+  /// The resource of each span's request, by span id.
+  std::map<std::string, nlohmann::json> resources;
+  std::size_t duplicates = 0;
+  std::vector<nlohmann::json> lines;
+};
+
+inline Received read_received(const std::string& path) {
+  Received r;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json doc = nlohmann::json::parse(line);
+    r.lines.push_back(doc);
+    for (const auto& rs : doc["resourceSpans"]) {
+      for (const auto& ss : rs["scopeSpans"]) {
+        for (const auto& span : ss["spans"]) {
+          const std::string id = span["spanId"].get<std::string>();
+          if (!r.spans.emplace(id, span).second) ++r.duplicates;
+          r.resources[id] = rs["resource"];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace lens_test
