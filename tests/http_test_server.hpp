@@ -41,15 +41,30 @@ class TestHttpServer {
   /// `handler` gets each complete request and its 0-based index.
   using Handler = std::function<Reply(const RecordedRequest&, std::size_t index)>;
 
-  explicit TestHttpServer(Handler handler) : handler_(std::move(handler)) {
+  /// A PEM certificate and key: the server then speaks HTTPS.
+  struct Tls {
+    std::string cert_pem, key_pem;
+  };
+
+  explicit TestHttpServer(Handler handler, const Tls* tls = nullptr) : handler_(std::move(handler)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
-                               nullptr, nullptr, &TestHttpServer::handle, this,
-                               MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
-                               MHD_OPTION_NOTIFY_COMPLETED, &TestHttpServer::completed, this,
-                               MHD_OPTION_END);
+    const unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                           (tls != nullptr ? static_cast<unsigned>(MHD_USE_TLS) : 0U);
+    if (tls != nullptr) {
+      scheme_ = "https";
+      daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &TestHttpServer::handle, this,
+                                 MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
+                                 MHD_OPTION_NOTIFY_COMPLETED, &TestHttpServer::completed, this,
+                                 MHD_OPTION_HTTPS_MEM_CERT, tls->cert_pem.c_str(),
+                                 MHD_OPTION_HTTPS_MEM_KEY, tls->key_pem.c_str(), MHD_OPTION_END);
+    } else {
+      daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &TestHttpServer::handle, this,
+                                 MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
+                                 MHD_OPTION_NOTIFY_COMPLETED, &TestHttpServer::completed, this,
+                                 MHD_OPTION_END);
+    }
     if (daemon_ == nullptr) throw std::runtime_error("cannot start the test HTTP server");
     port_ = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)->port;
   }
@@ -59,7 +74,7 @@ class TestHttpServer {
 
   std::uint16_t port() const { return port_; }
   std::string url(const std::string& path = "/v1/traces") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
+    return scheme_ + "://127.0.0.1:" + std::to_string(port_) + path;
   }
 
   /// The requests answered so far.
@@ -130,6 +145,7 @@ class TestHttpServer {
   }
 
   Handler handler_;
+  std::string scheme_ = "http";
   MHD_Daemon* daemon_ = nullptr;
   std::uint16_t port_ = 0;
   mutable std::mutex mu_;

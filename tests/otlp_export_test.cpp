@@ -309,6 +309,59 @@ TEST(OtlpExport, RequestsCarryContentTypeUserAgentAndConfiguredHeaders) {
   EXPECT_EQ(ids_in(inflated), ids);
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(OtlpExport, HttpsTrustsTheConfiguredCertificateAndRefusesAnUnknownOne) {
+  // A self-signed certificate for 127.0.0.1, made by the openssl command for this test.
+  const std::string dir = ::testing::TempDir() + "lens_tls_" + std::to_string(::getpid());
+  const std::string cert = dir + "/cert.pem";
+  const std::string key = dir + "/key.pem";
+  ASSERT_EQ(std::system(("mkdir -p " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -days 1"
+                         " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
+                         key + " -out " + cert + " 2>/dev/null")
+                            .c_str()),
+            0);
+  const TestHttpServer::Tls tls{read_file(cert), read_file(key)};
+  TestHttpServer server([](const RecordedRequest&, std::size_t) { return Reply{}; }, &tls);
+  ASSERT_EQ(server.url().substr(0, 8), "https://");
+  const SpanData span = [] {
+    SpanData s;
+    s.name = "secure";
+    s.context.trace_id.bytes[0] = 1;
+    s.context.span_id.bytes[0] = 1;
+    return s;
+  }();
+  const SpanData* view = &span;
+  {
+    ScopedEnv env;
+    env.set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf");
+    env.set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", server.url());
+    env.set("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", cert);
+    auto exporter = nemo::lens::detail::make_otlp_exporter();
+    EXPECT_EQ(exporter->export_spans({&view, 1}, nemo::lens::Resource{}, Clock::now() + 10s),
+              nemo::lens::ExportResult::kSuccess);
+  }
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(ids_in(server.requests()[0].body), std::vector<std::string>{span.context.span_id.to_hex()});
+  {
+    ScopedEnv env;  // the system's CAs only: the self-signed certificate is refused, not retried
+    env.set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf");
+    env.set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", server.url());
+    auto exporter = nemo::lens::detail::make_otlp_exporter();
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(exporter->export_spans({&view, 1}, nemo::lens::Resource{}, Clock::now() + 10s),
+              nemo::lens::ExportResult::kFailure);
+    const std::string printed = testing::internal::GetCapturedStderr();
+    EXPECT_NE(printed.find("not retried"), std::string::npos) << printed;
+    EXPECT_EQ(dynamic_cast<nemo::lens::detail::OtlpSpanExporter*>(exporter.get())->attempts(), 1u);
+  }
+  EXPECT_EQ(server.requests().size(), 1u);
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // 6. lens collect given garbage, a truncated protobuf, a wrong content type, an oversized body and
 // a gzip bomb: each gets its status, and good requests keep working in between.
 struct HttpAnswer {
