@@ -57,6 +57,10 @@ class Collector {
 
   /// SIGTERM, then the exit status.
   int stop() { child_->signal(SIGTERM); return child_->wait(); }
+  /// Sends `sig` without waiting.
+  void signal(int sig) { child_->signal(sig); }
+  /// Waits for the exit; its status.
+  int wait() { return child_->wait(); }
   void kill() { child_->signal(SIGKILL); child_->wait(); }
   std::string summary() const {
     std::ifstream in(out_ + ".stdout");

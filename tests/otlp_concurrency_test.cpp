@@ -67,6 +67,11 @@ TEST(OtlpInterrupt, EndsTheBackOffBetweenRetries) {
 
 TEST(OtlpInterrupt, EndsAGrpcCallThatNeverGetsAnAnswer) {
   if (!nemo::lens::detail::grpc_built_in()) GTEST_SKIP() << "built without gRPC";
+#if defined(__SANITIZE_THREAD__)
+  // The distribution's gRPC and Abseil are not built with TSan: their own threads' accesses look
+  // like races to it. The HTTP tests above cover the interrupt under TSan.
+  GTEST_SKIP() << "gRPC is not instrumented for TSan";
+#endif
   lens_test::ScopedEnv env;
   lens_test::BlackHole hole;
   env.set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc");

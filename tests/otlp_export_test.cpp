@@ -406,6 +406,7 @@ SpanData sample_span(int i) {
   s.name = "step " + std::to_string(i);
   s.group = "step";
   s.context.trace_id = *nemo::lens::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  s.context.span_id.bytes[6] = static_cast<std::uint8_t>((i + 1) >> 8);
   s.context.span_id.bytes[7] = static_cast<std::uint8_t>(i + 1);
   s.context.trace_flags = 1;
   s.parent_span_id = *nemo::lens::SpanId::from_hex("b7ad6b7169203331");
@@ -524,6 +525,56 @@ TEST(LensCollect, EveryProtocolDeliversTheSameSpans) {
     EXPECT_EQ(received.lines[i], expected_json) << variants[i].protocol << " " << variants[i].compression;
   }
   EXPECT_EQ(received.spans.size(), 20u);
+  std::remove(out.c_str());
+}
+
+struct SlowUpload {
+  std::function<void()> on_half;
+  bool fired = false;
+};
+
+int on_upload_progress(void* user, curl_off_t, curl_off_t, curl_off_t total, curl_off_t sent) {
+  auto* upload = static_cast<SlowUpload*>(user);
+  if (!upload->fired && total > 0 && sent >= total / 2) {
+    upload->fired = true;
+    upload->on_half();
+  }
+  return 0;
+}
+
+TEST(LensCollect, StopSignalFinishesTheRequestInFlight) {
+  const std::string out = temp_path("inflight");
+  std::remove(out.c_str());
+  Collector collector(out, "127.0.0.1:0", {"--grpc-listen", "off"});
+  // One request of 4000 spans, uploaded at 1 MB/s; SIGTERM arrives when half of it is sent.
+  const std::string body = encoded_request(4000);
+  SlowUpload upload{[&] { collector.signal(SIGTERM); }};
+  CURL* curl = curl_easy_init();
+  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-protobuf");
+  headers = curl_slist_append(headers, "Expect:");
+  curl_easy_setopt(curl, CURLOPT_URL, collector.http_url().c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(curl, CURLOPT_MAX_SEND_SPEED_LARGE, static_cast<curl_off_t>(1'000'000));
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &on_upload_progress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &upload);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 20'000L);
+  std::string answer;
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &append_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+  const CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  ASSERT_TRUE(upload.fired);
+  EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(collector.wait(), 0);
+  EXPECT_EQ(read_received(out).spans.size(), 4000u);
+  EXPECT_EQ(collector.summary(), "lens collect: 1 requests, 4000 spans, 0 rejected; written to " + out + "\n");
   std::remove(out.c_str());
 }
 

@@ -124,22 +124,14 @@ class InterruptibleExporter {
   virtual void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept = 0;
 };
 
-/// The back-off of retries: exponential from `initial` by `multiplier` up to `max`, each delay
-/// drawn uniformly from [delay/2, delay] (jitter), or the receiver's Retry-After when it gives one.
-struct RetryPolicy {
-  std::chrono::milliseconds initial{250};
-  double multiplier = 2.0;
-  std::chrono::milliseconds max{5'000};
-};
-
 /// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says, gzip when
-/// asked) and sends it through `transport`, retrying retryable failures with RetryPolicy's back-off
-/// until the export's deadline (the earlier of the pipeline's and OtlpSettings::timeout). A failed
+/// asked) and sends it through `transport`, retrying retryable failures with exponential back-off
+/// (from 250 ms, doubling up to 5 s, each wait drawn from the upper half of the current delay) or
+/// the receiver's Retry-After, until the export's deadline (the earlier of the pipeline's and OtlpSettings::timeout). A failed
 /// batch is dropped; each kind of failure is printed to stderr once, with the advice to fix it.
 class OtlpSpanExporter final : public SpanExporter, public InterruptibleExporter {
  public:
-  OtlpSpanExporter(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport,
-                   RetryPolicy retry = {});
+  OtlpSpanExporter(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport);
   ~OtlpSpanExporter() override;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
                             std::chrono::steady_clock::time_point deadline) noexcept override;

@@ -21,6 +21,14 @@ namespace nemo::lens::detail {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// The back-off between retries: exponential from kInitialBackOff, doubling up to kMaxBackOff.
+constexpr std::chrono::milliseconds kInitialBackOff{250};
+constexpr std::chrono::milliseconds kMaxBackOff{5'000};
+
+}  // namespace
+
 bool gzip_compress(std::string_view in, std::string& out) {
   z_stream zs{};
   // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
@@ -83,7 +91,6 @@ PartialSuccess parse_partial_success_json(std::string_view body) {
 struct OtlpSpanExporter::Impl {
   OtlpSettings settings;
   std::unique_ptr<OtlpTransport> transport;
-  RetryPolicy retry;
   std::string encoded;
   std::string compressed;
   std::minstd_rand rng{std::random_device{}()};
@@ -96,12 +103,10 @@ struct OtlpSpanExporter::Impl {
   }
 };
 
-OtlpSpanExporter::OtlpSpanExporter(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport,
-                                   RetryPolicy retry)
+OtlpSpanExporter::OtlpSpanExporter(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport)
     : impl_(std::make_unique<Impl>()) {
   impl_->settings = std::move(settings);
   impl_->transport = std::move(transport);
-  impl_->retry = retry;
 }
 
 OtlpSpanExporter::~OtlpSpanExporter() = default;
@@ -161,7 +166,7 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
       body = &m.compressed;
     }
 
-    auto delay = m.retry.initial;
+    auto delay = kInitialBackOff;
     for (int attempt = 1;; ++attempt) {
       const Clock::time_point limit = m.transport->cap(deadline);
       AttemptResult r;
@@ -193,8 +198,7 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
         const Clock::time_point wake = Clock::now() + wait;
         if (wake < m.transport->cap(deadline)) {
           m.transport->sleep_until(wake);
-          delay = std::min(m.retry.max, std::chrono::milliseconds(static_cast<std::int64_t>(
-                                            static_cast<double>(delay.count()) * m.retry.multiplier)));
+          delay = std::min(kMaxBackOff, 2 * delay);
           continue;
         }
         const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
