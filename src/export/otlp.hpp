@@ -85,6 +85,18 @@ struct AttemptResult {
   /// Failure: a short, stable name of the kind of failure ("HTTP 400", "connection refused"),
   /// used to print each kind once, and a human-readable detail.
   std::string failure_kind, detail;
+
+  /// A failure not worth retrying.
+  static AttemptResult permanent(std::string kind, std::string why) {
+    AttemptResult r;
+    r.failure_kind = std::move(kind);
+    r.detail = std::move(why);
+    return r;
+  }
+  /// The deadline (or the shutdown's interrupt) came before an answer.
+  static AttemptResult timed_out() { return permanent("timeout", "no answer by the export deadline"); }
+  /// Memory ran out while sending.
+  static AttemptResult out_of_memory() { return permanent("internal", "out of memory"); }
 };
 
 /// What a transport exports with: one attempt to send an encoded request by a deadline, which

@@ -169,12 +169,9 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
     auto delay = kInitialBackOff;
     for (int attempt = 1;; ++attempt) {
       const Clock::time_point limit = m.transport->cap(deadline);
-      AttemptResult r;
-      if (Clock::now() >= limit) {
-        r.kind = AttemptResult::Kind::kPermanent;
-        r.failure_kind = "deadline";
-        r.detail = "the export deadline passed before the batch could be sent";
-      } else {
+      AttemptResult r = AttemptResult::permanent(
+          "deadline", "the export deadline passed before the batch could be sent");
+      if (Clock::now() < limit) {
         attempts_.fetch_add(1, std::memory_order_relaxed);
         r = m.transport->send(*body, limit);
       }

@@ -146,10 +146,7 @@ class GrpcTransport final : public OtlpTransport {
       result.detail = "gRPC status " + std::to_string(static_cast<int>(code)) +
                       (status.error_message().empty() ? "" : ": " + status.error_message());
       if (cancelled || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        result.kind = AttemptResult::Kind::kPermanent;  // the deadline is spent
-        result.failure_kind = "timeout";
-        result.detail = "no answer by the export deadline";
-        return result;
+        return AttemptResult::timed_out();  // the deadline is spent
       }
       switch (code) {
         case grpc::StatusCode::CANCELLED:
@@ -170,9 +167,7 @@ class GrpcTransport final : public OtlpTransport {
           result.kind = AttemptResult::Kind::kPermanent;
       }
     } catch (...) {
-      result.kind = AttemptResult::Kind::kPermanent;
-      result.failure_kind = "internal";
-      result.detail = "out of memory";
+      return AttemptResult::out_of_memory();
     }
     return result;
   }

@@ -115,11 +115,7 @@ class HttpTransport final : public OtlpTransport {
       Response response;
       const auto remaining =
           std::chrono::duration_cast<std::chrono::milliseconds>(cap(deadline) - Clock::now());
-      if (remaining.count() <= 0) {
-        result.failure_kind = "deadline";
-        result.detail = "the export deadline passed";
-        return result;
-      }
+      if (remaining.count() <= 0) return AttemptResult::timed_out();
       curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.data());
       curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
       curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response);
@@ -142,9 +138,7 @@ class HttpTransport final : public OtlpTransport {
       result.detail = "HTTP status " + std::to_string(status) + excerpt(response.body);
       if (retryable) result.retry_after = parse_retry_after(response.retry_after);
     } catch (...) {
-      result.kind = AttemptResult::Kind::kPermanent;
-      result.failure_kind = "internal";
-      result.detail = "out of memory";
+      return AttemptResult::out_of_memory();
     }
     return result;
   }
@@ -207,10 +201,7 @@ class HttpTransport final : public OtlpTransport {
         break;
       case CURLE_OPERATION_TIMEDOUT:
       case CURLE_ABORTED_BY_CALLBACK:
-        r.kind = AttemptResult::Kind::kPermanent;  // the deadline is spent: nothing left to retry
-        r.failure_kind = "timeout";
-        r.detail = "no answer by the export deadline";
-        return r;
+        return AttemptResult::timed_out();  // the deadline is spent: nothing left to retry
       default:
         r.kind = AttemptResult::Kind::kPermanent;
     }

@@ -171,21 +171,14 @@ void attribute(pb::Writer& w, std::uint32_t field, std::string_view key, const A
   w.end_message(mark);
 }
 
-// The same, for the two attributes the encoder adds (no AttributeValue to build).
-void string_key_value(pb::Writer& w, std::uint32_t field, std::string_view key, std::string_view value) {
-  const auto mark = w.begin_message(field);
+// The same for the two attributes the encoder adds, with `write_value` writing the AnyValue's
+// field (no AttributeValue is built for them).
+template <class WriteValue>
+void added_attribute(pb::Writer& w, std::string_view key, WriteValue write_value) {
+  const auto mark = w.begin_message(span::kAttributes);
   string_field(w, key_value::kKey, key);
   const auto value_mark = w.begin_message(key_value::kValue);
-  string_field(w, any_value::kString, value);
-  w.end_message(value_mark);
-  w.end_message(mark);
-}
-
-void int_key_value(pb::Writer& w, std::uint32_t field, std::string_view key, std::int64_t value) {
-  const auto mark = w.begin_message(field);
-  string_field(w, key_value::kKey, key);
-  const auto value_mark = w.begin_message(key_value::kValue);
-  w.varint_field(any_value::kInt, static_cast<std::uint64_t>(value));
+  write_value();
   w.end_message(value_mark);
   w.end_message(mark);
 }
@@ -211,10 +204,12 @@ void append_span(pb::Writer& w, const SpanData& s) {
   w.fixed64_field(span::kEndTime, time_of(s.end_time_unix_nano));
   attributes(w, span::kAttributes, s.attributes);
   if (!s.group.empty() && !has_attribute(s.attributes, kGroupKey)) {
-    string_key_value(w, span::kAttributes, kGroupKey, s.group);
+    added_attribute(w, kGroupKey, [&] { string_field(w, any_value::kString, s.group); });
   }
   if (s.thread_id != 0 && !has_attribute(s.attributes, kThreadIdKey)) {
-    int_key_value(w, span::kAttributes, kThreadIdKey, s.thread_id);
+    added_attribute(w, kThreadIdKey, [&] {
+      w.varint_field(any_value::kInt, static_cast<std::uint64_t>(s.thread_id));
+    });
   }
   if (s.dropped_attributes_count != 0) {
     w.varint_field(span::kDroppedAttributes, s.dropped_attributes_count);

@@ -164,6 +164,10 @@ else()  # multi-config generators put it in a configuration directory
   file(GLOB _consumer_exe "${_consumer_build}/*/consumer")
 endif()
 run_step("run the CMake consumer" COMMAND "${_consumer_exe}" OUTPUT_VAR _cmake_out)
+# The nemo::lens_mpi consumer, built when lens has the component.
+if(EXISTS "${_consumer_build}/mpi_consumer")
+  run_step("run the CMake consumer of nemo::lens_mpi" COMMAND "${_consumer_build}/mpi_consumer")
+endif()
 check_output("CMake" "${_cmake_out}")
 
 # ---- 3. pkg-config consumer -------------------------------------------------------------------
