@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""End-to-end tests of lens_train: real MPI jobs, their output and the spans they export.
+
+Each scenario runs `mpirun -np 2 lens_train ...` (with `lens collect` receiving the spans over
+OTLP/HTTP when it checks them) and fails with a message saying what differed. Registered with
+ctest by examples/train/CMakeLists.txt, one test per scenario:
+
+  train_test.py --mpirun mpirun --lens-train lens_train --lens lens SCENARIO
+
+Scenarios: per_step, all_groups, resume, cli.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+RANKS = 2
+JOB_TIMEOUT_S = 90
+# The span groups lens_train uses, by the preset that turns them on (Megatron catalog).
+PER_STEP_GROUPS = {"job", "model_init", "data_loading", "step", "forward_backward",
+                   "communication", "optimizer", "evaluate", "checkpoint"}
+FINE_GROUPS = {"microbatch", "layer"}
+STEP_LINE = re.compile(r"^step\s+(\d+)/(\d+)\s+loss\s+([0-9.]+)", re.MULTILINE)
+MODEL_PARAMETERS = 38280  # 32-128-128-128-8, weights and biases
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise TestFailure(message)
+
+
+class Collector:
+    """`lens collect` on a loopback port of its choosing, writing what it receives to `out`."""
+
+    def __init__(self, lens, out):
+        self.out = out
+        self.proc = subprocess.Popen(
+            [lens, "collect", "--out", out, "--listen", "127.0.0.1:0", "--grpc-listen", "off"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.url = None
+        self.lines = []
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            match = re.search(r"OTLP/HTTP on (http://127\.0\.0\.1:\d+/v1/traces)", line)
+            if match:
+                self.url = match.group(1)
+            if "lens collect: ready" in line:
+                break
+        if self.url is None or self.proc.poll() is not None:
+            self.proc.kill()
+            raise TestFailure("lens collect did not start:\n" + "".join(self.lines))
+        # Keep draining stderr so that the receiver never blocks on a full pipe.
+        self.drain = threading.Thread(target=lambda: self.lines.extend(self.proc.stderr),
+                                      daemon=True)
+        self.drain.start()
+
+    def stop(self):
+        """SIGTERM, then the spans received: a list of (rank, span) with attributes as a dict."""
+        self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=30)
+        self.drain.join(timeout=5)
+        check(status == 0, "lens collect exited with %d:\n%s" % (status, "".join(self.lines)))
+        return read_spans(self.out)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def attribute_value(value):
+    """An OTLP/JSON AnyValue as a Python value."""
+    if "intValue" in value:
+        return int(value["intValue"])
+    for key in ("doubleValue", "stringValue", "boolValue"):
+        if key in value:
+            return value[key]
+    return value
+
+
+def read_spans(path):
+    spans = []
+    if not os.path.exists(path):
+        return spans
+    with open(path) as f:
+        for line in f:
+            request = json.loads(line)
+            for resource_spans in request.get("resourceSpans", []):
+                resource = {kv["key"]: attribute_value(kv["value"])
+                            for kv in resource_spans["resource"]["attributes"]}
+                for scope_spans in resource_spans.get("scopeSpans", []):
+                    for span in scope_spans.get("spans", []):
+                        span["attrs"] = {kv["key"]: attribute_value(kv["value"])
+                                         for kv in span.get("attributes", [])}
+                        span["rank"] = resource["dl.rank"]
+                        span["resource"] = resource
+                        spans.append(span)
+    return spans
+
+
+def clean_environment():
+    """The caller's environment without anything that would change what lens does."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("NEMO_LENS_", "OTEL_", "SLURM_"))}
+
+
+def run_job(args, train_args, env_extra=None, collector=None, ranks=RANKS):
+    """Runs lens_train under mpirun; returns the completed process (stdout, stderr, returncode)."""
+    env = clean_environment()
+    if collector is not None:
+        env.update({
+            "NEMO_LENS_ENABLED": "1",
+            "NEMO_LENS_EXPORT_STRATEGY": "all_ranks",
+            "NEMO_LENS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.url,
+        })
+    env.update(env_extra or {})
+    command = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+               args.lens_train] + train_args
+    return subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=JOB_TIMEOUT_S)
+
+
+def expect_success(job, what):
+    check(job.returncode == 0, "%s exited with %d\nstdout:\n%s\nstderr:\n%s"
+          % (what, job.returncode, job.stdout, job.stderr))
+
+
+def step_losses(stdout):
+    """The printed (step, loss) pairs, in order."""
+    return [(int(m.group(1)), float(m.group(3))) for m in STEP_LINE.finditer(stdout)]
+
+
+def check_loss_falls(stdout):
+    losses = step_losses(stdout)
+    check(len(losses) >= 2, "fewer than two loss lines in:\n" + stdout)
+    first, last = losses[0][1], losses[-1][1]
+    check(last < first, "loss did not fall: %.4f at step %d, %.4f at step %d"
+          % (first, losses[0][0], last, losses[-1][0]))
+    return losses
+
+
+def groups_by_rank(spans):
+    result = {}
+    for span in spans:
+        result.setdefault(span["rank"], set()).add(span["attrs"].get("nemo.span.group"))
+    return result
+
+
+def check_steps_share_rank0_trace(spans, steps):
+    """Every rank has one train_step per iteration, in rank 0's trace, under rank 0's step span."""
+    by_rank = {}
+    for span in spans:
+        if span["name"] == "train_step":
+            by_rank.setdefault(span["rank"], {})[span["attrs"]["iteration"]] = span
+    check(set(by_rank) == set(range(RANKS)), "train_step spans from ranks %s" % sorted(by_rank))
+    for rank, by_iteration in by_rank.items():
+        check(sorted(by_iteration) == list(steps),
+              "rank %d: train_step iterations %s, expected %s"
+              % (rank, sorted(by_iteration), list(steps)))
+    trace_ids = set()
+    for iteration, root in by_rank[0].items():
+        trace_ids.add(root["traceId"])
+        for rank in range(1, RANKS):
+            span = by_rank[rank][iteration]
+            check(span["traceId"] == root["traceId"],
+                  "rank %d step %d: trace %s, rank 0's is %s"
+                  % (rank, iteration, span["traceId"], root["traceId"]))
+            check(span.get("parentSpanId") == root["spanId"],
+                  "rank %d step %d: parent %s, rank 0's step span is %s"
+                  % (rank, iteration, span.get("parentSpanId"), root["spanId"]))
+        for key in ("loss", "learning_rate", "samples_per_second", "grad_norm"):
+            check(key in root["attrs"], "step %d has no %s attribute" % (iteration, key))
+    # Rank 0's steps all sit under its job span: one trace for the whole run.
+    check(len(trace_ids) == 1, "rank 0's steps are in %d traces" % len(trace_ids))
+
+
+def traced_run(args, workdir, name, groups, train_args):
+    """Runs a traced job; returns (job, spans). The span queue holds a whole run, so that a busy
+    machine, where the exporter thread gets little time, cannot make the counts below vary."""
+    collector = Collector(args.lens, os.path.join(workdir, name + ".jsonl"))
+    try:
+        job = run_job(args, train_args, {"NEMO_LENS_SPAN_GROUPS": groups,
+                                         "OTEL_BSP_MAX_QUEUE_SIZE": "65536"}, collector)
+        spans = collector.stop()
+    finally:
+        collector.kill()
+    expect_success(job, name)
+    return job, spans
+
+
+def scenario_per_step(args, workdir):
+    job, spans = traced_run(args, workdir, "per_step", "per_step", [
+        "--steps", "30", "--eval-every", "10", "--checkpoint-every", "15",
+        "--checkpoint-dir", os.path.join(workdir, "ckpt")])
+    check_loss_falls(job.stdout)
+    for rank, groups in groups_by_rank(spans).items():
+        check(PER_STEP_GROUPS <= groups, "rank %d misses groups %s"
+              % (rank, sorted(PER_STEP_GROUPS - groups)))
+        check(not groups & FINE_GROUPS, "rank %d exported %s with per_step"
+              % (rank, sorted(groups & FINE_GROUPS)))
+    check_steps_share_rank0_trace(spans, range(1, 31))
+    names = {span["name"] for span in spans}
+    check({"train_job", "forward_backward", "optimizer_step", "evaluate", "save_checkpoint"}
+          <= names, "span names: %s" % sorted(names))
+    check(not {"layer_forward", "layer_backward", "microbatch"} & names,
+          "fine-grained spans with per_step: %s" % sorted(names))
+    saves = [s for s in spans if s["name"] == "save_checkpoint" and s["rank"] == 0]
+    check(sorted(s["attrs"]["iteration"] for s in saves) == [15, 30],
+          "checkpoint iterations %s" % [s["attrs"].get("iteration") for s in saves])
+    for save in saves:
+        check(os.path.isfile(save["attrs"].get("path", "")) and save["attrs"].get("bytes", 0) > 0,
+              "checkpoint span attributes %s" % save["attrs"])
+    evals = [s for s in spans if s["name"] == "evaluate" and s["rank"] == 1]
+    check(sorted(s["attrs"]["iteration"] for s in evals) == [10, 20, 30], "evaluations %s" % evals)
+    check(all(0.0 <= s["attrs"]["eval_accuracy"] <= 1.0 for s in evals), "eval_accuracy")
+    service = {span["resource"]["service.name"] for span in spans}
+    check(service == {"lens_train"}, "service.name %s" % service)
+    run_ids = {span["resource"]["nemo.run.id"] for span in spans}
+    check(len(run_ids) == 1, "ranks disagree on nemo.run.id: %s" % run_ids)
+
+
+def scenario_all_groups(args, workdir):
+    # --resume on an empty directory: a fresh start, but a load_checkpoint span too.
+    job, spans = traced_run(args, workdir, "all", "all", [
+        "--steps", "30", "--microbatches", "4", "--batch", "64", "--eval-every", "15",
+        "--checkpoint-every", "30", "--resume", "--checkpoint-dir", os.path.join(workdir, "ckpt")])
+    check("no checkpoint in" in job.stdout, "a fresh --resume should say so:\n" + job.stdout)
+    check_loss_falls(job.stdout)
+    expected = PER_STEP_GROUPS | FINE_GROUPS | {"load_checkpoint"}
+    for rank, groups in groups_by_rank(spans).items():
+        check(expected <= groups, "rank %d misses groups %s" % (rank, sorted(expected - groups)))
+    check_steps_share_rank0_trace(spans, range(1, 31))
+    by_id = {(s["rank"], s["spanId"]): s for s in spans}
+
+    def parent_name(span):
+        found = by_id.get((span["rank"], span.get("parentSpanId")))
+        return found["name"] if found else None
+
+    for rank in range(RANKS):
+        mine = [s for s in spans if s["rank"] == rank]
+        micro = [s for s in mine if s["name"] == "microbatch"]
+        check(len(micro) == 30 * 4, "rank %d: %d microbatch spans" % (rank, len(micro)))
+        check({s["attrs"]["microbatch"] for s in micro} == {0, 1, 2, 3}, "microbatch ids")
+        check(all(parent_name(s) == "forward_backward" for s in micro),
+              "rank %d: a microbatch span outside forward_backward" % rank)
+        for name in ("layer_forward", "layer_backward"):
+            layers = [s for s in mine if s["name"] == name and parent_name(s) == "microbatch"]
+            check(len(layers) == 30 * 4 * 4, "rank %d: %d %s spans" % (rank, len(layers), name))
+            check({s["attrs"]["layer"] for s in layers} == {0, 1, 2, 3}, "layer indices")
+        reduces = [s for s in mine if s["name"] == "allreduce_gradients"]
+        check(len(reduces) == 30, "rank %d: %d all-reduce spans" % (rank, len(reduces)))
+        check(all(s["attrs"]["bytes"] == (MODEL_PARAMETERS + 1) * 4 for s in reduces),
+              "all-reduce bytes %s" % {s["attrs"]["bytes"] for s in reduces})
+        check(all(parent_name(s) == "train_step" for s in reduces), "all-reduce parent")
+        loading = {s["name"] for s in mine if s["attrs"].get("nemo.span.group") == "data_loading"}
+        check(loading == {"load_shard", "next_batch"}, "data_loading spans %s" % loading)
+        load = [s for s in mine if s["name"] == "load_checkpoint"]
+        check(len(load) == 1 and load[0]["attrs"].get("found") is False,
+              "load_checkpoint spans %s" % [s["attrs"] for s in load])
+        jobs = [s for s in mine if s["name"] == "train_job"]
+        check(len(jobs) == 1 and "parentSpanId" not in jobs[0], "one root job span per rank")
+        check(jobs[0]["attrs"].get("parameters_in_sync") is True, "job attributes %s"
+              % jobs[0]["attrs"])
+
+
+def scenario_resume(args, workdir):
+    ckpt = os.path.join(workdir, "ckpt")
+    common = ["--checkpoint-every", "10", "--checkpoint-dir", ckpt, "--log-every", "5"]
+    first = run_job(args, ["--steps", "20"] + common)
+    expect_success(first, "the first 20 steps")
+    first_losses = check_loss_falls(first.stdout)
+    check(first_losses[-1][0] == 20, "the first run ended at step %d" % first_losses[-1][0])
+    files = sorted(os.listdir(ckpt))
+    check(files == ["step_00000010.ckpt", "step_00000020.ckpt"], "checkpoint files %s" % files)
+
+    second, spans = traced_run(args, workdir, "resume", "per_step",
+                               ["--steps", "30", "--resume"] + common)
+    check(re.search(r"resumed from \S*step_00000020\.ckpt at step 20", second.stdout),
+          "no resume message:\n" + second.stdout)
+    second_losses = step_losses(second.stdout)
+    check([s for s, _ in second_losses] == [21, 25, 30],
+          "printed steps after resuming: %s" % [s for s, _ in second_losses])
+    check(second_losses[-1][1] <= first_losses[-1][1],
+          "loss got worse after resuming: %.4f at step 20, %.4f at step 30"
+          % (first_losses[-1][1], second_losses[-1][1]))
+    check_steps_share_rank0_trace(spans, range(21, 31))
+    loads = [s for s in spans if s["name"] == "load_checkpoint"]
+    check(len(loads) == RANKS and all(s["attrs"].get("iteration") == 20 for s in loads),
+          "load_checkpoint spans %s" % [s["attrs"] for s in loads])
+
+    # A run that never stopped: the same losses and the same final parameters.
+    whole = run_job(args, ["--steps", "30", "--checkpoint-every", "0", "--log-every", "1"])
+    expect_success(whole, "the uninterrupted 30 steps")
+    whole_losses = dict(step_losses(whole.stdout))
+    for step, loss in second_losses:
+        check(whole_losses.get(step) == loss, "step %d: loss %.4f resumed, %s uninterrupted"
+              % (step, loss, whole_losses.get(step)))
+    checksum = re.compile(r"parameters in sync on \d+ ranks \(checksum ([0-9a-f]+)\)")
+    resumed_sum, whole_sum = checksum.search(second.stdout), checksum.search(whole.stdout)
+    check(resumed_sum and whole_sum and resumed_sum.group(1) == whole_sum.group(1),
+          "final parameters differ between the resumed and the uninterrupted run")
+
+
+def run_direct(args, argv, env_extra=None):
+    env = clean_environment()
+    env.update(env_extra or {})
+    return subprocess.run([args.lens_train] + argv, env=env, capture_output=True, text=True,
+                          timeout=JOB_TIMEOUT_S)
+
+
+def scenario_cli(args, workdir):
+    usage = run_direct(args, ["--help"])
+    check(usage.returncode == 0 and "--checkpoint-every" in usage.stdout,
+          "--help:\n" + usage.stdout)
+    bad = {
+        ("--steps", "0"): "--steps",
+        ("--steps", "ten"): "--steps",
+        ("--microbatches", "0"): "--microbatches",
+        ("--batch", "-4"): "--batch",
+        ("--batch", "30", "--microbatches", "4"): "--batch",
+        ("--eval-every", "x"): "--eval-every",
+        ("--checkpoint-every", "-1"): "--checkpoint-every",
+        ("--checkpoint-dir=",): "--checkpoint-dir",
+        ("--lr", "0"): "--lr",
+        ("--lr", "nan"): "--lr",
+        ("--seed", "1.5"): "--seed",
+        ("--steps",): "--steps",
+        ("--frobnicate",): "--frobnicate",
+    }
+    for argv, flag in bad.items():
+        job = run_direct(args, list(argv))
+        check(job.returncode == 2, "%s: exit %d, expected 2" % (" ".join(argv), job.returncode))
+        check(flag in job.stderr, "%s: the message does not name %s: %s"
+              % (" ".join(argv), flag, job.stderr))
+    # Under mpirun too, and printed once, not once per rank.
+    job = run_job(args, ["--steps", "-3"])
+    check(job.returncode == 2, "mpirun with --steps -3: exit %d" % job.returncode)
+    check(job.stderr.count("lens_train: --steps") == 1, "stderr:\n" + job.stderr)
+
+    # A lens problem never stops training: a misspelt group, then a receiver that is not there.
+    quick = ["--steps", "4", "--checkpoint-every", "0"]
+    job = run_job(args, quick, {"NEMO_LENS_ENABLED": "1", "NEMO_LENS_SPAN_GROUPS": "per_step,layr"})
+    expect_success(job, "a misspelt span group")
+    check("tracing is off" in job.stderr and "layr" in job.stderr, "stderr:\n" + job.stderr)
+    job = run_job(args, quick, {
+        "NEMO_LENS_ENABLED": "1", "NEMO_LENS_SPAN_GROUPS": "all",
+        "NEMO_LENS_EXPORT_STRATEGY": "all_ranks", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "500",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"})
+    expect_success(job, "a receiver that refuses connections")
+
+    # Checkpoints that cannot be used stop every rank with a message and exit status 1.
+    ckpt = os.path.join(workdir, "ckpt")
+    expect_success(run_job(args, ["--steps", "3", "--checkpoint-dir", ckpt]), "a 3-step run")
+    job = run_job(args, ["--steps", "6", "--resume", "--seed", "99", "--checkpoint-dir", ckpt])
+    check(job.returncode != 0 and "--seed 1234" in job.stderr, "another seed: exit %d, stderr:\n%s"
+          % (job.returncode, job.stderr))
+    path = os.path.join(ckpt, "step_00000003.ckpt")
+    with open(path, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    job = run_job(args, ["--steps", "6", "--resume", "--checkpoint-dir", ckpt])
+    check(job.returncode != 0 and "checksum mismatch" in job.stderr,
+          "a corrupt checkpoint: exit %d, stderr:\n%s" % (job.returncode, job.stderr))
+
+
+SCENARIOS = {
+    "per_step": scenario_per_step,
+    "all_groups": scenario_all_groups,
+    "resume": scenario_resume,
+    "cli": scenario_cli,
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--lens-train", required=True)
+    parser.add_argument("--lens", required=True, help="the lens command, for `lens collect`")
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="lens_train_test_")
+    try:
+        SCENARIOS[args.scenario](args, workdir)
+    except TestFailure as e:
+        print("FAILED: %s" % e, file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("passed: %s" % args.scenario)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
