@@ -40,6 +40,10 @@ const Command& groups_command();
 const Command& config_command();
 /// The "collect" verb.
 const Command& collect_command();
+/// The "report" verb.
+const Command& report_command();
+/// The "convert" verb.
+const Command& convert_command();
 
 /// A flag a verb accepts: its name ("--catalog") and whether it takes a value.
 struct FlagSpec {

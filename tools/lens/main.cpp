@@ -17,8 +17,9 @@
 namespace nemo::lens::cli {
 namespace {
 
-std::array<const Command*, 3> commands() {
-  return {&groups_command(), &config_command(), &collect_command()};
+std::array<const Command*, 5> commands() {
+  return {&groups_command(), &config_command(), &collect_command(), &report_command(),
+          &convert_command()};
 }
 
 const Command* find_command(std::string_view name) {
@@ -33,7 +34,7 @@ std::string usage() {
       "usage: lens <command> [options]\n"
       "\n"
       "Inspects lens span-group catalogs and the configuration a process reads from its\n"
-      "environment, and receives spans over OTLP.\n"
+      "environment, receives spans over OTLP, and turns them into reports and traces.\n"
       "\n"
       "commands:\n";
   for (const Command* c : commands()) {

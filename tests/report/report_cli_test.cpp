@@ -1,0 +1,426 @@
+// The built `lens report` and `lens convert` on real files: the three-rank job of
+// report_fixture.hpp (a straggler, nested spans, a truncated span, malformed lines, four files).
+// Text output is checked byte for byte, --json and the Chrome trace field by field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "report_fixture.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+class ReportCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "report_cli_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    fixture_ = report_test::write_fixture(dir_);
+  }
+
+  // Runs lens with `args`; the fixture's directory is removed from what it prints, so file names
+  // read as given relative to it.
+  report_test::RunResult lens(std::vector<std::string> args, const std::string& stdin_path = {},
+                              const std::string& cwd = {}) {
+    args.insert(args.begin(), LENS_BINARY);
+    report_test::RunResult r = report_test::run(args, dir_, stdin_path, cwd);
+    for (std::string* s : {&r.out, &r.err}) {
+      for (std::size_t at; (at = s->find(dir_ + "/")) != std::string::npos;)
+        s->erase(at, dir_.size() + 1);
+    }
+    return r;
+  }
+
+  std::vector<std::string> report_args(std::vector<std::string> flags) const {
+    std::vector<std::string> args = {"report"};
+    args.insert(args.end(), fixture_.files.begin(), fixture_.files.end());
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+
+  std::string dir_;
+  report_test::Fixture fixture_;
+};
+
+constexpr std::string_view kExpectedText =
+    R"(lens report: 4 files, 15 lines (3 malformed), 59 spans, 3 ranks
+run: run-42
+
+Time by span group and name (step% and self%: share of the 1.050s spent in 9 top-level step spans)
+  group             name              count    total     mean      p50      p95      max   step%  self%
+  job               pretrain              3   1.175s  391.7ms  345.0ms  484.5ms  500.0ms    0.0%   0.0%
+  step              train_step            9   1.050s  116.7ms  100.0ms  150.0ms  150.0ms  100.0%   5.4%
+  forward_backward  forward_backward      9  780.0ms  86.67ms  70.00ms  120.0ms  120.0ms   74.3%   0.0%
+  microbatch        microbatch           18  780.0ms  43.33ms  35.00ms  60.00ms  60.00ms   74.3%  74.3%
+  optimizer         optimizer_step        9  135.0ms  15.00ms  15.00ms  15.00ms  15.00ms   12.9%  12.9%
+  data_loading      get_batch             9  90.00ms  10.00ms  10.00ms  10.00ms  10.00ms    8.6%   8.6%
+  (none)            save_checkpoint       1  10.00ms  10.00ms  10.00ms  10.00ms  10.00ms    0.0%   0.0%
+  step              zero_grad             1  3.000ms  3.000ms  3.000ms  3.000ms  3.000ms    0.3%   0.3%
+
+Step time by group (self time inside top-level step spans)
+  group            self  share
+  microbatch    780.0ms  74.3%
+  optimizer     135.0ms  12.9%
+  data_loading  90.00ms   8.6%
+  step          60.00ms   5.7%
+
+Step time per rank (top-level spans of group step)
+  rank  name        count      p50      p95      max
+  0     train_step      3  100.0ms  100.0ms  100.0ms
+  1     train_step      3  100.0ms  109.0ms  110.0ms
+  2     train_step      3  150.0ms  150.0ms  150.0ms  straggler
+
+Stragglers (median step time more than 20% above the median across ranks)
+  rank  name         median  across ranks  excess
+  2     train_step  150.0ms       100.0ms  +50.0%
+
+Truncated spans (1)
+  rank  group  name      duration
+  0     job    pretrain   345.0ms
+
+Malformed lines (3, skipped)
+  rank1.jsonl:3: invalid JSON at byte 46: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal
+  rank1.jsonl:7: span 1: spanId 'not-a-span-id!!!' is not 16 hex digits
+  rank1.jsonl:8: invalid JSON at byte 1501: syntax error while parsing object key - invalid string: missing closing quote; last read: '"sta'; expected string literal
+)";
+
+TEST_F(ReportCli, TextReport) {
+  const auto r = lens(report_args({}));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, kExpectedText);
+  EXPECT_EQ(r.err, "lens report: skipped 3 malformed lines (listed in the report)\n");
+}
+
+TEST_F(ReportCli, JsonReport) {
+  const auto r = lens(report_args({"--json"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line";
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["format"], "lens.report");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["files"], json({"rank0.jsonl", "rank1.jsonl", "rank2-a.jsonl", "rank2-b.jsonl"}));
+  EXPECT_EQ(j["input"],
+            json({{"lines", 15}, {"requests", 12}, {"spans", 59}, {"malformed_lines", 3}}));
+  EXPECT_EQ(j["run_ids"], json({"run-42"}));
+  EXPECT_EQ(j["step"], json({{"group", "step"}, {"count", 9}, {"total_ns", 1'050'000'000}}));
+  ASSERT_EQ(j["names"].size(), 8u);
+  EXPECT_EQ(j["names_total"], 8);
+  EXPECT_EQ(j["names"][1], json::parse(R"({"group":"step","name":"train_step","count":9,
+      "total_ns":1050000000,"mean_ns":116666667,"p50_ns":100000000,"p95_ns":150000000,
+      "max_ns":150000000,"in_step_ns":1050000000,"in_step_self_ns":57000000,"step_share":1.0,
+      "self_share":0.054286})"));
+  EXPECT_EQ(j["names"][3], json::parse(R"({"group":"microbatch","name":"microbatch","count":18,
+      "total_ns":780000000,"mean_ns":43333333,"p50_ns":35000000,"p95_ns":60000000,
+      "max_ns":60000000,"in_step_ns":780000000,"in_step_self_ns":780000000,
+      "step_share":0.742857,"self_share":0.742857})"));
+  EXPECT_EQ(j["names"][6]["group"], "(none)");
+  EXPECT_EQ(j["groups"][0]["group"], "microbatch");
+  ASSERT_EQ(j["ranks"].size(), 3u);
+  EXPECT_EQ(j["ranks"][1], json::parse(R"({"rank":1,"instance_id":"run-42-rank1","spans":19,
+      "steps":[{"name":"train_step","count":3,"total_ns":300000000,"p50_ns":100000000,
+        "p95_ns":109000000,"max_ns":110000000,"straggler":false}],
+      "timeline":{"steps":3,"shown":3,"offset_and_duration_ns":
+        [[0,100000000],[110000000,110000000],[230000000,90000000]]}})"));
+  EXPECT_EQ(j["ranks"][2]["steps"][0]["straggler"], true);
+  EXPECT_EQ(j["timeline_origin_unix_ns"], report_test::kT0);
+  EXPECT_EQ(j["step_names"],
+            json::parse(R"([{"name":"train_step","ranks":3,"median_ns":100000000}])"));
+  EXPECT_EQ(j["stragglers"], json::parse(R"({"threshold_pct":20.0,"ranks":[{"rank":2,
+      "name":"train_step","p50_ns":150000000,"median_ns":100000000,"excess_pct":50.0}]})"));
+  EXPECT_EQ(j["truncated"], json::parse(R"({"count":1,"spans":[{"rank":0,"group":"job",
+      "name":"pretrain","duration_ns":345000000}]})"));
+  EXPECT_EQ(j["malformed"]["count"], 3);
+  EXPECT_EQ(j["malformed"]["lines"][1], json::parse(R"({"file":"rank1.jsonl","line":7,
+      "error":"span 1: spanId 'not-a-span-id!!!' is not 16 hex digits"})"));
+  EXPECT_EQ(j["ancestry"]["evicted"], 0);
+}
+
+TEST_F(ReportCli, TopLimitsTheNameTable) {
+  auto r = lens(report_args({"--top", "2"}));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("  group  name        count   total     mean      p50      p95      max"
+                       "   step%  self%\n"
+                       "  job    pretrain        3  1.175s  391.7ms  345.0ms  484.5ms  500.0ms"
+                       "    0.0%   0.0%\n"
+                       "  step   train_step      9  1.050s  116.7ms  100.0ms  150.0ms  150.0ms"
+                       "  100.0%   5.4%\n"
+                       "  (2 of 8 rows; --top 0 shows all)\n"),
+            std::string::npos)
+      << r.out;
+  r = lens(report_args({"--json", "--top=2"}));
+  EXPECT_EQ(json::parse(r.out)["names"].size(), 2u);
+  EXPECT_EQ(json::parse(r.out)["names_total"], 8);
+  r = lens(report_args({"--top", "0"}));
+  EXPECT_EQ(r.out, kExpectedText);
+}
+
+TEST_F(ReportCli, StragglerThreshold) {
+  auto r = lens(report_args({"--straggler-threshold", "50"}));  // 150 is not above 150
+  EXPECT_NE(r.out.find("Stragglers (median step time more than 50% above the median across "
+                       "ranks): none\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("straggler\n"), std::string::npos);
+  r = lens(report_args({"--straggler-threshold=49.5", "--json"}));
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["stragglers"]["threshold_pct"], 49.5);
+  EXPECT_EQ(j["stragglers"]["ranks"].size(), 1u);
+}
+
+TEST_F(ReportCli, StandardInputAndDoubleDash) {
+  auto r = lens({"report", "--json", "-"}, fixture_.files[0]);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["input"]["spans"], 20);
+  EXPECT_EQ(json::parse(r.out)["files"], json({"-"}));
+  std::filesystem::copy_file(fixture_.files[0], dir_ + "/--odd.jsonl");
+  r = lens({"report", "--json", "--", "--odd.jsonl"}, {}, dir_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["input"]["spans"], 20);
+}
+
+TEST_F(ReportCli, Errors) {
+  auto r = lens({"report", fixture_.files[0], dir_ + "/missing.jsonl", "--json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "lens report: cannot open 'missing.jsonl': No such file or directory\n");
+  r = lens({"report", dir_});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+  r = lens({"report"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "lens report: no input FILE given\nRun 'lens report --help' for usage.\n");
+  r = lens(report_args({"--straggler-threshold", "lots"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens report: invalid value 'lots' for --straggler-threshold: expected a "
+                       "number >= 0"),
+            std::string::npos);
+  r = lens(report_args({"--straggler-threshold=-5"}));
+  EXPECT_EQ(r.status, 2);
+  r = lens(report_args({"--top", "-1"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("invalid value '-1' for --top"), std::string::npos) << r.err;
+  r = lens(report_args({"--verbose"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens report: unknown option '--verbose'"), std::string::npos);
+  r = lens(report_args({"--html", "/nonexistent/dir/r.html"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens report: cannot write '/nonexistent/dir/r.html': No such file or "
+                       "directory"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(ReportCli, Help) {
+  auto r = lens({"report", "--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("usage: lens report FILE...", 0), 0u);
+  r = lens({"convert", "-h"});
+  EXPECT_EQ(r.out.rfind("usage: lens convert --to chrome FILE... -o OUT.json", 0), 0u);
+  r = lens({"--help"});
+  EXPECT_NE(r.out.find("\n  report  summarise spans"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  convert convert spans to a Chrome/Perfetto trace file"),
+            std::string::npos);
+}
+
+TEST_F(ReportCli, HtmlIsSelfContainedAndEmbedsTheJsonReport) {
+  const std::string html_path = dir_ + "/report.html";
+  auto r = lens(report_args({"--html", html_path}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, kExpectedText);  // the text report still goes to stdout
+  std::string html = report_test::read_file(html_path);
+  for (std::size_t at; (at = html.find(dir_ + "/")) != std::string::npos;)
+    html.erase(at, dir_.size() + 1);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  // No network: no external script, style, image or font, and the one URL is the SVG namespace.
+  for (const char* forbidden : {"<link", " src=", "@import", "url(", "@font-face", "https://"}) {
+    EXPECT_EQ(html.find(forbidden), std::string::npos) << forbidden;
+  }
+  std::size_t urls = 0, namespaces = 0;
+  for (std::size_t at = 0; (at = html.find("http://", at)) != std::string::npos; ++at) ++urls;
+  for (std::size_t at = 0; (at = html.find("http://www.w3.org/2000/svg", at)) != std::string::npos;
+       ++at) {
+    ++namespaces;
+  }
+  EXPECT_EQ(urls, namespaces);
+  // The data: what --json --top 20 prints, with '<' escaped.
+  const std::string open = "<script type=\"application/json\" id=\"lens-data\">";
+  const std::size_t begin = html.find(open) + open.size();
+  const std::size_t end = html.find("</script>", begin);
+  ASSERT_NE(end, std::string::npos);
+  const json embedded = json::parse(html.substr(begin, end - begin));
+  r = lens(report_args({"--json", "--top", "20"}));
+  EXPECT_EQ(embedded, json::parse(r.out));
+}
+
+TEST_F(ReportCli, HtmlEscapesScriptEndsInNames) {
+  report_test::write_file(
+      dir_ + "/evil.jsonl",
+      report_test::request_line(report_test::rank_resource(0),
+                                {report_test::make_span(1, 0, "</script><b>x</b>", "step",
+                                                        report_test::kT0, report_test::kT0 + 5)}) +
+          "\n");
+  auto r = lens({"report", dir_ + "/evil.jsonl", "--html", dir_ + "/evil.html"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string html = report_test::read_file(dir_ + "/evil.html");
+  EXPECT_EQ(html.find("</script><b>"), std::string::npos);
+  EXPECT_NE(html.find(R"(\u003c/script>\u003cb>x\u003c/b>)"), std::string::npos);
+}
+
+TEST_F(ReportCli, ConvertToChrome) {
+  const std::string out_path = dir_ + "/trace.json";
+  std::vector<std::string> args = {"convert", "--to", "chrome"};
+  args.insert(args.end(), fixture_.files.begin(), fixture_.files.end());
+  args.insert(args.end(), {"-o", out_path});
+  const auto r = lens(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "lens convert: skipped rank1.jsonl:3: invalid JSON at byte 46: syntax error while "
+            "parsing value - unexpected end of input; expected '[', '{', or a literal\n"
+            "lens convert: skipped rank1.jsonl:7: span 1: spanId 'not-a-span-id!!!' is not 16 hex "
+            "digits\n"
+            "lens convert: skipped rank1.jsonl:8: invalid JSON at byte 1501: syntax error while "
+            "parsing object key - invalid string: missing closing quote; last read: '\"sta'; "
+            "expected string literal\n"
+            "lens convert: 59 spans written, 3 malformed lines skipped\n");
+  const std::string text = report_test::read_file(out_path);
+  const json trace = json::parse(text);
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  EXPECT_EQ(trace["displayTimeUnit"], "ms");
+  std::size_t complete = 0, instant = 0;
+  std::set<std::string> processes, threads;
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      ++complete;
+      EXPECT_TRUE(e["ts"].is_number() && e["dur"].is_number() && e["args"].is_object());
+      EXPECT_EQ(e["tid"], 11 + 10 * e["pid"].get<int>()) << e.dump();  // thread.id of each rank
+      EXPECT_EQ(e["cat"], e["args"].value("nemo.span.group", "(none)")) << e.dump();
+    } else if (ph == "i") {
+      ++instant;
+      EXPECT_EQ(e, json::parse(R"({"name":"loss_scale_update","cat":"forward_backward","ph":"i",
+          "s":"t","pid":0,"tid":11,"ts":1718000000050000,"args":{"scale":1024,"reason":"overflow"}})"));
+    } else {
+      ASSERT_EQ(ph, "M");
+      if (e["name"] == "process_name") processes.insert(e["args"]["name"]);
+      if (e["name"] == "thread_name") threads.insert(e["args"]["name"]);
+    }
+  }
+  EXPECT_EQ(complete, 59u);
+  EXPECT_EQ(instant, 1u);
+  EXPECT_EQ(processes, (std::set<std::string>{"rank 0", "rank 1", "rank 2"}));
+  EXPECT_EQ(threads, (std::set<std::string>{"thread 11", "thread 21", "thread 31"}));
+  // Times are exact microseconds, written as decimal text.
+  EXPECT_NE(
+      text.find(R"("name":"forward_backward","cat":"forward_backward","ph":"X","pid":0,)"
+                R"("tid":11,"ts":1718000000010000,"dur":70000,"args":{"iteration":0,)"
+                R"("nemo.span.group":"forward_backward","thread.id":11,)"
+                R"("trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"0000000000000102",)"
+                R"("parent_span_id":"0000000000000101","service.instance.id":"run-42-rank0"}})"),
+      std::string::npos);
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["name"] == "optimizer_step" && e["args"].contains("lr")) {
+      EXPECT_EQ(e["args"]["lr"], 0.0003);
+      EXPECT_EQ(e["args"]["shapes"], json::parse(R"([4,"x"])"));
+      EXPECT_EQ(e["args"]["opts"], json::parse(R"({"fused":true})"));
+    }
+    if (e["pid"] == 1 && e["name"] == "train_step" && e["args"]["iteration"] == 1) {
+      EXPECT_EQ(e["args"]["status"], "error");
+      EXPECT_EQ(e["args"]["status_message"], "nan loss");
+    }
+    if (e["name"] == "pretrain") {
+      EXPECT_FALSE(e["args"].contains("parent_span_id"));
+    }
+  }
+}
+
+TEST_F(ReportCli, ConvertToStandardOutputAndErrors) {
+  auto r = lens({"convert", "--to=chrome", fixture_.files[0], "-o", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["traceEvents"].size(), 20u + 3 + 1);  // spans, metadata, event
+  EXPECT_EQ(r.err, "");
+
+  r = lens({"convert", fixture_.files[0], "-o", dir_ + "/x.json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens convert: --to FORMAT is required"), std::string::npos) << r.err;
+  r = lens({"convert", "--to", "perfetto", fixture_.files[0], "-o", dir_ + "/x.json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("invalid value 'perfetto' for --to: expected chrome"), std::string::npos);
+  r = lens({"convert", "--to", "chrome", fixture_.files[0]});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens convert: -o OUT.json is required"), std::string::npos);
+  r = lens({"convert", "--to", "chrome", "-o", dir_ + "/x.json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens convert: no input FILE given"), std::string::npos);
+  r = lens({"convert", "--to", "chrome", dir_ + "/missing.jsonl", "-o", dir_ + "/x.json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "lens convert: cannot open 'missing.jsonl': No such file or directory\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/x.json"));
+  r = lens({"convert", "--to", "chrome", fixture_.files[0], "-o", "/nonexistent/dir/x.json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lens convert: cannot write '/nonexistent/dir/x.json'"), std::string::npos);
+}
+
+TEST_F(ReportCli, FilesTheLibraryWrites) {
+  // Three ranks of a real traced loop; rank 2's steps take twice as long.
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto r = report_test::run({REPORT_JOB, std::to_string(rank), "3", "5",
+                                     rank == 2 ? "60" : "30", dir_ + "/trace-{rank}.jsonl"},
+                                    dir_);
+    ASSERT_EQ(r.status, 0) << r.err;
+    files.push_back(dir_ + "/trace-" + std::to_string(rank) + ".jsonl");
+  }
+  std::vector<std::string> args = {"report", "--json"};
+  args.insert(args.end(), files.begin(), files.end());
+  auto r = lens(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["input"]["spans"], 3 * (1 + 5 * 6));
+  EXPECT_EQ(j["input"]["malformed_lines"], 0);
+  EXPECT_EQ(j["run_ids"], json({"job-test"}));
+  EXPECT_EQ(j["step"]["count"], 15);
+  ASSERT_EQ(j["ranks"].size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(j["ranks"][rank]["rank"], rank);
+    EXPECT_EQ(j["ranks"][rank]["instance_id"], "job-test-rank" + std::to_string(rank));
+    EXPECT_EQ(j["ranks"][rank]["steps"][0]["name"], "train_step");
+    EXPECT_EQ(j["ranks"][rank]["steps"][0]["count"], 5);
+  }
+  ASSERT_EQ(j["stragglers"]["ranks"].size(), 1u) << j["stragglers"];
+  EXPECT_EQ(j["stragglers"]["ranks"][0]["rank"], 2);
+  EXPECT_EQ(j["truncated"]["count"], 3);
+  EXPECT_EQ(j["truncated"]["spans"][0]["name"], "pretrain");
+  EXPECT_EQ(j["truncated"]["spans"][0]["group"], "job");
+  for (const json& n : j["names"]) {
+    if (n["group"] == "job") {
+      EXPECT_EQ(n["in_step_ns"], 0);
+    } else {
+      EXPECT_EQ(n["count"], n["group"] == "microbatch" ? 30 : 15) << n;
+      EXPECT_EQ(n["in_step_ns"], n["total_ns"]) << n;  // all of it inside the steps
+    }
+  }
+  args = {"convert", "--to", "chrome", "-o", dir_ + "/trace.json"};
+  args.insert(args.end(), files.begin(), files.end());
+  r = lens(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json trace = json::parse(report_test::read_file(dir_ + "/trace.json"));
+  std::size_t complete = 0;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      EXPECT_GT(e["tid"].get<std::int64_t>(), 0) << "thread.id of the span";
+    }
+  }
+  EXPECT_EQ(complete, 3u * 31);
+}
+
+}  // namespace

@@ -1,0 +1,162 @@
+// The page `lens report --html` writes, rendered by headless Chromium: its script must have run
+// (data-lens-rendered="ok" and the #lens-rendered marker) and drawn one timeline row per rank,
+// the straggler row, the per-name rows and the step breakdown. Exits 77 (ctest: skipped) when no
+// Chromium is installed; the CHROMIUM variable names one explicitly.
+//
+//   report_html_chromium LENS_BINARY WORK_DIR
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "report_fixture.hpp"
+
+namespace {
+
+std::string find_chromium() {
+  if (const char* explicit_path = std::getenv("CHROMIUM"); explicit_path && *explicit_path) {
+    return explicit_path;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  for (const char* name :
+       {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}) {
+    std::size_t begin = 0;
+    while (begin <= dirs.size()) {
+      std::size_t end = dirs.find(':', begin);
+      if (end == std::string::npos) end = dirs.size();
+      const std::string candidate = dirs.substr(begin, end - begin) + "/" + name;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+      begin = end + 1;
+    }
+  }
+  return {};
+}
+
+// Runs `argv` in a process group of its own with stdout and stderr to files; kills the whole
+// group (Chromium's helpers included) if it has not exited after `timeout`. Returns the exit
+// status, or -1 on timeout.
+int run_with_timeout(const std::vector<std::string>& argv, const std::string& out_path,
+                     const std::string& err_path, std::chrono::seconds timeout) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return 127;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(-pid, SIGKILL);  // helpers left behind, if any
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size())
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: report_html_chromium LENS_BINARY WORK_DIR\n");
+    return 2;
+  }
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    std::printf(
+        "SKIP: no Chromium found (looked for chromium, chromium-browser, google-chrome on "
+        "PATH; install the distribution's chromium package or set CHROMIUM=/path)\n");
+    return 77;
+  }
+  const std::string lens = argv[1];
+  const std::string dir = argv[2];
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const report_test::Fixture fixture = report_test::write_fixture(dir);
+  const std::string html = dir + "/report.html";
+
+  std::vector<std::string> report = {lens, "report", "--html", html};
+  report.insert(report.end(), fixture.files.begin(), fixture.files.end());
+  if (const int status = run_with_timeout(report, dir + "/report.txt", dir + "/report.err",
+                                          std::chrono::seconds(60));
+      status != 0) {
+    std::printf("FAIL: lens report --html exited with %d: %s\n", status,
+                report_test::read_file(dir + "/report.err").c_str());
+    return 1;
+  }
+
+  std::printf("rendering %s with %s\n", html.c_str(), chromium.c_str());
+  const int status = run_with_timeout(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+       "--disable-component-update", "--disable-sync", "--no-first-run",
+       "--user-data-dir=" + dir + "/profile", "--dump-dom", "file://" + html},
+      dir + "/dom.html", dir + "/chromium.err", std::chrono::seconds(90));
+  const std::string dom = report_test::read_file(dir + "/dom.html");
+  if (status != 0 || dom.empty()) {
+    std::printf(
+        "FAIL: chromium exited with %d (-1: killed after 90 s) and printed %zu bytes; its "
+        "stderr:\n%s\n",
+        status, dom.size(), report_test::read_file(dir + "/chromium.err").c_str());
+    return 1;
+  }
+
+  int failures = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
+    if (!ok) ++failures;
+  };
+  expect(dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the script ran to its end (data-lens-rendered=\"ok\")");
+  expect(dom.find("id=\"lens-error\"") == std::string::npos, "no rendering error shown");
+  expect(dom.find("<div id=\"lens-rendered\" hidden=\"\" data-ranks=\"3\" data-stragglers=\"1\" "
+                  "data-names=\"8\" data-steps=\"9\">") != std::string::npos,
+         "the marker counts 3 ranks, 1 straggler, 8 names, 9 steps");
+  expect(count(dom, "class=\"rank-row\"") == 3, "3 timeline rows");
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string row = "class=\"rank-row\" data-rank=\"" + std::to_string(rank) +
+                            "\" data-straggler=\"" + (rank == 2 ? "true" : "false") + "\"";
+    expect(dom.find(row) != std::string::npos, "timeline row: " + row);
+  }
+  expect(count(dom, "class=\"step-bar\"") == 9, "9 step bars on the timeline");
+  expect(count(dom, "<tr class=\"straggler-row\" data-rank=\"2\">") == 1 &&
+             count(dom, "class=\"straggler-row\"") == 1,
+         "one straggler row, rank 2");
+  expect(count(dom, "class=\"name-row\"") == 8, "8 rows in the per-name table");
+  expect(count(dom, "class=\"group-share\"") == 4, "4 groups in the step breakdown");
+  expect(count(dom, "class=\"rank-step-row") == 3, "3 rows in the per-rank step table");
+  expect(dom.find(">150.0ms<") != std::string::npos, "durations formatted (150.0ms)");
+  if (failures > 0) std::printf("the DOM Chromium produced is in %s/dom.html\n", dir.c_str());
+  return failures == 0 ? 0 : 1;
+}

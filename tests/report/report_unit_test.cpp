@@ -1,0 +1,522 @@
+// The parts of `lens report` one at a time: DurationSketch against exact percentiles, the OTLP/JSON
+// line reader (valid, malformed, serial against parallel) and ReportBuilder's rules for top-level
+// steps, in-step time, self time and stragglers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convert_chrome.hpp"
+#include "otlp_lines.hpp"
+#include "report_builder.hpp"
+#include "report_sketch.hpp"
+#include "span_reader.hpp"
+
+namespace nemo::lens::cli {
+namespace {
+
+using report_test::make_span;
+using report_test::request_line;
+using report_test::SpanSpec;
+
+constexpr std::uint64_t kMs = 1'000'000;
+constexpr std::uint64_t kT0 = 1'718'000'000'000'000'000ull;
+
+// numpy.percentile(values, 100 q) with the default "linear" method.
+double exact_quantile(std::vector<std::uint64_t> values, double q) {
+  std::sort(values.begin(), values.end());
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return static_cast<double>(values[lo]) +
+         (pos - static_cast<double>(lo)) * (static_cast<double>(values[hi]) - values[lo]);
+}
+
+constexpr double kQuantiles[] = {0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1};
+
+void expect_within_error(const DurationSketch& sketch, const std::vector<std::uint64_t>& values,
+                         const std::string& what) {
+  for (double q : kQuantiles) {
+    const double exact = exact_quantile(values, q);
+    const double estimate = sketch.quantile(q);
+    EXPECT_LE(std::abs(estimate - exact), DurationSketch::kRelativeError * exact + 1e-9)
+        << what << ": q=" << q << " exact=" << exact << " estimate=" << estimate;
+  }
+}
+
+// ---- DurationSketch ----
+
+TEST(DurationSketch, EmptyIsZero) {
+  DurationSketch s;
+  EXPECT_EQ(s.count(), 0u);
+  EXPECT_EQ(s.quantile(0.5), 0.0);
+  EXPECT_EQ(s.max(), 0u);
+  EXPECT_EQ(s.min(), 0u);
+  EXPECT_EQ(s.mean(), 0.0);
+}
+
+TEST(DurationSketch, ExactUpToTheLimit) {
+  DurationSketch s;
+  for (std::uint64_t v : {4u, 1u, 3u, 2u}) s.add(v);
+  EXPECT_EQ(s.quantile(0.5), 2.5);  // numpy.percentile([1, 2, 3, 4], 50)
+  EXPECT_EQ(s.quantile(0), 1.0);
+  EXPECT_EQ(s.quantile(1), 4.0);
+  EXPECT_DOUBLE_EQ(s.quantile(0.95), 3.85);
+  EXPECT_EQ(s.sum(), 10u);
+  EXPECT_EQ(s.min(), 1u);
+  EXPECT_EQ(s.max(), 4u);
+  EXPECT_FALSE(s.is_bucketed());
+
+  DurationSketch full;
+  std::vector<std::uint64_t> values;
+  std::mt19937_64 rng(7);
+  for (std::size_t i = 0; i < DurationSketch::kExactLimit; ++i) {
+    values.push_back(rng() % 1'000'000'007);
+    full.add(values.back());
+  }
+  EXPECT_FALSE(full.is_bucketed());
+  for (double q : kQuantiles) EXPECT_DOUBLE_EQ(full.quantile(q), exact_quantile(values, q)) << q;
+  full.add(5);
+  EXPECT_TRUE(full.is_bucketed());
+}
+
+TEST(DurationSketch, WithinOnePercentOfExactPercentiles) {
+  std::mt19937_64 rng(42);
+  struct Case {
+    const char* name;
+    std::function<std::uint64_t()> draw;
+  };
+  std::lognormal_distribution<double> lognormal(std::log(100e6), 0.5);  // ~100 ms steps
+  std::exponential_distribution<double> exponential(1 / 2e4);           // ~20 us kernels
+  std::uniform_int_distribution<std::uint64_t> uniform(1, 1'000'000'000);
+  const Case cases[] = {
+      {"lognormal", [&] { return static_cast<std::uint64_t>(lognormal(rng)); }},
+      {"exponential", [&] { return static_cast<std::uint64_t>(exponential(rng)); }},
+      {"uniform", [&] { return uniform(rng); }},
+      {"bimodal",
+       [&] { return rng() % 10 == 0 ? 5'000'000'000ull + rng() % 1000 : 1000 + rng() % 50; }},
+      {"constant", [] { return std::uint64_t{123'456'789}; }},
+      {"with zeros", [&] { return rng() % 4 == 0 ? 0 : 1 + rng() % 100; }},
+      {"tiny", [&] { return rng() % 3; }},
+  };
+  for (const Case& c : cases) {
+    DurationSketch s;
+    std::vector<std::uint64_t> values;
+    for (int i = 0; i < 200'000; ++i) {
+      values.push_back(c.draw());
+      s.add(values.back());
+    }
+    ASSERT_TRUE(s.is_bucketed());
+    expect_within_error(s, values, c.name);
+    EXPECT_EQ(s.count(), values.size());
+    EXPECT_EQ(s.max(), *std::max_element(values.begin(), values.end())) << c.name;
+    EXPECT_EQ(s.min(), *std::min_element(values.begin(), values.end())) << c.name;
+  }
+}
+
+TEST(DurationSketch, MergeEqualsOneSketchOfAllValues) {
+  std::mt19937_64 rng(3);
+  std::vector<std::uint64_t> all;
+  DurationSketch parts[4], whole;
+  const std::size_t sizes[] = {10, 300, 5000, 100};  // exact + exact, exact + bucketed, ...
+  for (int p = 0; p < 4; ++p) {
+    for (std::size_t i = 0; i < sizes[p]; ++i) {
+      const std::uint64_t v = 1000 + rng() % (p == 2 ? 10'000'000 : 100'000);
+      parts[p].add(v);
+      whole.add(v);
+      all.push_back(v);
+    }
+  }
+  DurationSketch merged;
+  for (const DurationSketch& p : parts) merged.merge(p);
+  EXPECT_EQ(merged.count(), whole.count());
+  EXPECT_EQ(merged.sum(), whole.sum());
+  EXPECT_EQ(merged.max(), whole.max());
+  for (double q : kQuantiles) EXPECT_DOUBLE_EQ(merged.quantile(q), whole.quantile(q)) << q;
+  expect_within_error(merged, all, "merged");
+
+  DurationSketch small_a, small_b;  // two exact sketches that still fit stay exact
+  small_a.add(1);
+  small_b.add(3);
+  small_a.merge(small_b);
+  EXPECT_FALSE(small_a.is_bucketed());
+  EXPECT_EQ(small_a.quantile(0.5), 2.0);
+}
+
+TEST(DurationSketch, MemoryIsBoundedByTheRangeNotTheCount) {
+  DurationSketch s;
+  for (int i = 0; i < 1'000'000; ++i)
+    s.add(100'000'000 + static_cast<std::uint64_t>(i % 1000) * 10'000);
+  EXPECT_LT(s.bucket_count(), 20u);  // 100 ms to 110 ms: a handful of 2 % buckets
+  for (std::uint64_t v = 1; v < 1'000'000'000'000'000ull; v *= 3) s.add(v);
+  EXPECT_LT(s.bucket_count(), 1800u);  // 1 ns to 10^6 s
+}
+
+// ---- the line reader ----
+
+std::string parse_error(std::string_view line, bool details = false) {
+  SpanLineReader reader({.details = details, .threads = 1});
+  ParsedRequest out;
+  return reader.parse_line(line, out);
+}
+
+TEST(SpanLineReader, ReadsTheFileExporterFormat) {
+  SpanSpec s = make_span(0x00f067aa0ba902b7, 0x1122334455667788, "train_step", "step", kT0,
+                         kT0 + 250 * kMs, 4711, {{"iteration", std::int64_t{3}}});
+  s.truncated = true;
+  const std::string line = request_line(report_test::rank_resource(7), {s});
+  SpanLineReader reader({.threads = 1});
+  ParsedRequest out;
+  ASSERT_EQ(reader.parse_line(line, out), "");
+  ASSERT_EQ(out.spans().size(), 1u);
+  const SpanRecord& r = out.spans()[0];
+  EXPECT_EQ(r.span_id, 0x00f067aa0ba902b7u);
+  EXPECT_EQ(r.parent_span_id, 0x1122334455667788u);
+  EXPECT_EQ(r.name, "train_step");
+  EXPECT_EQ(r.group, "step");
+  EXPECT_TRUE(r.has_group);
+  EXPECT_EQ(r.thread_id, 4711);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.start_ns, kT0);
+  EXPECT_EQ(r.duration_ns(), 250 * kMs);
+  ASSERT_EQ(out.resources.size(), 1u);
+  EXPECT_EQ(out.resources[r.resource].rank, 7);
+  EXPECT_EQ(out.resources[0].instance_id, "run-42-rank7");
+  EXPECT_EQ(out.resources[0].run_id, "run-42");
+}
+
+TEST(SpanLineReader, AcceptsWhatProto3JsonAllows) {
+  // Members in another order (value before key, resource after the spans), numbers for times
+  // and intValue, dl.rank as a string, unknown members, several resources and scopes, null lists.
+  const std::string line = R"({"unknown":[1,{"a":null}],"resourceSpans":[
+    {"scopeSpans":[{"spans":[{"endTimeUnixNano":2000,"startTimeUnixNano":"1000",
+       "spanId":"AAAAAAAAAAAAAAAA","traceId":"0123456789abcdef0123456789ABCDEF",
+       "parentSpanId":"","attributes":[{"value":{"intValue":42},"key":"thread.id"},
+       {"key":"deep","value":{"kvlistValue":{"values":[{"key":"k","value":{"arrayValue":{}}}]}}}],
+       "extra":{"x":[1,2,3]}}]},{"spans":null}],
+     "resource":{"attributes":[{"key":"dl.rank","value":{"stringValue":"5"}}]}},
+    {"resource":null,"scopeSpans":[{"scope":{"name":"x"},"spans":[]}]}]})";
+  SpanLineReader reader({.threads = 1});
+  ParsedRequest out;
+  ASSERT_EQ(reader.parse_line(line, out), "");
+  ASSERT_EQ(out.spans().size(), 1u);
+  EXPECT_EQ(out.spans()[0].span_id, 0xAAAAAAAAAAAAAAAAu);
+  EXPECT_EQ(out.spans()[0].parent_span_id, 0u);
+  EXPECT_EQ(out.spans()[0].thread_id, 42);
+  EXPECT_EQ(out.spans()[0].duration_ns(), 1000u);
+  EXPECT_FALSE(out.spans()[0].has_group);
+  EXPECT_EQ(out.resources[0].rank, 5);
+  EXPECT_FALSE(out.resources[1].rank.has_value());
+}
+
+TEST(SpanLineReader, DetailsTurnAnyValuesIntoPlainJson) {
+  SpanSpec s = make_span(
+      1, 0, "opt", "optimizer", kT0, kT0 + kMs, 9,
+      {{"lr", 0.5},
+       {"name", std::string("adam")},
+       {"fused", true},
+       {"n", std::int64_t{-3}},
+       {"shape",
+        report_test::RawAnyValue{
+            R"({"arrayValue":{"values":[{"intValue":"4"},{"doubleValue":"NaN"}]}})"}},
+       {"cfg",
+        report_test::RawAnyValue{
+            R"({"kvlistValue":{"values":[{"key":"a","value":{"boolValue":false}},{"key":"b"}]}})"}},
+       {"raw", report_test::RawAnyValue{R"({"bytesValue":"AQI="})"}},
+       {"empty", report_test::RawAnyValue{"{}"}}});
+  s.events.push_back({"ev", kT0 + 5, {{"k", std::int64_t{1}}}});
+  s.status_code = 2;
+  s.status_message = "boom";
+  SpanLineReader reader({.details = true, .threads = 1});
+  ParsedRequest out;
+  ASSERT_EQ(reader.parse_line(request_line(report_test::rank_resource(0), {s}), out), "");
+  const SpanRecord& r = out.spans()[0];
+  EXPECT_EQ(
+      r.attributes.dump(),
+      R"({"lr":0.5,"name":"adam","fused":true,"n":-3,"shape":[4,"NaN"],"cfg":{"a":false,"b":null},)"
+      R"("raw":"AQI=","empty":null,"nemo.span.group":"optimizer","thread.id":9})");
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].name, "ev");
+  EXPECT_EQ(r.events[0].time_ns, kT0 + 5);
+  EXPECT_EQ(r.events[0].attributes.dump(), R"({"k":1})");
+  EXPECT_EQ(r.status_code, 2);
+  EXPECT_EQ(r.status_message, "boom");
+  EXPECT_EQ(r.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+}
+
+TEST(SpanLineReader, MalformedLinesSayWhy) {
+  const std::string good =
+      request_line(report_test::rank_resource(0), {make_span(1, 0, "a", "step", kT0, kT0 + 1, 1)});
+  auto replaced = [&](std::string_view from, std::string_view to) {
+    std::string s = good;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  struct Case {
+    std::string line;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"not json", "invalid JSON at byte 2"},
+      {good.substr(0, good.size() - 3), "invalid JSON"},
+      {good + "x", "invalid JSON"},
+      {"[1,2]", "the line is not a JSON object"},
+      {"42", "the line is not a JSON object"},
+      {R"({"resourceSpans":{}})", "resourceSpans is not an array"},
+      {R"({"resourceSpans":[3]})", "an element of resourceSpans is not an object"},
+      {R"({"resourceSpans":[{"scopeSpans":[{"spans":"x"}]}]})", "spans is not an array"},
+      {replaced(R"("spanId":"0000000000000001")", R"("spanId":"0000000000000000")"),
+       "span 1: spanId '0000000000000000' is not 16 hex digits"},
+      {replaced(R"("spanId":"0000000000000001")", R"("spanId":1)"), "span 1: spanId 1 is not"},
+      {replaced(R"("spanId":"0000000000000001",)", ""), "span 1: no spanId"},
+      {replaced(R"("traceId":"4bf92f3577b34da6a3ce929d0e0e4736")", R"("traceId":"4bf9")"),
+       "span 1: traceId '4bf9' is not 32 hex digits"},
+      {replaced(R"("startTimeUnixNano":")", R"("startTimeUnixNano":"-)"),
+       "span 1: startTimeUnixNano '-1718000000000000000' is not a decimal integer"},
+      {replaced(R"("endTimeUnixNano":"1718000000000000001",)", ""), "span 1: no endTimeUnixNano"},
+      {replaced(R"("endTimeUnixNano":"1718000000000000001")", R"("endTimeUnixNano":"1")"),
+       "span 1: endTimeUnixNano is before startTimeUnixNano"},
+      {replaced(R"({"intValue":"1"})", R"({"intValue":"1.5"})"),
+       "span 1: intValue '1.5' is not an integer"},
+      {replaced(R"({"intValue":"1"})", R"([])"), "span 1: attribute value is not an object"},
+      {replaced(R"({"stringValue":"step"})", R"({"stringValue":7})"),
+       "span 1: stringValue is not a string"},
+  };
+  for (const Case& c : cases) {
+    const std::string error = parse_error(c.line);
+    EXPECT_NE(error.find(c.error), std::string::npos)
+        << "line: " << c.line << "\nerror: " << error << "\nexpected: " << c.error;
+  }
+  EXPECT_EQ(parse_error(good), "");
+  // Details check nested values too.
+  EXPECT_NE(
+      parse_error(
+          replaced(R"({"intValue":"1"})", R"({"arrayValue":{"values":[{"intValue":"x"}]}})"), true)
+          .find("intValue is not a 64-bit integer"),
+      std::string::npos);
+}
+
+TEST(SpanLineReader, FilesSkipBlankLinesAndNumberTheRest) {
+  const std::string dir = ::testing::TempDir() + "report_unit_lines";
+  std::filesystem::create_directories(dir);
+  const std::string line =
+      request_line(report_test::rank_resource(0), {make_span(1, 0, "a", "step", kT0, kT0 + 1, 1)});
+  report_test::write_file(dir + "/in.jsonl",
+                          line + "\r\n\n   \n" + "{bad\n" + line);  // no final \n
+  for (unsigned threads : {1u, 2u}) {
+    SpanLineReader reader({.threads = threads});
+    InputFile file(dir + "/in.jsonl");
+    std::vector<std::uint64_t> bad;
+    std::size_t good = 0;
+    reader.read(
+        file, [&](const ParsedRequest& r) { good += r.spans().size(); },
+        [&](const MalformedLine& m) { bad.push_back(m.line); });
+    EXPECT_EQ(good, 2u);
+    EXPECT_EQ(bad, std::vector<std::uint64_t>{4});
+    EXPECT_EQ(reader.counts().lines, 3u);
+    EXPECT_EQ(reader.counts().requests, 2u);
+    EXPECT_EQ(reader.counts().malformed, 1u);
+  }
+  EXPECT_THROW(InputFile{dir + "/missing.jsonl"}, FileError);
+  EXPECT_THROW(InputFile{dir}, FileError);
+  try {
+    InputFile f(dir + "/missing.jsonl");
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.jsonl': No such file or directory"),
+              std::string::npos);
+  }
+}
+
+TEST(SpanLineReader, ParallelParsingKeepsTheInputOrder) {
+  const std::string dir = ::testing::TempDir() + "report_unit_parallel";
+  std::filesystem::create_directories(dir);
+  std::string text;
+  std::uint64_t id = 1;
+  for (int line = 0; line < 3000; ++line) {
+    if (line % 97 == 5) {
+      text += "{\"broken\n";
+      continue;
+    }
+    std::vector<SpanSpec> spans;
+    for (int i = 0; i < 1 + line % 7; ++i) {
+      spans.push_back(make_span(id++, 0, "s", "step", kT0, kT0 + 1, 1));
+    }
+    text += request_line(report_test::rank_resource(line % 3), spans) + "\n";
+  }
+  report_test::write_file(dir + "/many.jsonl", text);
+  auto collect = [&](unsigned threads) {
+    std::vector<std::uint64_t> seen;
+    SpanLineReader reader({.threads = threads});
+    InputFile file(dir + "/many.jsonl");
+    reader.read(
+        file,
+        [&](const ParsedRequest& r) {
+          for (const SpanRecord& s : r.spans()) seen.push_back(s.span_id);
+        },
+        [&](const MalformedLine& m) { seen.push_back(~m.line); });
+    return seen;
+  };
+  const auto serial = collect(1);
+  EXPECT_EQ(serial.size(), id - 1 + 31);
+  EXPECT_EQ(collect(2), serial);
+  EXPECT_EQ(collect(4), serial);
+}
+
+// ---- ReportBuilder ----
+
+// Feeds each vector of spans as one request of rank `rank`.
+Report build(const std::vector<std::pair<int, std::vector<SpanSpec>>>& lines,
+             double threshold = 20) {
+  SpanLineReader reader({.threads = 1});
+  ReportBuilder builder;
+  ParsedRequest request;
+  ReaderCounts counts;
+  for (const auto& [rank, spans] : lines) {
+    const std::string error =
+        reader.parse_line(request_line(report_test::rank_resource(rank), spans), request);
+    EXPECT_EQ(error, "");
+    builder.add(request);
+    ++counts.requests;
+    counts.spans += request.span_count;
+  }
+  ReportOptions options;
+  options.straggler_threshold_pct = threshold;
+  return builder.finish(options, counts);
+}
+
+const NameRow& row(const Report& r, std::string_view name) {
+  for (const NameRow& n : r.names) {
+    if (n.name == name) return n;
+  }
+  throw std::runtime_error("no row " + std::string(name));
+}
+
+TEST(ReportBuilder, TopLevelStepsAndTimeInsideThem) {
+  // job > step(100) > [fwd(60) > inner step-group span(10)], opt(20); a lone op outside.
+  const Report r = build({{0,
+                           {make_span(4, 3, "sync", "step", kT0 + 10 * kMs, kT0 + 20 * kMs),
+                            make_span(3, 2, "fwd", "forward_backward", kT0, kT0 + 60 * kMs),
+                            make_span(5, 2, "opt", "optimizer", kT0 + 60 * kMs, kT0 + 80 * kMs),
+                            make_span(2, 1, "train_step", "step", kT0, kT0 + 100 * kMs),
+                            make_span(6, 1, "log", "", kT0 + 100 * kMs, kT0 + 130 * kMs),
+                            make_span(1, 0, "job", "job", kT0, kT0 + 200 * kMs)}}});
+  EXPECT_EQ(r.step_count, 1u);
+  EXPECT_EQ(r.step_total_ns, 100 * kMs);
+  ASSERT_EQ(r.ranks.size(), 1u);
+  ASSERT_EQ(r.ranks[0].steps.size(), 1u);  // "sync" is in group step but not top-level
+  EXPECT_EQ(r.ranks[0].steps[0].name, "train_step");
+  EXPECT_EQ(row(r, "fwd").in_step_ns, 60 * kMs);
+  EXPECT_EQ(row(r, "fwd").in_step_self_ns, 50 * kMs);
+  EXPECT_EQ(row(r, "sync").in_step_ns, 10 * kMs);
+  EXPECT_EQ(row(r, "opt").in_step_ns, 20 * kMs);
+  EXPECT_EQ(row(r, "train_step").in_step_ns, 100 * kMs);
+  EXPECT_EQ(row(r, "train_step").in_step_self_ns, 20 * kMs);
+  EXPECT_EQ(row(r, "log").in_step_ns, 0u);
+  EXPECT_EQ(row(r, "log").group, "(none)");
+  EXPECT_EQ(row(r, "job").in_step_ns, 0u);
+  EXPECT_EQ(r.ancestry.unresolved, 0u);
+}
+
+TEST(ReportBuilder, ParentsInLaterLinesAndChildrenInLaterLines) {
+  // Line 1: a child whose step parent comes in line 2. Line 3: a child of that step, late.
+  const Report r =
+      build({{0, {make_span(3, 2, "fwd", "forward_backward", kT0, kT0 + 60 * kMs)}},
+             {0, {make_span(2, 0, "train_step", "step", kT0, kT0 + 100 * kMs)}},
+             {0, {make_span(4, 2, "opt", "optimizer", kT0 + 60 * kMs, kT0 + 90 * kMs)}},
+             {0, {make_span(5, 9, "orphan", "step", kT0, kT0 + 5 * kMs)}}});
+  EXPECT_EQ(row(r, "fwd").in_step_ns, 60 * kMs);
+  EXPECT_EQ(row(r, "opt").in_step_ns, 30 * kMs);  // placed through the recently seen parent
+  EXPECT_EQ(r.step_count, 2u);                    // train_step, and orphan (parent never seen)
+  EXPECT_EQ(r.ancestry.unresolved, 1u);
+}
+
+TEST(ReportBuilder, AncestryIsPerRank) {
+  // The same span ids on two ranks do not mix.
+  const Report r = build({{0, {make_span(2, 1, "fwd", "forward_backward", kT0, kT0 + 10 * kMs)}},
+                          {1, {make_span(1, 0, "train_step", "step", kT0, kT0 + 100 * kMs)}},
+                          {0, {make_span(1, 0, "idle", "job", kT0, kT0 + 100 * kMs)}}});
+  EXPECT_EQ(row(r, "fwd").in_step_ns, 0u);
+  EXPECT_EQ(r.ranks.size(), 2u);
+}
+
+TEST(ReportBuilder, StragglersAreStrictlyAboveTheThreshold) {
+  std::vector<std::pair<int, std::vector<SpanSpec>>> lines;
+  const std::uint64_t step_ms[] = {100, 100, 120, 121};
+  std::uint64_t id = 1;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int i = 0; i < 3; ++i) {
+      lines.push_back(
+          {rank, {make_span(id++, 0, "train_step", "step", kT0, kT0 + step_ms[rank] * kMs)}});
+    }
+  }
+  // Median of the medians: (100 + 120) / 2 = 110; 20 % above is 132: none; 10 %: 121 > 121? no.
+  EXPECT_TRUE(build(lines, 20).stragglers.empty());
+  EXPECT_TRUE(build(lines, 10).stragglers.empty());
+  const Report r = build(lines, 9);  // 119.9: ranks 2 and 3, the larger excess first
+  ASSERT_EQ(r.stragglers.size(), 2u);
+  EXPECT_EQ(r.stragglers[0].rank, 3);
+  EXPECT_EQ(r.stragglers[1].rank, 2);
+  EXPECT_DOUBLE_EQ(r.stragglers[0].median_ns, 110.0 * kMs);
+  EXPECT_NEAR(r.stragglers[0].excess_pct, 10.0, 1e-9);
+  EXPECT_TRUE(r.ranks[3].steps[0].straggler);
+  EXPECT_FALSE(r.ranks[0].steps[0].straggler);
+}
+
+TEST(ReportBuilder, TimelineIsThinnedEvenly) {
+  TimelineSampler sampler(10);
+  for (std::uint64_t i = 0; i < 1000; ++i) sampler.add({i, 1});
+  EXPECT_LE(sampler.steps().size(), 10u);
+  EXPECT_GE(sampler.steps().size(), 5u);
+  EXPECT_EQ(sampler.seen(), 1000u);
+  for (std::size_t i = 1; i < sampler.steps().size(); ++i) {
+    EXPECT_EQ(sampler.steps()[i].start_ns - sampler.steps()[i - 1].start_ns,
+              sampler.steps()[1].start_ns - sampler.steps()[0].start_ns);
+  }
+}
+
+// ---- the Chrome trace writer ----
+
+TEST(ChromeTrace, MicrosecondsAreExactDecimalText) {
+  EXPECT_EQ(micros_text(0), "0");
+  EXPECT_EQ(micros_text(999), "0.999");
+  EXPECT_EQ(micros_text(1500), "1.5");
+  EXPECT_EQ(micros_text(2000), "2");
+  EXPECT_EQ(micros_text(1'718'000'000'000'000'001ull), "1718000000000000.001");
+  EXPECT_EQ(micros_text(18'446'744'073'709'551'615ull), "18446744073709551.615");
+}
+
+TEST(ChromeTrace, SpansWithoutRankOrThreadStillGetAProcessAndAThread) {
+  const std::string line =
+      R"({"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[
+      {"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"0000000000000001","name":"x",
+       "startTimeUnixNano":"1500","endTimeUnixNano":"4000"}]}]}]})";
+  SpanLineReader reader({.details = true, .threads = 1});
+  ParsedRequest request;
+  ASSERT_EQ(reader.parse_line(line, request), "");
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  std::FILE* out = open_memstream(&buffer, &size);
+  ChromeTraceWriter writer(out, "memory");
+  writer.add(request);
+  writer.finish();
+  std::fclose(out);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  const auto trace = nlohmann::json::parse(text);
+  const auto& events = trace["traceEvents"];
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0]["args"]["name"], "rank unknown");
+  EXPECT_EQ(events[0]["pid"], kUnknownRankPid);
+  EXPECT_EQ(events[2]["args"]["name"], "thread unknown");
+  EXPECT_EQ(events[3]["cat"], "(none)");
+  EXPECT_NE(text.find(R"("ts":1.5,"dur":2.5,)"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace nemo::lens::cli
