@@ -7,7 +7,7 @@ ctest by examples/train/CMakeLists.txt, one test per scenario:
 
   train_test.py --mpirun mpirun --lens-train lens_train --lens lens SCENARIO
 
-Scenarios: per_step, all_groups, resume, cli.
+Scenarios: per_step, all_groups, default_groups, default_layer, tracing_neutral, resume, cli.
 """
 
 import argparse
@@ -27,8 +27,15 @@ JOB_TIMEOUT_S = 90
 PER_STEP_GROUPS = {"job", "model_init", "data_loading", "step", "forward_backward",
                    "communication", "optimizer", "evaluate", "checkpoint"}
 FINE_GROUPS = {"microbatch", "layer"}
+# The Megatron "default" preset is job, checkpoint, evaluate and inference; lens_train has no
+# inference spans, so these are all that "default" can give it.
+DEFAULT_GROUPS = {"job", "checkpoint", "evaluate"}
 STEP_LINE = re.compile(r"^step\s+(\d+)/(\d+)\s+loss\s+([0-9.]+)", re.MULTILINE)
 MODEL_PARAMETERS = 38280  # 32-128-128-128-8, weights and biases
+MODEL_LAYERS = 4
+EVAL_SAMPLES = 2048  # kEvalSamples in trainer.hpp, split evenly over the ranks
+EVAL_CHUNK = 128  # kEvalChunk in trainer.cpp: rows per forward pass when evaluating
+CHECKSUM_LINE = re.compile(r"parameters in sync on \d+ ranks \(checksum ([0-9a-f]+)\)")
 
 
 class TestFailure(Exception):
@@ -276,6 +283,165 @@ def scenario_all_groups(args, workdir):
               % jobs[0]["attrs"])
 
 
+def span_parent_names(spans):
+    """A function giving the name of a span's parent on the same rank (None for a root)."""
+    by_id = {(s["rank"], s["spanId"]): s for s in spans}
+
+    def parent_name(span):
+        found = by_id.get((span["rank"], span.get("parentSpanId")))
+        return found["name"] if found else None
+
+    return parent_name
+
+
+def check_default_spans(spans, steps, evaluations, checkpoints):
+    """The spans of the "default" groups: one root job span per rank, an evaluate span at each
+    of `evaluations` and a save_checkpoint span at each of `checkpoints` (on every rank, rank 0
+    writing), both children of the job span."""
+    parent_name = span_parent_names(spans)
+    for rank in range(RANKS):
+        mine = [s for s in spans if s["rank"] == rank]
+        jobs = [s for s in mine if s["name"] == "train_job"]
+        check(len(jobs) == 1 and "parentSpanId" not in jobs[0],
+              "rank %d: %d train_job spans, expected one root" % (rank, len(jobs)))
+        check(jobs[0]["attrs"].get("steps") == steps and
+              jobs[0]["attrs"].get("parameters_in_sync") is True,
+              "rank %d: job attributes %s" % (rank, jobs[0]["attrs"]))
+        for name, iterations in (("evaluate", evaluations), ("save_checkpoint", checkpoints)):
+            found = [s for s in mine if s["name"] == name]
+            check(sorted(s["attrs"].get("iteration") for s in found) == list(iterations),
+                  "rank %d: %s iterations %s, expected %s"
+                  % (rank, name, sorted(s["attrs"].get("iteration") for s in found),
+                     list(iterations)))
+            check(all(parent_name(s) == "train_job" for s in found),
+                  "rank %d: a %s span outside train_job: parents %s"
+                  % (rank, name, sorted({str(parent_name(s)) for s in found})))
+    for save in (s for s in spans if s["name"] == "save_checkpoint" and s["rank"] == 0):
+        check(os.path.isfile(save["attrs"].get("path", "")) and save["attrs"].get("bytes", 0) > 0,
+              "checkpoint span attributes %s" % save["attrs"])
+
+
+def scenario_default_groups(args, workdir):
+    # The preset a job gets when NEMO_LENS_SPAN_GROUPS says nothing more: once-per-job and
+    # every-N-steps spans only, none per step.
+    job, spans = traced_run(args, workdir, "default", "default", [
+        "--steps", "20", "--eval-every", "10", "--checkpoint-every", "10",
+        "--checkpoint-dir", os.path.join(workdir, "ckpt")])
+    check("tracing: span groups 'default'" in job.stdout, "stdout:\n" + job.stdout)
+    check_loss_falls(job.stdout)
+    by_rank = groups_by_rank(spans)
+    check(set(by_rank) == set(range(RANKS)), "spans from ranks %s" % sorted(by_rank))
+    for rank, groups in by_rank.items():
+        check(groups == DEFAULT_GROUPS, "rank %d: groups %s with default, expected %s"
+              % (rank, sorted(map(str, groups)), sorted(DEFAULT_GROUPS)))
+    names = {span["name"] for span in spans}
+    check(names == {"train_job", "evaluate", "save_checkpoint"},
+          "span names with default: %s" % sorted(names))
+    check_default_spans(spans, 20, [10, 20], [10, 20])
+    check(len(spans) == RANKS * (1 + 2 + 2), "%d spans with default, expected %d"
+          % (len(spans), RANKS * 5))
+
+
+def scenario_default_layer(args, workdir):
+    # A preset and a group together: exactly their union. With the step, forward_backward and
+    # microbatch spans off, the layer passes of training hang off the job span, and those of an
+    # evaluation off the evaluate span.
+    steps, microbatches = 10, 4
+    job, spans = traced_run(args, workdir, "default_layer", "default,layer", [
+        "--steps", str(steps), "--microbatches", str(microbatches), "--eval-every", "5",
+        "--checkpoint-every", "10", "--checkpoint-dir", os.path.join(workdir, "ckpt")])
+    check("tracing: span groups 'default,layer'" in job.stdout, "stdout:\n" + job.stdout)
+    check_loss_falls(job.stdout)
+    expected = DEFAULT_GROUPS | {"layer"}
+    by_rank = groups_by_rank(spans)
+    check(set(by_rank) == set(range(RANKS)), "spans from ranks %s" % sorted(by_rank))
+    for rank, groups in by_rank.items():
+        check(groups == expected, "rank %d: groups %s with default,layer, expected %s"
+              % (rank, sorted(map(str, groups)), sorted(expected)))
+    names = {span["name"] for span in spans}
+    check(names == {"train_job", "evaluate", "save_checkpoint", "layer_forward",
+                    "layer_backward"}, "span names with default,layer: %s" % sorted(names))
+    check_default_spans(spans, steps, [5, 10], [10])
+    parent_name = span_parent_names(spans)
+    chunks = -(-EVAL_SAMPLES // RANKS // EVAL_CHUNK)  # forward passes per evaluation per rank
+    for rank in range(RANKS):
+        mine = [s for s in spans if s["rank"] == rank]
+        passes = {}
+        for s in mine:
+            if s["attrs"].get("nemo.span.group") == "layer":
+                passes.setdefault((s["name"], parent_name(s)), []).append(s)
+        training = steps * microbatches * MODEL_LAYERS
+        wanted = {("layer_forward", "train_job"): training,
+                  ("layer_backward", "train_job"): training,
+                  ("layer_forward", "evaluate"): 2 * chunks * MODEL_LAYERS}
+        counts = {key: len(found) for key, found in passes.items()}
+        check(counts == wanted, "rank %d: layer spans by (name, parent) %s, expected %s"
+              % (rank, counts, wanted))
+        for found in passes.values():
+            layers = [s["attrs"].get("layer") for s in found]
+            check(all(layers.count(l) == len(found) // MODEL_LAYERS
+                      for l in range(MODEL_LAYERS)), "rank %d: layer indices %s"
+                  % (rank, sorted(set(map(str, layers)))))
+
+
+def scenario_tracing_neutral(args, workdir):
+    # Tracing must not change the computation: the same seed and steps give the same printed
+    # losses, learning rates, gradient norms, evaluation and final parameters (bit for bit: the
+    # checksum) untraced and with every span group on; and the training works in both.
+    steps = 40
+    train_args = ["--steps", str(steps), "--seed", "1234", "--log-every", "1",
+                  "--eval-every", "20", "--checkpoint-every", "0"]
+    # Untraced, though told where a receiver is: nothing may arrive.
+    collector = Collector(args.lens, os.path.join(workdir, "off.jsonl"))
+    try:
+        off = run_job(args, train_args, {"NEMO_LENS_ENABLED": "0",
+                                         "NEMO_LENS_SPAN_GROUPS": "all"}, collector)
+        off_spans = collector.stop()
+    finally:
+        collector.kill()
+    expect_success(off, "the untraced run")
+    check("tracing: off" in off.stdout, "stdout:\n" + off.stdout)
+    check(not off_spans, "%d spans arrived with NEMO_LENS_ENABLED=0" % len(off_spans))
+    on, spans = traced_run(args, workdir, "all", "all", train_args)
+    check("tracing: span groups 'all'" in on.stdout, "stdout:\n" + on.stdout)
+    check({"layer", "microbatch", "step"} <= set.intersection(*groups_by_rank(spans).values()),
+          "the traced run did not trace every rank's steps and layers")
+
+    numbers = re.compile(r"^step\s+(\d+)/\d+\s+loss (\S+)\s+lr (\S+)\s+grad_norm (\S+)"
+                         r"|^eval\s+step (\d+)\s+loss (\S+)\s+accuracy (\S+)", re.MULTILINE)
+    printed = {}
+    for name, job in (("untraced", off), ("traced", on)):
+        printed[name] = [m.group(0).split() for m in numbers.finditer(job.stdout)]
+        steps_seen = [int(m.group(1)) for m in numbers.finditer(job.stdout) if m.group(1)]
+        check(steps_seen == list(range(1, steps + 1)), "%s: printed steps %s"
+              % (name, steps_seen))
+    check(len(printed["untraced"]) == len(printed["traced"]),
+          "%d step and eval lines untraced, %d traced"
+          % (len(printed["untraced"]), len(printed["traced"])))
+    for untraced, traced in zip(printed["untraced"], printed["traced"]):
+        check(untraced == traced, "untraced and traced runs differ:\n  %s\n  %s"
+              % (" ".join(untraced), " ".join(traced)))
+    sums = [CHECKSUM_LINE.search(job.stdout) for job in (off, on)]
+    check(all(sums), "no parameter checksum line")
+    check(sums[0].group(1) == sums[1].group(1), "final parameters differ: checksum %s untraced, "
+          "%s traced" % (sums[0].group(1), sums[1].group(1)))
+
+    # It learns: from about 2.2 (chance is ln 8 = 2.08) to about 0.9 in 40 steps on 2 ranks.
+    for name, job in (("untraced", off), ("traced", on)):
+        losses = step_losses(job.stdout)
+        check(losses[-1][1] < 1.5, "%s: training loss %.4f after %d steps, expected < 1.5"
+              % (name, losses[-1][1], steps))
+        evals = re.findall(r"^eval\s+step %d\s+loss ([0-9.]+)" % steps, job.stdout, re.MULTILINE)
+        check(evals and float(evals[0]) < 1.2, "%s: held-out loss %s after %d steps, "
+              "expected < 1.2" % (name, evals, steps))
+    # Every rank's job span reports the loss that was printed.
+    last = re.search(r"^step\s+%d/%d\s+loss (\S+)" % (steps, steps), on.stdout, re.MULTILINE)
+    final = {s["rank"]: s["attrs"].get("final_loss") for s in spans if s["name"] == "train_job"}
+    check(len(final) == RANKS and all(isinstance(v, float) and "%.4f" % v == last.group(1)
+                                      for v in final.values()),
+          "train_job final_loss %s, printed %s" % (final, last.group(1)))
+
+
 def scenario_resume(args, workdir):
     ckpt = os.path.join(workdir, "ckpt")
     common = ["--checkpoint-every", "10", "--checkpoint-dir", ckpt, "--log-every", "5"]
@@ -308,8 +474,8 @@ def scenario_resume(args, workdir):
     for step, loss in second_losses:
         check(whole_losses.get(step) == loss, "step %d: loss %.4f resumed, %s uninterrupted"
               % (step, loss, whole_losses.get(step)))
-    checksum = re.compile(r"parameters in sync on \d+ ranks \(checksum ([0-9a-f]+)\)")
-    resumed_sum, whole_sum = checksum.search(second.stdout), checksum.search(whole.stdout)
+    resumed_sum = CHECKSUM_LINE.search(second.stdout)
+    whole_sum = CHECKSUM_LINE.search(whole.stdout)
     check(resumed_sum and whole_sum and resumed_sum.group(1) == whole_sum.group(1),
           "final parameters differ between the resumed and the uninterrupted run")
 
@@ -382,6 +548,9 @@ def scenario_cli(args, workdir):
 SCENARIOS = {
     "per_step": scenario_per_step,
     "all_groups": scenario_all_groups,
+    "default_groups": scenario_default_groups,
+    "default_layer": scenario_default_layer,
+    "tracing_neutral": scenario_tracing_neutral,
     "resume": scenario_resume,
     "cli": scenario_cli,
 }
