@@ -1,6 +1,7 @@
 // The page `lens report --html` writes, rendered by headless Chromium: its script must have run
 // (data-lens-rendered="ok" and the #lens-rendered marker) and drawn one timeline row per rank,
-// the straggler row, the per-name rows and the step breakdown. Exits 77 (ctest: skipped) when no
+// the straggler row, the per-name rows and the step breakdown; a screenshot of it must not be
+// blank, and the page must log nothing to its console. Exits 77 (ctest: skipped) when no
 // Chromium is installed; the CHROMIUM variable names one explicitly.
 //
 //   report_html_chromium LENS_BINARY WORK_DIR
@@ -10,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +25,42 @@
 #include "report_fixture.hpp"
 
 namespace {
+
+// The number of distinct byte values in a PNG's decompressed image rows (IDAT chunks inflated
+// with zlib), or -1 when the file is not a PNG zlib can read. A blank page, once PNG's row
+// filters have turned its flat colour into zeros, has only a handful; a rendered report with text,
+// bars and tables has hundreds.
+int distinct_pixel_bytes(const std::string& png) {
+  static constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (png.size() < 8 || std::memcmp(png.data(), kSignature, 8) != 0) return -1;
+  std::string idat;
+  for (std::size_t at = 8; at + 12 <= png.size();) {
+    const auto* p = reinterpret_cast<const unsigned char*>(png.data() + at);
+    const std::size_t length = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
+                               (std::size_t{p[2]} << 8) | p[3];
+    if (at + 12 + length > png.size()) return -1;
+    if (std::memcmp(p + 4, "IDAT", 4) == 0) idat.append(png, at + 8, length);
+    at += 12 + length;
+  }
+  z_stream zs{};
+  if (inflateInit(&zs) != Z_OK) return -1;
+  zs.next_in = reinterpret_cast<Bytef*>(idat.data());
+  zs.avail_in = static_cast<uInt>(idat.size());
+  bool seen[256] = {};
+  unsigned char chunk[1 << 16];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    zs.next_out = chunk;
+    zs.avail_out = sizeof chunk;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    for (std::size_t i = 0; i < sizeof chunk - zs.avail_out; ++i) seen[chunk[i]] = true;
+  }
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END) return -1;
+  int distinct = 0;
+  for (bool b : seen) distinct += b ? 1 : 0;
+  return distinct;
+}
 
 std::string find_chromium() {
   if (const char* explicit_path = std::getenv("CHROMIUM"); explicit_path && *explicit_path) {
@@ -158,5 +198,23 @@ int main(int argc, char** argv) {
   expect(count(dom, "class=\"rank-step-row") == 3, "3 rows in the per-rank step table");
   expect(dom.find(">150.0ms<") != std::string::npos, "durations formatted (150.0ms)");
   if (failures > 0) std::printf("the DOM Chromium produced is in %s/dom.html\n", dir.c_str());
+
+  // A second rendering: a screenshot, with the page's console sent to Chromium's log.
+  const std::string png = dir + "/report.png";
+  const int shot = run_with_timeout(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+       "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr",
+       "--v=1", "--window-size=1200,900", "--user-data-dir=" + dir + "/profile2",
+       "--screenshot=" + png, "file://" + html},
+      dir + "/shot.out", dir + "/shot.err", std::chrono::seconds(90));
+  expect(shot == 0, "chromium --screenshot exited 0");
+  const std::string log = report_test::read_file(dir + "/shot.err");
+  // With --v=1, console messages (console.log/error, uncaught exceptions) appear in Chromium's
+  // log as ":INFO:CONSOLE:<line>] ..." entries.
+  expect(log.find(":CONSOLE") == std::string::npos, "the page logged nothing to the console");
+  const int distinct = distinct_pixel_bytes(report_test::read_file(png));
+  expect(distinct >= 32, "the screenshot is not blank (" + std::to_string(distinct) +
+                             " distinct bytes in its decoded rows; a blank page has a handful)");
+  if (failures > 0) std::printf("Chromium's log is in %s/shot.err\n", dir.c_str());
   return failures == 0 ? 0 : 1;
 }
