@@ -39,16 +39,12 @@ class Collector {
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     child_ = std::make_unique<ChildProcess>(argv, out + ".stdout");
-    auto http_line = child_->wait_for_line("OTLP/HTTP on http://");
-    if (!http_line) throw std::runtime_error("lens collect did not start: " + child_->stderr_text());
-    http_port_ = port_after(*http_line, "http://127.0.0.1:");
-    const bool grpc_off = std::find(argv.begin(), argv.end(), "off") != argv.end();
-    if (!grpc_off) {
-      if (auto grpc_line = child_->wait_for_line("OTLP/gRPC on ")) {
-        grpc_port_ = port_after(*grpc_line, "on 127.0.0.1:");
-      }
+    // It prints the addresses it listens on (the ports it picked), then that it is ready.
+    if (!child_->wait_for_line("lens collect: ready")) {
+      throw std::runtime_error("lens collect did not start: " + child_->stderr_text());
     }
-    if (!child_->wait_for_line("lens collect: ready")) throw std::runtime_error("lens collect not ready");
+    http_port_ = port_after(child_->stderr_text(), "OTLP/HTTP on http://127.0.0.1:");
+    grpc_port_ = port_after(child_->stderr_text(), "OTLP/gRPC on 127.0.0.1:");
   }
 
   std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_) + "/v1/traces"; }
@@ -68,9 +64,10 @@ class Collector {
   }
 
  private:
-  static int port_after(const std::string& line, const std::string& prefix) {
-    const auto at = line.find(prefix);
-    return at == std::string::npos ? 0 : std::stoi(line.substr(at + prefix.size()));
+  // The port after `prefix` in `text`, or 0 when `prefix` does not occur.
+  static int port_after(const std::string& text, const std::string& prefix) {
+    const auto at = text.find(prefix);
+    return at == std::string::npos ? 0 : std::stoi(text.substr(at + prefix.size()));
   }
 
   std::string out_;

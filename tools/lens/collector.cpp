@@ -16,8 +16,11 @@
 #include <string>
 
 #include "cli.hpp"
+#include "export/json_writer.hpp"
+#include "export/protobuf_wire.hpp"
 #include "nemo/lens/errors.hpp"
 #include "otlp_transcode.hpp"
+#include "strings.hpp"
 
 namespace nemo::lens::cli {
 
@@ -161,38 +164,16 @@ struct Request {
   std::string refuse_reason;
   bool json = false;
   bool gzip = false;
-  bool oversized = false;
 };
 
 // google.rpc.Status {code = 1, message = 2}, the body OTLP/HTTP gives refused protobuf requests.
 std::string rpc_status_proto(int code, const std::string& message) {
   std::string out;
-  out.push_back(0x08);
-  out.push_back(static_cast<char>(code));
-  out.push_back(0x12);
-  std::size_t n = message.size();
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-  out += message;
-  return out;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
+  {
+    nemo::lens::detail::pb::Writer w(out);
+    w.reserve(32 + message.size());
+    w.varint_field(1, static_cast<std::uint64_t>(code));
+    w.bytes_field(2, message);
   }
   return out;
 }
@@ -215,19 +196,12 @@ MHD_Result respond_error(MHD_Connection* connection, int status, const std::stri
                         : status >= 500 ? 13 /* INTERNAL */
                                         : 3 /* INVALID_ARGUMENT */;
   if (json) {
-    return respond(connection, status,
-                   "{\"code\":" + std::to_string(grpc_code) + ",\"message\":\"" + json_escape(message) + "\"}",
-                   "application/json");
+    std::string body = "{\"code\":" + std::to_string(grpc_code) + ",\"message\":";
+    nemo::lens::detail::json::append_string(body, message);
+    body.push_back('}');
+    return respond(connection, status, body, "application/json");
   }
   return respond(connection, status, rpc_status_proto(grpc_code, message), "application/x-protobuf");
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 }  // namespace
@@ -254,13 +228,16 @@ struct HttpReceiver::Impl {
         ++self->in_flight;
       }
       const char* type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Type");
-      const std::string content_type = lower(type == nullptr ? "" : type);
+      const std::string content_type = nemo::lens::detail::to_lower(type == nullptr ? "" : type);
       const std::string media = content_type.substr(0, content_type.find(';'));
       request->json = media == "application/json";
       const char* encoding = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Encoding");
-      const std::string enc = lower(encoding == nullptr ? "" : encoding);
+      const std::string enc = nemo::lens::detail::to_lower(encoding == nullptr ? "" : encoding);
       request->gzip = enc == "gzip";
-      const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
+      const char* length_header =
+          MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
+      const bool has_length = length_header != nullptr;
+      const std::uint64_t length = has_length ? std::strtoull(length_header, nullptr, 10) : 0;
       if (std::string_view(url) != "/v1/traces") {
         request->refuse_status = 404;
         request->refuse_reason = "not found: lens collect serves POST /v1/traces";
@@ -274,12 +251,12 @@ struct HttpReceiver::Impl {
       } else if (!enc.empty() && enc != "gzip" && enc != "identity") {
         request->refuse_status = 415;
         request->refuse_reason = "unsupported Content-Encoding '" + enc + "': use gzip or none";
-      } else if (length != nullptr && std::strtoull(length, nullptr, 10) > self->sink.max_body()) {
+      } else if (has_length && length > self->sink.max_body()) {
         request->refuse_status = 413;
-        request->refuse_reason = "the body (" + std::string(length) + " bytes) exceeds the limit of " +
+        request->refuse_reason = "the body (" + std::to_string(length) + " bytes) exceeds the limit of " +
                                  std::to_string(self->sink.max_body()) + " bytes (--max-body)";
-      } else if (length != nullptr) {
-        request->body.reserve(std::strtoull(length, nullptr, 10));  // at most max_body, checked above
+      } else if (has_length) {
+        request->body.reserve(length);  // at most max_body, checked above
       }
       if (request->refuse_status != 0) {  // answer now, without reading the body
         self->sink.count_rejected();
@@ -328,7 +305,6 @@ struct HttpReceiver::Impl {
 HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
     : impl_(std::make_unique<Impl>(sink)) {
   sockaddr_storage storage{};
-  socklen_t length = 0;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_EPOLL;
   if (address.host.find(':') != std::string::npos) {
     auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
@@ -337,7 +313,6 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
     if (inet_pton(AF_INET6, address.host.c_str(), &v6->sin6_addr) != 1) {
       throw ConfigError("Cannot listen on '" + address.to_string() + "': not an IPv6 address.");
     }
-    length = sizeof(sockaddr_in6);
     flags |= MHD_USE_IPv6;
   } else {
     auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
@@ -347,9 +322,7 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
       throw ConfigError("Cannot listen on '" + address.to_string() +
                         "': not an IPv4 address (use an address such as 127.0.0.1 or 0.0.0.0).");
     }
-    length = sizeof(sockaddr_in);
   }
-  (void)length;
   impl_->daemon = MHD_start_daemon(
       flags, address.port, nullptr, nullptr, &Impl::handle, impl_.get(),
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&storage),
