@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
@@ -201,8 +202,10 @@ TEST(Pipeline, ShutdownReturnsWithinItsTimeoutWhenTheExporterHangs) {
   exporter->release();  // lets the detached exporter thread finish
 }
 
-// Writes "name span_id\n" per span with one write() on an O_APPEND descriptor: no locks, so it
-// is safe to use across fork().
+// Writes "name span_id parent_id\n" per span with one write() on an O_APPEND descriptor. With
+// the gate closed, export_spans waits (on a futex, not a mutex) until it opens: a test can park
+// the exporter thread there, outside malloc, before it forks. Sanitizer allocators without fork
+// handlers (GCC 12's ASan) would otherwise hand the child an allocator lock held by that thread.
 class LineExporter : public SpanExporter {
  public:
   explicit LineExporter(const std::string& path)
@@ -210,6 +213,9 @@ class LineExporter : public SpanExporter {
   ~LineExporter() override { ::close(fd_); }
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource&,
                             std::chrono::steady_clock::time_point) noexcept override {
+    entered_.fetch_add(1);
+    entered_.notify_all();
+    while (closed_.load()) closed_.wait(true);
     for (const SpanData* s : spans) {
       std::string line = s->name + " " + s->context.span_id.to_hex() + " " +
                          s->parent_span_id.to_hex() + "\n";
@@ -219,9 +225,19 @@ class LineExporter : public SpanExporter {
     }
     return ExportResult::kSuccess;
   }
+  void close_gate() { closed_.store(true); }
+  void open_gate() {
+    closed_.store(false);
+    closed_.notify_all();
+  }
+  void wait_entered() {
+    while (entered_.load() == 0) entered_.wait(0);
+  }
 
  private:
   int fd_;
+  std::atomic<bool> closed_{false};
+  std::atomic<int> entered_{0};
 };
 
 std::vector<std::vector<std::string>> read_lines(const std::string& path) {
@@ -239,15 +255,22 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
   ::close(fd);
   const std::string path = tmpl;
   SetupOptions o;
-  o.exporter = std::make_shared<LineExporter>(path);
+  auto exporter = std::make_shared<LineExporter>(path);
+  o.exporter = exporter;
   auto h = setup_telemetry(enabled(), 0, 1, o);
+  // Park the parent's exporter thread inside an export, so it is not in malloc at fork().
+  exporter->close_gate();
+  span_cm("parent_in_export_at_fork");
+  EXPECT_FALSE(h.force_flush(std::chrono::milliseconds(0)));  // wakes the exporter thread
+  exporter->wait_entered();
   Span around = span_cm("parent_open_across_fork");
-  for (int i = 0; i < 3; ++i) span_cm("parent_before_fork");  // queued, maybe not yet exported
+  for (int i = 0; i < 3; ++i) span_cm("parent_before_fork");  // queued behind the parked export
   const SpanContext parent_ctx = around.context();
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     // The child: its spans nest under the inherited context and go through a fresh pipeline.
+    exporter->open_gate();  // the child's copy of the gate
     bool ok = current_span_context() == parent_ctx;
     const AttributeValue* child_pid = h.resource().attribute("process.pid");
     ok = ok && child_pid != nullptr && std::get<std::int64_t>(*child_pid) == ::getpid();
@@ -262,6 +285,7 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+  exporter->open_gate();
   around.end();
   ASSERT_TRUE(h.force_flush());
   h.shutdown();
@@ -275,6 +299,7 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
       EXPECT_EQ(l[2], parent_ctx.span_id.to_hex());
     }
   }
+  EXPECT_EQ(by_name["parent_in_export_at_fork"], 1);
   EXPECT_EQ(by_name["parent_before_fork"], 3);
   EXPECT_EQ(by_name["parent_open_across_fork"], 1);
   EXPECT_EQ(by_name["child_span"], 5);
