@@ -1,7 +1,8 @@
 // The enabled-group state. Every group name a site or a set ever mentioned is interned once into
-// an append-only, lock-free hash table (entries are never removed or moved) and owns one flag in a
-// statically initialised array. Sites cache a pointer to their flag; lookups by name probe the
-// table. Writers serialise on one mutex; readers never take it.
+// an append-only, lock-free hash table (entries are never removed or moved) and owns two flags in
+// statically initialised arrays: enabled, and site (enabled, or its open spans are tracked; see
+// gate.hpp). Sites cache a pointer to their flag; lookups by name probe the table. Writers
+// serialise on one mutex; readers never take it.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/state.hpp"
+#include "tracing/open_spans.hpp"
 
 namespace nemo::lens {
 namespace detail {
@@ -31,8 +33,10 @@ struct InternedGroup {
 };
 
 constinit std::atomic<bool> g_flags[kMaxGroups] = {};
+constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
 constinit std::atomic<const InternedGroup*> g_table[kTableSize] = {};
 constinit std::atomic<const GroupSet*> g_snapshot{nullptr};  // null: nothing published yet
+constinit std::atomic<const GroupSet*> g_tracked{nullptr};   // TrackOpen::kEnabled's set
 constinit std::atomic<bool> g_table_full{false};  // some enabled name could not be interned
 constinit std::mutex g_writer_mu;                  // guards everything below
 
@@ -107,9 +111,49 @@ std::vector<const GroupSet*>& published_sets() {
   return nullptr;
 }
 
-bool snapshot_contains(std::string_view name) noexcept {
-  const GroupSet* s = g_snapshot.load(std::memory_order_acquire);
+bool set_contains(const std::atomic<const GroupSet*>& set, std::string_view name) noexcept {
+  const GroupSet* s = set.load(std::memory_order_acquire);
   return s != nullptr && s->find(name) != s->end();
+}
+
+bool snapshot_contains(std::string_view name) noexcept { return set_contains(g_snapshot, name); }
+
+// Whether a group's open spans are tracked without it being enabled.
+bool tracked_by_mode(std::string_view name) noexcept {
+  switch (g_track_mode.load(std::memory_order_relaxed)) {
+    case TrackOpen::kAll:
+      return true;
+    case TrackOpen::kEnabled:
+      return set_contains(g_tracked, name);
+    case TrackOpen::kOff:
+      break;
+  }
+  return false;
+}
+
+// Requires g_writer_mu: the published set equal to `groups` (kept for the life of the process,
+// since readers may hold it), publishing it first when it is new.
+const GroupSet* publish_locked(GroupSet groups) {
+  for (const GroupSet* s : published_sets()) {
+    if (*s == groups) return s;
+  }
+  published_sets().reserve(published_sets().size() + 1);
+  auto* s = new GroupSet(std::move(groups));
+  published_sets().push_back(s);
+  return s;
+}
+
+// Requires g_writer_mu. Writes a flag only when its value changes, so a group on in both the old
+// and the new state never reads false in between.
+void update_flags_locked(const InternedGroup& e) noexcept {
+  const bool on = snapshot_contains(e.name);
+  if (g_flags[e.index].load(std::memory_order_relaxed) != on) {
+    g_flags[e.index].store(on, std::memory_order_relaxed);
+  }
+  const bool site = on || tracked_by_mode(e.name);
+  if (g_site_flags[e.index].load(std::memory_order_relaxed) != site) {
+    g_site_flags[e.index].store(site, std::memory_order_relaxed);
+  }
 }
 
 // Requires g_writer_mu. Returns null when the table is full.
@@ -123,8 +167,8 @@ const InternedGroup* intern_locked(std::string_view name) {
   }
   all.reserve(all.size() + 1);
   auto* e = new InternedGroup{std::string(name), h, static_cast<std::uint32_t>(all.size())};
-  // The flag is set before the entry is published, so whoever finds the entry reads its state.
-  g_flags[e->index].store(snapshot_contains(name), std::memory_order_relaxed);
+  // The flags are set before the entry is published, so whoever finds the entry reads its state.
+  update_flags_locked(*e);
   std::size_t i = h & kTableMask;
   while (g_table[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & kTableMask;
   g_table[i].store(e, std::memory_order_release);
@@ -138,7 +182,9 @@ const InternedGroup* intern_locked(std::string_view name) {
 void lock_state_for_fork() noexcept { g_writer_mu.lock(); }
 void unlock_state_after_fork() noexcept { g_writer_mu.unlock(); }
 
-bool resolve_site(SiteGate& site) noexcept {
+namespace {
+// Points `site` at its group's flag in `flags`; null when the group cannot be interned.
+const std::atomic<bool>* resolve_into(SiteGate& site, std::atomic<bool>* flags) noexcept {
   const InternedGroup* e = nullptr;
   try {
     std::lock_guard lock(g_writer_mu);
@@ -146,10 +192,50 @@ bool resolve_site(SiteGate& site) noexcept {
   } catch (...) {
     e = nullptr;  // out of memory: the site stays unresolved and asks by name each time
   }
-  if (e == nullptr) return is_span_group_enabled(site.group);
-  // Relaxed: the flag array is statically initialised; see site_enabled().
-  site.flag.store(&g_flags[e->index], std::memory_order_relaxed);
-  return g_flags[e->index].load(std::memory_order_relaxed);
+  if (e == nullptr) return nullptr;
+  // Relaxed: the flag arrays are statically initialised; see site_enabled().
+  site.flag.store(&flags[e->index], std::memory_order_relaxed);
+  return &flags[e->index];
+}
+}  // namespace
+
+bool resolve_site(SiteGate& site) noexcept {
+  const std::atomic<bool>* flag = resolve_into(site, g_flags);
+  if (flag == nullptr) return is_span_group_enabled(site.group);
+  return flag->load(std::memory_order_relaxed);
+}
+
+bool resolve_span_site(SiteGate& site) noexcept {
+  const std::atomic<bool>* flag = resolve_into(site, g_site_flags);
+  if (flag == nullptr) return group_state(site.group).tracked;
+  return flag->load(std::memory_order_relaxed);
+}
+
+GroupState span_site_state(const SiteGate& site) noexcept {
+  const std::atomic<bool>* flag = site.flag.load(std::memory_order_relaxed);
+  if (flag >= g_site_flags && flag < g_site_flags + kMaxGroups) {
+    const auto index = static_cast<std::size_t>(flag - g_site_flags);
+    return {g_flags[index].load(std::memory_order_relaxed), flag->load(std::memory_order_relaxed)};
+  }
+  return group_state(site.group);  // unresolved: the table is full
+}
+
+GroupState group_state(std::string_view group) noexcept {
+  if (const InternedGroup* e = find(group, hash_name(group))) {
+    return {g_flags[e->index].load(std::memory_order_relaxed),
+            g_site_flags[e->index].load(std::memory_order_relaxed)};
+  }
+  // Every enabled or tracked name is interned unless the table filled up.
+  const bool enabled = g_table_full.load(std::memory_order_relaxed) && snapshot_contains(group);
+  return {enabled, enabled || tracked_by_mode(group)};
+}
+
+void set_open_span_tracking(TrackOpen mode, GroupSet tracked) {
+  std::lock_guard lock(g_writer_mu);
+  g_tracked.store(publish_locked(std::move(tracked)), std::memory_order_release);
+  g_track_mode.store(mode, std::memory_order_relaxed);
+  for (const InternedGroup* e : interned()) update_flags_locked(*e);
+  for (const auto& name : *g_tracked.load(std::memory_order_relaxed)) intern_locked(name);
 }
 
 }  // namespace detail
@@ -166,23 +252,9 @@ bool is_span_group_enabled(std::string_view group) noexcept {
 void set_enabled_span_groups(GroupSet groups) {
   using namespace detail;
   std::lock_guard lock(g_writer_mu);
-  const GroupSet* snapshot = nullptr;
-  for (const GroupSet* s : published_sets()) {
-    if (*s == groups) snapshot = s;
-  }
-  if (snapshot == nullptr) {
-    published_sets().reserve(published_sets().size() + 1);
-    snapshot = new GroupSet(std::move(groups));
-    published_sets().push_back(snapshot);
-  }
+  const GroupSet* snapshot = publish_locked(std::move(groups));
   g_snapshot.store(snapshot, std::memory_order_release);
-  // Only flags whose value changes are written, so a group in both sets never reads false.
-  for (const InternedGroup* e : interned()) {
-    const bool on = snapshot->count(e->name) != 0;
-    if (g_flags[e->index].load(std::memory_order_relaxed) != on) {
-      g_flags[e->index].store(on, std::memory_order_relaxed);
-    }
-  }
+  for (const InternedGroup* e : interned()) update_flags_locked(*e);
   for (const auto& name : *snapshot) intern_locked(name);
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <random>
 
+#include "control/endpoint.hpp"
 #include "env.hpp"
 #include "export/exporters.hpp"
 #include "nemo/lens/sampling.hpp"
@@ -24,6 +25,7 @@ struct TelemetryState {
   int world_size = 1;
   bool exporting = false;
   Pipeline* pipeline = nullptr;  // immortal; null when not exporting
+  std::unique_ptr<ControlEndpoint> control;  // null when off or it could not start
   std::atomic<bool> shut_down{false};  // written under g_setup_mu
 };
 
@@ -77,9 +79,11 @@ void print_summary(const TelemetryState& s, const TelemetryStats& st) {
 
 // Requires g_setup_mu. Stops `s`'s pipeline and, when `s` is the active set-up, every group.
 bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadline) noexcept {
+  if (s.control) s.control->stop();  // first: it may switch groups
   if (active_state().get() == &s) {
     try {
       set_enabled_span_groups({});
+      set_open_span_tracking(TrackOpen::kOff, {});
     } catch (...) {
     }
     active_state().reset();
@@ -197,6 +201,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   }
   config.validate();
   GroupSet groups = config.resolved_span_groups();
+  const detail::ControlSettings control = detail::control_settings(config);
   ExportStrategy strategy =
       options.strategy ? options.strategy : get_export_strategy(config.export_strategy);
   state->exporting = strategy(config, rank, world_size);
@@ -239,7 +244,12 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   detail::install_fork_handlers();
   detail::install_exit_handler();
   detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
-  set_enabled_span_groups(tracing ? std::move(groups) : GroupSet{});
+  set_enabled_span_groups(tracing ? groups : GroupSet{});
+  // Open spans of the groups this process follows are tracked even where they are not exported.
+  if (control.track_open != detail::TrackOpen::kOff) detail::calibrate_clock();
+  detail::set_open_span_tracking(control.track_open, groups);
+  state->control = detail::ControlEndpoint::start(
+      {state->config, rank, world_size, state->pipeline, std::move(groups), control});
   detail::active_state() = state;
   return TelemetryHandle(std::move(state));
 }

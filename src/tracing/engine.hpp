@@ -24,6 +24,7 @@
 #include "tracing/clock.hpp"
 #include "tracing/ids.hpp"
 #include "tracing/mpmc_queue.hpp"
+#include "tracing/open_spans.hpp"
 
 namespace nemo::lens::detail {
 
@@ -39,6 +40,11 @@ class SpinLock {
     }
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  /// Takes the lock if it is free; never waits.
+  bool try_lock() noexcept {
+    return !locked_.load(std::memory_order_relaxed) &&
+           !locked_.exchange(true, std::memory_order_acquire);
+  }
   /// Only for a forked child, where the holder no longer exists.
   void reset_after_fork() noexcept { locked_.store(false, std::memory_order_relaxed); }
 
@@ -55,10 +61,15 @@ struct SpanRecord {
   bool exception_recorded = false;
   bool status_final = false;     // an OK status was set
   bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
+  /// In its owner's open-span registry: kOpenNone (tracking was off when it started),
+  /// kOpenRegistered, or kOpenUntracked (the registry was full; counted).
+  std::uint8_t open_state = 0;
   /// While open: data.attributes[0, attributes_used) are the span's attributes; later elements
   /// are storage kept from earlier spans. Trimmed when the span ends.
   std::uint32_t attributes_used = 0;
 };
+
+inline constexpr std::uint8_t kOpenNone = 0, kOpenRegistered = 1, kOpenUntracked = 2;
 
 /// Attribute and event limits (OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT).
 struct SpanLimits {
@@ -81,11 +92,13 @@ struct SamplerConfig {
   bool records_anything = true;
 };
 
-/// Per-thread state. Only its owner thread touches `cache` and `ids`; `stack` and the open records
-/// on it are guarded by `mu`; counters are written by the owner and read by anyone.
+/// Per-thread state. Only its owner thread touches `cache` and `ids`; `stack`, the open records
+/// on it and writes to `open` are guarded by `mu`; counters are written by the owner and read by
+/// anyone.
 struct ThreadState {
   SpinLock mu;
   std::vector<SpanRecord*> stack;  // open spans started by this thread, oldest first
+  OpenStack open;                  // the open-span registry (records and light entries)
   std::vector<SpanRecord*> cache;  // free records
   IdGenerator ids;
   std::int64_t tid = 0;

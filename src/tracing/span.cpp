@@ -165,6 +165,7 @@ void reset_record(SpanRecord& r) noexcept {
   r.exception_recorded = false;
   r.status_final = false;
   r.orphaned = false;
+  r.open_state = kOpenNone;
 }
 
 void add_link_locked(SpanRecord& r, const SpanContext& target,
@@ -262,6 +263,10 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
                      attributes);
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
       d.start_time_unix_nano = now_unix_nano();
+      if (g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff) {
+        rec->open_state = open_record(*ts, rec, d.start_time_unix_nano) ? kOpenRegistered
+                                                                         : kOpenUntracked;
+      }
     }
     ts->stack.push_back(rec);
   } catch (...) {
@@ -274,17 +279,66 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
 
 }  // namespace
 
+namespace {
+// A light handle's rec_: its owner's thread state with the low bit set.
+constexpr std::uintptr_t kLightTag = 1;
+bool is_light(const SpanRecord* r) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(r) & kLightTag) != 0;
+}
+ThreadState* light_owner(SpanRecord* r) noexcept {
+  return reinterpret_cast<ThreadState*>(reinterpret_cast<std::uintptr_t>(r) & ~kLightTag);
+}
+// The record behind a handle; null for an empty or light handle.
+SpanRecord* record_of(SpanRecord* r) noexcept { return is_light(r) ? nullptr : r; }
+
+bool tracking() noexcept { return g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff; }
+}  // namespace
+
 struct SpanAccess {
   static Span make(SpanRecord* rec) noexcept { return Span(rec); }
+  static Span make_light(ThreadState* owner, std::uint32_t token) noexcept {
+    return Span(reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(owner) | kLightTag),
+                token);
+  }
 };
+
+Span open_light_span(const SpanSite& site) noexcept {
+  ThreadState* ts = this_thread_state();
+  if (ts == nullptr) return Span();
+  std::uint32_t token = 0;
+  {
+    std::lock_guard lock(ts->mu);
+    token = open_light_entry(*ts, site);
+  }
+  return SpanAccess::make_light(ts, token);
+}
+
+bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
+                              std::initializer_list<Attribute> attributes) noexcept {
+  const std::int64_t now = now_unix_nano();
+  std::lock_guard lock(rec->owner->mu);
+  bool open = false;
+  for (SpanRecord* r : rec->owner->stack) open = open || r == rec;
+  if (!open || !rec->recording || rec->orphaned) return false;
+  try {
+    add_event_locked(*rec, name, now, attributes);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
 
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
-  if (p == nullptr) return Span();
-  StartRequest req;
-  req.group = site.gate.group;
-  req.name = site.name;
-  return SpanAccess::make(start_record(p, req, attributes));
+  const GroupState g = span_site_state(site.gate);
+  if (p != nullptr && g.enabled) {
+    StartRequest req;
+    req.group = site.gate.group;
+    req.name = site.name;
+    return SpanAccess::make(start_record(p, req, attributes));
+  }
+  if (g.tracked && tracking()) return open_light_span(site);
+  return Span();
 }
 
 }  // namespace detail
@@ -294,8 +348,20 @@ using detail::SpanRecord;
 Span start_span(std::string_view name, const SpanStartOptions& options,
                 std::initializer_list<Attribute> attributes) noexcept {
   detail::Pipeline* p = detail::g_active_pipeline.load(std::memory_order_acquire);
-  if (p == nullptr) return Span();
-  if (!options.group.empty() && !is_span_group_enabled(options.group)) return Span();
+  const bool tracking = detail::tracking();
+  if (p == nullptr && !tracking) return Span();
+  // A span that is not exported may still be tracked as open, for `lens ctl dump`.
+  bool exported = p != nullptr;
+  bool tracked = true;
+  if (!options.group.empty()) {
+    const detail::GroupState g = detail::group_state(options.group);
+    exported = exported && g.enabled;
+    tracked = g.tracked;
+  }
+  if (!exported) {
+    if (!tracked || !tracking) return Span();
+    return detail::open_light_span(detail::intern_site(options.group, name));
+  }
   detail::StartRequest req;
   req.group = options.group;
   req.name = name;
@@ -311,11 +377,15 @@ Span& Span::operator=(Span&& other) noexcept {
     end();
     rec_ = std::exchange(other.rec_, nullptr);
     uncaught_ = other.uncaught_;
+    token_ = other.token_;
   }
   return *this;
 }
 
-bool Span::is_recording() const noexcept { return rec_ != nullptr && rec_->recording; }
+bool Span::is_recording() const noexcept {
+  const SpanRecord* r = detail::record_of(rec_);
+  return r != nullptr && r->recording;
+}
 
 namespace {
 // Runs f(record) under the owner's lock when the span records and is still to be exported.
@@ -333,7 +403,7 @@ void mutate(SpanRecord* rec, F&& f) noexcept {
 }  // namespace
 
 Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
-  mutate(rec_, [&](SpanRecord& r) {
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) {
     detail::put_attribute({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
                           r.pipeline->limits.attribute_count, *r.pipeline, key, value);
   });
@@ -341,7 +411,7 @@ Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
 }
 
 Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept {
-  mutate(rec_, [&](SpanRecord& r) {
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) {
     detail::put_attributes({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
                            r.pipeline->limits.attribute_count, *r.pipeline, attributes);
   });
@@ -350,17 +420,17 @@ Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept
 
 Span& Span::add_event(std::string_view name, std::initializer_list<Attribute> attributes) noexcept {
   const std::int64_t now = detail::now_unix_nano();
-  mutate(rec_, [&](SpanRecord& r) { detail::add_event_locked(r, name, now, attributes); });
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) { detail::add_event_locked(r, name, now, attributes); });
   return *this;
 }
 
 Span& Span::add_link(const SpanContext& target, std::initializer_list<Attribute> attributes) noexcept {
-  mutate(rec_, [&](SpanRecord& r) { detail::add_link_locked(r, target, attributes); });
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) { detail::add_link_locked(r, target, attributes); });
   return *this;
 }
 
 Span& Span::set_status(StatusCode code, std::string_view message) noexcept {
-  mutate(rec_, [&](SpanRecord& r) {
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) {
     if (code == StatusCode::kUnset || r.status_final) return;
     r.data.status_code = code;
     // The description only accompanies ERROR (OpenTelemetry's rule).
@@ -371,34 +441,39 @@ Span& Span::set_status(StatusCode code, std::string_view message) noexcept {
 }
 
 Span& Span::set_kind(SpanKind kind) noexcept {
-  mutate(rec_, [&](SpanRecord& r) { r.data.kind = kind; });
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) { r.data.kind = kind; });
   return *this;
 }
 
 Span& Span::record_exception(const std::exception& e) noexcept {
   const std::int64_t now = detail::now_unix_nano();
-  mutate(rec_, [&](SpanRecord& r) {
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) {
     detail::record_exception_locked(r, detail::demangle(typeid(e).name()), e.what(), now);
   });
   return *this;
 }
 
 SpanContext Span::context() const noexcept {
-  if (rec_ == nullptr) return {};
-  std::lock_guard lock(rec_->owner->mu);
+  const SpanRecord* r = detail::record_of(rec_);
+  if (r == nullptr) return {};
+  std::lock_guard lock(r->owner->mu);
   try {
-    return rec_->data.context;
+    return r->data.context;
   } catch (...) {
     SpanContext c;
-    c.trace_id = rec_->data.context.trace_id;
-    c.span_id = rec_->data.context.span_id;
-    c.trace_flags = rec_->data.context.trace_flags;
+    c.trace_id = r->data.context.trace_id;
+    c.span_id = r->data.context.span_id;
+    c.trace_flags = r->data.context.trace_flags;
     return c;
   }
 }
 
 void Span::finish(bool unwinding) noexcept {
   SpanRecord* rec = std::exchange(rec_, nullptr);
+  if (detail::is_light(rec)) {
+    detail::close_light_span(*detail::light_owner(rec), token_);
+    return;
+  }
   const std::int64_t now = detail::now_unix_nano();
   detail::ThrownException thrown;
   if (unwinding && rec->recording) thrown = detail::last_thrown_exception(std::uncaught_exceptions());
@@ -412,6 +487,10 @@ void Span::finish(bool unwinding) noexcept {
         stack.erase(std::next(it).base());
         break;
       }
+    }
+    if (rec->open_state != detail::kOpenNone) {
+      detail::close_record(*owner, rec, rec->open_state == detail::kOpenRegistered);
+      rec->open_state = detail::kOpenNone;
     }
     export_it = rec->recording && !rec->orphaned;
     if (export_it) {

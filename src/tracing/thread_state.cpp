@@ -36,7 +36,11 @@ ThreadState* acquire_state() noexcept {
     for (ThreadState* s : registry()) {
       if (s->in_use) continue;
       std::lock_guard state_lock(s->mu);
-      if (!s->stack.empty()) continue;  // spans it started are still open elsewhere
+      // Spans it started are still open elsewhere (handles moved to another thread).
+      if (!s->stack.empty() || s->open.depth.load(std::memory_order_relaxed) != 0 ||
+          s->open.untracked.load(std::memory_order_relaxed) != 0) {
+        continue;
+      }
       s->in_use = true;
       s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
       return s;
@@ -176,6 +180,9 @@ void reset_thread_states_in_child() noexcept {
     } else {
       s->stack.clear();
       s->cache.clear();  // their records may be mid-use: leak them rather than guess
+      s->open.depth.store(0, std::memory_order_relaxed);  // single-threaded here
+      s->open.untracked.store(0, std::memory_order_relaxed);
+      s->open.sequence.store(0, std::memory_order_relaxed);
       s->in_use = false;
     }
     s->mu.reset_after_fork();

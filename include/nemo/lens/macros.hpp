@@ -43,7 +43,7 @@
 #define NEMO_LENS_DETAIL_SPAN(site, var, group, name, ...)                                \
   static constinit ::nemo::lens::detail::SpanSite site{                                 \
       {(group), &::nemo::lens::detail::g_unresolved_flag}, (name)};                      \
-  ::nemo::lens::Span var = ::nemo::lens::detail::site_enabled(site.gate)                 \
+  ::nemo::lens::Span var = ::nemo::lens::detail::span_site_enabled(site.gate)            \
                                ? ::nemo::lens::detail::start_site_span(site, {__VA_ARGS__}) \
                                : ::nemo::lens::Span()
 

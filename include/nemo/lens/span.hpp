@@ -43,7 +43,7 @@ class NEMO_LENS_API Span {
   /// An empty handle.
   Span() noexcept = default;
   Span(Span&& other) noexcept
-      : rec_(std::exchange(other.rec_, nullptr)), uncaught_(other.uncaught_) {}
+      : rec_(std::exchange(other.rec_, nullptr)), uncaught_(other.uncaught_), token_(other.token_) {}
   /// Ends the span this handle holds, then takes over `other`'s.
   Span& operator=(Span&& other) noexcept;
   Span(const Span&) = delete;
@@ -83,12 +83,15 @@ class NEMO_LENS_API Span {
 
  private:
   friend struct detail::SpanAccess;
-  explicit Span(detail::SpanRecord* rec) noexcept
-      : rec_(rec), uncaught_(std::uncaught_exceptions()) {}
+  explicit Span(detail::SpanRecord* rec, std::uint32_t token = 0) noexcept
+      : rec_(rec), uncaught_(std::uncaught_exceptions()), token_(token) {}
   void finish(bool unwinding) noexcept;
 
+  // A recording (or sampled-out) span's record; or, with the low bit set, the thread state whose
+  // open-span registry holds this span's light entry (tracked for `lens ctl dump`, not exported).
   detail::SpanRecord* rec_ = nullptr;
   int uncaught_ = 0;
+  std::uint32_t token_ = 0;  // the light entry's token
 };
 
 /// Options for start_span().

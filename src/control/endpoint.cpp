@@ -1,0 +1,712 @@
+// The control endpoint and the hang watchdog (see endpoint.hpp and docs/control.md).
+#include "control/endpoint.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "env.hpp"
+#include "export/json_writer.hpp"
+#include "nemo/lens/errors.hpp"
+#include "nemo/lens/state.hpp"
+#include "strings.hpp"
+#include "tracing/engine.hpp"
+
+namespace nemo::lens::detail {
+
+namespace {
+
+constexpr std::size_t kMaxRequest = 4096;
+constexpr auto kRequestTimeout = std::chrono::seconds(2);
+constexpr std::string_view kProtocolTag = "lens-ctl/1";
+
+using Clock = std::chrono::steady_clock;
+
+std::string join(const GroupSet& groups) {
+  std::string out;
+  for (const auto& g : groups) {
+    if (!out.empty()) out += ',';
+    out += g;
+  }
+  return out;
+}
+
+std::string sanitized(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return {};
+  return buf;
+}
+
+// Creates `dir` (mode 0700) if needed and checks that it is a directory of this user that no one
+// else can enter. An empty string when it is fine, else what is wrong.
+std::string prepare_dir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return "cannot create " + dir + ": " + std::strerror(errno);
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return "cannot inspect " + dir + ": " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (st.st_uid != ::geteuid()) {
+    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
+           std::to_string(::geteuid()) + ")";
+  }
+  if ((st.st_mode & 077) != 0) {
+    return dir + " is accessible to other users (mode " + std::to_string((st.st_mode >> 6) & 7) +
+           std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
+           "); it must be 0700";
+  }
+  return {};
+}
+
+// Writes all of `data` to a non-blocking socket before `deadline`.
+bool write_all(int fd, std::string_view data, Clock::time_point deadline) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return false;
+  }
+  return true;
+}
+
+void append_stats(std::string& out, const TelemetryStats& s) {
+  out += "{";
+  const std::pair<std::string_view, std::uint64_t> fields[] = {
+      {"spans_started", s.spans_started},
+      {"spans_ended", s.spans_ended},
+      {"spans_exported", s.spans_exported},
+      {"spans_dropped_queue_full", s.spans_dropped_queue_full},
+      {"spans_dropped_export_failed", s.spans_dropped_export_failed},
+      {"spans_dropped_shutdown", s.spans_dropped_shutdown},
+      {"spans_rejected", s.spans_rejected},
+      {"spans_truncated", s.spans_truncated},
+  };
+  bool first = true;
+  for (const auto& [key, value] : fields) {
+    if (!first) out += ',';
+    first = false;
+    json::append_key(out, key);
+    json::append_uint(out, value);
+  }
+  out += "}";
+}
+
+double seconds_between(std::int64_t from_ns, std::int64_t to_ns) {
+  return static_cast<double>(std::max<std::int64_t>(0, to_ns - from_ns)) / 1e9;
+}
+
+// "step/train_step" or "train_step" for an ungated span.
+std::string qualified(const OpenSpanView& s) {
+  return s.group.empty() ? s.name : s.group + "/" + s.name;
+}
+
+}  // namespace
+
+std::string default_control_dir() {
+  if (auto xdg = env_trimmed("XDG_RUNTIME_DIR")) return *xdg + "/lens";
+  return "/tmp/lens-" + std::to_string(::geteuid());
+}
+
+ControlSettings control_settings(const NemoLensConfig& config) {
+  ControlSettings s;
+  if (auto v = config.env("CONTROL")) {
+    auto b = parse_bool(*v);
+    if (!b) {
+      throw ConfigError(*config.env_variable("CONTROL") + "='" + *v +
+                        "' is not a boolean: expected 1/0, true/false, yes/no or on/off");
+    }
+    s.endpoint = *b;
+  }
+  s.dir = config.env("CONTROL_DIR").value_or(default_control_dir());
+  if (auto v = config.env("TRACK_OPEN")) {
+    s.track_open = parse_track_open(*config.env_variable("TRACK_OPEN"), *v);
+  }
+  if (auto v = config.env("HANG_TIMEOUT")) {
+    const std::string lower = to_lower(*v);
+    if (lower != "off") {
+      auto d = parse_double(*v);
+      if (!d || !(*d >= 0) || *d > 1e9) {
+        throw ConfigError(*config.env_variable("HANG_TIMEOUT") + "='" + *v +
+                          "' is not valid: expected a number of seconds >= 0 (0 or off: no "
+                          "watchdog)");
+      }
+      s.hang_timeout_s = *d;
+    }
+  }
+  if (s.hang_timeout_s > 0 && s.track_open == TrackOpen::kOff) {
+    throw ConfigError(*config.env_variable("HANG_TIMEOUT") +
+                      " needs open spans to be tracked, but " +
+                      *config.env_variable("TRACK_OPEN") +
+                      "=off; set it to enabled or all, or switch the watchdog off");
+  }
+  return s;
+}
+
+struct ControlEndpoint::Impl {
+  ControlTarget target;
+  std::string path;
+  int listen_fd = -1;
+  int wake_fd = -1;
+  pid_t owner_pid = 0;
+  Clock::time_point started = Clock::now();
+  std::thread thread;
+  bool stopped = false;
+
+  // Only the endpoint thread touches these after start.
+  GroupSet current;
+  std::set<std::pair<const void*, std::uint64_t>> reported;  // stuck spans already reported
+
+  ~Impl() { close_fds(); }
+
+  void close_fds() noexcept {
+    if (listen_fd >= 0) ::close(listen_fd);
+    if (wake_fd >= 0) ::close(wake_fd);
+    listen_fd = wake_fd = -1;
+  }
+
+  bool tracing() const noexcept { return target.pipeline != nullptr; }
+
+  // ----- replies
+
+  void append_process(std::string& out) const {
+    out += "{";
+    json::append_key(out, "run_id");
+    json::append_string(out, target.config.run_id);
+    out += ',';
+    json::append_key(out, "rank");
+    json::append_int(out, target.rank);
+    out += ',';
+    json::append_key(out, "world_size");
+    json::append_int(out, target.world_size);
+    out += ',';
+    json::append_key(out, "pid");
+    json::append_int(out, owner_pid);
+    out += ',';
+    json::append_key(out, "host");
+    json::append_string(out, hostname());
+    out += ',';
+    json::append_key(out, "service");
+    json::append_string(out, target.config.service_name);
+    out += ',';
+    json::append_key(out, "exporting");
+    out += tracing() ? "true" : "false";
+    out += ',';
+    json::append_key(out, "startup_spec");
+    json::append_string(out, target.config.span_groups);
+    out += ',';
+    json::append_key(out, "groups");
+    out += '[';
+    bool first = true;
+    for (const auto& g : current) {
+      if (!first) out += ',';
+      first = false;
+      json::append_string(out, g);
+    }
+    out += "],";
+    json::append_key(out, "track_open");
+    json::append_string(out, track_open_name(target.settings.track_open));
+    out += ',';
+    json::append_key(out, "hang_timeout_s");
+    json::append_double(out, target.settings.hang_timeout_s);
+    out += ',';
+    json::append_key(out, "uptime_s");
+    json::append_double(
+        out, std::chrono::duration<double>(Clock::now() - started).count());
+    out += "}";
+  }
+
+  std::string reply_head(bool ok) const {
+    std::string out = "{\"protocol\":1,\"ok\":";
+    out += ok ? "true" : "false";
+    out += ",\"process\":";
+    append_process(out);
+    return out;
+  }
+
+  std::string error_reply(std::string_view message) const {
+    std::string out = reply_head(false);
+    out += ',';
+    json::append_key(out, "error");
+    json::append_string(out, message);
+    out += "}\n";
+    return out;
+  }
+
+  TelemetryStats stats() const noexcept {
+    return tracing() ? target.pipeline->current()->stats() : TelemetryStats{};
+  }
+
+  std::string dump_reply() const {
+    const auto threads = snapshot_open_spans();
+    const std::int64_t now = now_unix_nano();
+    std::string out = reply_head(true);
+    out += ',';
+    json::append_key(out, "now_unix_nano");
+    json::append_int(out, now);
+    out += ',';
+    json::append_key(out, "threads");
+    out += '[';
+    bool first_thread = true;
+    for (const ThreadOpenSpans& t : threads) {
+      if (!first_thread) out += ',';
+      first_thread = false;
+      out += '{';
+      json::append_key(out, "tid");
+      json::append_int(out, t.tid);
+      out += ',';
+      json::append_key(out, "untracked");
+      json::append_uint(out, t.untracked);
+      out += ',';
+      json::append_key(out, "spans");
+      out += '[';
+      bool first_span = true;
+      for (const OpenSpanView& s : t.spans) {
+        if (!first_span) out += ',';
+        first_span = false;
+        out += '{';
+        json::append_key(out, "group");
+        json::append_string(out, s.group);
+        out += ',';
+        json::append_key(out, "name");
+        json::append_string(out, s.name);
+        out += ',';
+        json::append_key(out, "start_unix_nano");
+        json::append_int(out, s.start_unix_nano);
+        out += ',';
+        json::append_key(out, "open_s");
+        json::append_double(out, seconds_between(s.start_unix_nano, now));
+        out += ',';
+        json::append_key(out, "exported");
+        out += s.exported ? "true" : "false";
+        if (s.record != nullptr && s.context.is_valid()) {
+          out += ',';
+          json::append_key(out, "trace_id");
+          json::append_string(out, s.context.trace_id.to_hex());
+          out += ',';
+          json::append_key(out, "span_id");
+          json::append_string(out, s.context.span_id.to_hex());
+          out += ',';
+          json::append_key(out, "attributes");
+          out += '{';
+          bool first_attr = true;
+          for (const KeyValue& kv : s.attributes) {
+            if (!first_attr) out += ',';
+            first_attr = false;
+            json::append_key(out, kv.key);
+            json::append_plain_value(out, kv.value);
+          }
+          out += '}';
+        }
+        out += '}';
+      }
+      out += "]}";
+    }
+    out += "],";
+    json::append_key(out, "stats");
+    append_stats(out, stats());
+    out += "}\n";
+    return out;
+  }
+
+  // ----- group switches
+
+  void apply_groups(const GroupSet& groups) {
+    if (tracing()) set_enabled_span_groups(groups);
+    if (target.settings.track_open == TrackOpen::kEnabled) {
+      set_open_span_tracking(TrackOpen::kEnabled, groups);
+    }
+  }
+
+  // Logs a change and records it on the job's root span (the oldest open recording root span).
+  void announce_change(const GroupSet& before, const GroupSet& after, int peer_pid) {
+    std::fprintf(stderr, "lens: rank %d (pid %d): span groups switched by lens ctl (pid %d): %s -> %s\n",
+                 target.rank, static_cast<int>(owner_pid), peer_pid, join(before).c_str(),
+                 join(after).c_str());
+    const OpenSpanView* root = nullptr;
+    std::vector<ThreadOpenSpans> threads;
+    try {
+      threads = snapshot_open_spans();
+    } catch (...) {
+      return;
+    }
+    for (const auto& t : threads) {
+      for (const auto& s : t.spans) {
+        if (s.record == nullptr || !s.root || !s.exported) continue;
+        if (root == nullptr || s.start_unix_nano < root->start_unix_nano) root = &s;
+      }
+    }
+    if (root == nullptr) return;
+    const std::string b = join(before), a = join(after);
+    add_event_to_open_record(root->record, "lens.span_groups_changed",
+                             {{"lens.span_groups.previous", std::string_view(b)},
+                              {"lens.span_groups.current", std::string_view(a)}});
+  }
+
+  std::string groups_reply(const GroupSet& before) const {
+    std::string out = reply_head(true);
+    out += ',';
+    json::append_key(out, "previous");
+    out += '[';
+    bool first = true;
+    for (const auto& g : before) {
+      if (!first) out += ',';
+      first = false;
+      json::append_string(out, g);
+    }
+    out += "]}\n";
+    return out;  // "groups" (the new set) is in the process object
+  }
+
+  std::string switch_groups(const GroupSet& groups, int peer_pid) {
+    const GroupSet before = current;
+    apply_groups(groups);
+    current = groups;
+    announce_change(before, current, peer_pid);
+    return groups_reply(before);
+  }
+
+  std::string answer(std::string_view line, int peer_pid) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const auto space = line.find(' ');
+    const std::string_view tag = line.substr(0, space);
+    if (tag != kProtocolTag) {
+      return error_reply("not a lens-ctl/1 request: a request is 'lens-ctl/1 <verb> [argument]' "
+                         "with verb info, dump, groups <spec> or groups-reset");
+    }
+    std::string_view rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+    const auto verb_end = rest.find(' ');
+    const std::string_view verb = rest.substr(0, verb_end);
+    const std::string_view arg =
+        verb_end == std::string_view::npos ? std::string_view() : trim(rest.substr(verb_end + 1));
+    if (verb == "info" && arg.empty()) return reply_head(true) + "}\n";
+    if (verb == "dump" && arg.empty()) return dump_reply();
+    if (verb == "groups-reset" && arg.empty()) return switch_groups(target.startup_groups, peer_pid);
+    if (verb == "groups") {
+      if (arg.empty()) return error_reply("groups needs a span-group spec, e.g. 'groups all'");
+      GroupSet groups;
+      try {
+        groups = target.config.catalog().resolve(arg);
+      } catch (const SpanGroupError& e) {
+        return error_reply(e.what());  // the same message as at start-up; nothing changes
+      }
+      return switch_groups(groups, peer_pid);
+    }
+    return error_reply("unknown request '" + std::string(rest.substr(0, 64)) +
+                       "': expected info, dump, groups <spec> or groups-reset");
+  }
+
+  // ----- connections
+
+  void serve(int fd) {
+    const auto deadline = Clock::now() + kRequestTimeout;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+      write_all(fd,
+                error_reply("permission denied: this endpoint answers only uid " +
+                            std::to_string(::geteuid()) + ", not uid " + std::to_string(cred.uid)),
+                deadline);
+      return;
+    }
+    std::string request;
+    char buf[1024];
+    for (;;) {
+      const auto nl = request.find('\n');
+      if (nl != std::string::npos) {
+        request.resize(nl);
+        break;
+      }
+      if (request.size() > kMaxRequest) {
+        write_all(fd, error_reply("request longer than 4096 bytes"), deadline);
+        return;
+      }
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        request.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0) {
+        write_all(fd, error_reply("connection closed before a complete request line"), deadline);
+        return;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd p{fd, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+        write_all(fd, error_reply("no complete request line within 2 s"), deadline + kRequestTimeout);
+        return;
+      }
+    }
+    if (request.size() > kMaxRequest) {
+      write_all(fd, error_reply("request longer than 4096 bytes"), deadline);
+      return;
+    }
+    write_all(fd, answer(request, static_cast<int>(cred.pid)), Clock::now() + kRequestTimeout);
+  }
+
+  void accept_all() {
+    for (;;) {
+      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN: nothing more; other errors: try again at the next poll
+      try {
+        serve(fd);
+      } catch (...) {
+        // Out of memory while answering: the client sees the connection close.
+      }
+      ::close(fd);
+    }
+  }
+
+  // ----- the watchdog
+
+  // Reports each thread's innermost open span of a followed group that has been open longer than
+  // the timeout, once per span.
+  void check_hangs() {
+    const double timeout = target.settings.hang_timeout_s;
+    const auto threads = snapshot_open_spans();
+    const std::int64_t now = now_unix_nano();
+    std::set<std::pair<const void*, std::uint64_t>> still_open;
+    std::vector<std::pair<const ThreadOpenSpans*, const OpenSpanView*>> stuck;
+    for (const auto& t : threads) {
+      const OpenSpanView* innermost = nullptr;
+      for (const auto& s : t.spans) {
+        if (s.group.empty() || current.contains(s.group)) innermost = &s;
+      }
+      if (innermost == nullptr) continue;
+      const auto key = innermost->record != nullptr
+                           ? std::pair<const void*, std::uint64_t>{nullptr, span_key(*innermost)}
+                           : std::pair<const void*, std::uint64_t>{t.state, innermost->token};
+      if (seconds_between(innermost->start_unix_nano, now) <= timeout) continue;
+      still_open.insert(key);
+      if (reported.contains(key)) continue;
+      stuck.emplace_back(&t, innermost);
+    }
+    reported = std::move(still_open);  // forget spans that ended: their keys never come back
+    for (const auto& [t, s] : stuck) report_hang(threads, *t, *s, now);
+  }
+
+  static std::uint64_t span_key(const OpenSpanView& s) {
+    std::uint64_t k = 0;
+    for (auto b : s.context.span_id.bytes) k = (k << 8) | b;
+    return k;
+  }
+
+  void report_hang(const std::vector<ThreadOpenSpans>& threads, const ThreadOpenSpans& t,
+                   const OpenSpanView& s, std::int64_t now) {
+    const double open_s = seconds_between(s.start_unix_nano, now);
+    std::string text = "lens: hang watchdog: rank " + std::to_string(target.rank) + " pid " +
+                       std::to_string(owner_pid) + " thread " + std::to_string(t.tid) + ": '" +
+                       qualified(s) + "' open for " + format_seconds(open_s) +
+                       " (timeout " + format_seconds(target.settings.hang_timeout_s) +
+                       "). Open spans now:\n";
+    for (const auto& th : threads) {
+      text += "lens:   thread " + std::to_string(th.tid) + ": ";
+      bool first = true;
+      for (const auto& o : th.spans) {
+        if (!first) text += " > ";
+        first = false;
+        text += qualified(o) + " (" + format_seconds(seconds_between(o.start_unix_nano, now)) + ")";
+      }
+      if (th.untracked != 0) text += " > " + std::to_string(th.untracked) + " untracked";
+      text += '\n';
+    }
+    if (s.record != nullptr) {  // before the stderr line: whoever reads that finds the event
+      add_event_to_open_record(s.record, "lens.hang",
+                               {{"lens.hang.open_s", open_s},
+                                {"lens.hang.timeout_s", target.settings.hang_timeout_s},
+                                {"thread.id", t.tid}});
+    }
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    if (tracing()) target.pipeline->current()->flush(Clock::now() + std::chrono::seconds(5));
+  }
+
+  static std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+    return buf;
+  }
+
+  // ----- the thread
+
+  std::chrono::milliseconds watchdog_period() const {
+    const double t = target.settings.hang_timeout_s;
+    if (t <= 0) return std::chrono::milliseconds(-1);
+    return std::chrono::milliseconds(
+        std::clamp<std::int64_t>(static_cast<std::int64_t>(t * 1000 / 4), 20, 1000));
+  }
+
+  void run() noexcept {
+    const auto period = watchdog_period();
+    auto next_check = Clock::now() + period;
+    for (;;) {
+      pollfd fds[2] = {{wake_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
+      int timeout = -1;
+      if (period.count() > 0) {
+        timeout = static_cast<int>(std::max<std::int64_t>(
+            0, std::chrono::duration_cast<std::chrono::milliseconds>(next_check - Clock::now())
+                   .count()));
+      }
+      const int n = ::poll(fds, listen_fd >= 0 ? 2 : 1, timeout);
+      if (n < 0 && errno != EINTR) return;
+      if ((fds[0].revents & POLLIN) != 0) return;  // stop()
+      if (listen_fd >= 0 && (fds[1].revents & POLLIN) != 0) accept_all();
+      if (period.count() > 0 && Clock::now() >= next_check) {
+        try {
+          check_hangs();
+        } catch (...) {
+          // Out of memory: try again at the next period.
+        }
+        next_check = Clock::now() + period;
+      }
+    }
+  }
+};
+
+namespace {
+
+// The running endpoint, for the fork handler.
+std::mutex g_endpoint_mu;
+ControlEndpoint::Impl* g_endpoint = nullptr;  // guarded by g_endpoint_mu
+
+void prepare_fork() noexcept { g_endpoint_mu.lock(); }
+void parent_after_fork() noexcept { g_endpoint_mu.unlock(); }
+// In the child the endpoint thread does not exist; its descriptors are the parent's socket.
+void child_after_fork() noexcept {
+  if (g_endpoint != nullptr) g_endpoint->close_fds();
+  g_endpoint = nullptr;
+  g_endpoint_mu.unlock();
+}
+
+}  // namespace
+
+ControlEndpoint::ControlEndpoint(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+
+ControlEndpoint::~ControlEndpoint() { stop(); }
+
+const std::string& ControlEndpoint::socket_path() const noexcept { return impl_->path; }
+
+std::unique_ptr<ControlEndpoint> ControlEndpoint::start(ControlTarget target) noexcept {
+  try {
+    static const bool fork_handlers =
+        pthread_atfork(prepare_fork, parent_after_fork, child_after_fork) == 0;
+    (void)fork_handlers;
+    auto impl = std::make_unique<Impl>();
+    impl->owner_pid = ::getpid();
+    impl->current = target.startup_groups;
+    impl->target = std::move(target);
+    const ControlSettings& settings = impl->target.settings;
+    if (settings.endpoint) {
+      std::string problem = prepare_dir(settings.dir);
+      if (problem.empty()) {
+        impl->path = settings.dir + "/" + sanitized(impl->target.config.run_id) + "." +
+                     std::to_string(impl->target.rank) + "." + std::to_string(impl->owner_pid) +
+                     ".sock";
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        if (impl->path.size() >= sizeof addr.sun_path) {
+          problem = "socket path " + impl->path + " is longer than " +
+                    std::to_string(sizeof addr.sun_path - 1) + " bytes";
+        } else {
+          std::memcpy(addr.sun_path, impl->path.c_str(), impl->path.size() + 1);
+          impl->listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+          ::unlink(impl->path.c_str());  // a dead process with our pid left it
+          if (impl->listen_fd < 0 ||
+              ::bind(impl->listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+              ::chmod(impl->path.c_str(), 0600) != 0 || ::listen(impl->listen_fd, 16) != 0) {
+            problem = "cannot listen on " + impl->path + ": " + std::strerror(errno);
+            if (impl->listen_fd >= 0) ::close(impl->listen_fd);
+            impl->listen_fd = -1;
+            ::unlink(impl->path.c_str());
+          }
+        }
+      }
+      if (!problem.empty()) {
+        std::fprintf(stderr, "lens: rank %d: no control endpoint (lens ctl will not see this "
+                             "process): %s\n",
+                     impl->target.rank, problem.c_str());
+        impl->path.clear();
+      }
+    }
+    if (impl->listen_fd < 0 && settings.hang_timeout_s <= 0) return nullptr;
+    impl->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (impl->wake_fd < 0) {
+      if (!impl->path.empty()) ::unlink(impl->path.c_str());
+      return nullptr;
+    }
+    // The thread takes no signals: they stay with the program's threads.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    try {
+      Impl* raw = impl.get();
+      impl->thread = std::thread([raw] { raw->run(); });
+    } catch (...) {
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      if (!impl->path.empty()) ::unlink(impl->path.c_str());
+      return nullptr;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    {
+      std::lock_guard lock(g_endpoint_mu);
+      g_endpoint = impl.get();
+    }
+    return std::unique_ptr<ControlEndpoint>(new ControlEndpoint(std::move(impl)));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void ControlEndpoint::stop() noexcept {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  if (impl_->owner_pid != ::getpid()) {
+    // A forked child: the thread and the socket are the parent's (the fork handler closed the
+    // descriptors). The thread object refers to a thread that does not exist here: leak it.
+    (void)impl_.release();
+    return;
+  }
+  {
+    std::lock_guard lock(g_endpoint_mu);
+    if (g_endpoint == impl_.get()) g_endpoint = nullptr;
+  }
+  const std::uint64_t one = 1;
+  (void)!::write(impl_->wake_fd, &one, sizeof one);
+  if (impl_->thread.joinable()) impl_->thread.join();
+  if (!impl_->path.empty()) ::unlink(impl_->path.c_str());
+  impl_->close_fds();
+}
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,68 @@
+// The control endpoint: a Unix domain socket per process that `lens ctl` talks to (list the
+// process, switch its span groups, dump its open spans), and the hang watchdog that shares its
+// thread. Protocol and security rules: docs/control.md. Internal.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "nemo/lens/config.hpp"
+#include "nemo/lens/groups.hpp"
+#include "tracing/open_spans.hpp"
+
+namespace nemo::lens::detail {
+
+struct Pipeline;
+
+/// The control variables of a configuration (<PREFIX>_CONTROL, _CONTROL_DIR, _TRACK_OPEN,
+/// _HANG_TIMEOUT).
+struct ControlSettings {
+  bool endpoint = true;
+  std::string dir;  // where the socket goes
+  TrackOpen track_open = TrackOpen::kEnabled;
+  double hang_timeout_s = 0;  // 0: no watchdog
+};
+
+/// Reads the control variables of `config`. Throws ConfigError naming the variable, its value and
+/// what is valid.
+ControlSettings control_settings(const NemoLensConfig& config);
+
+/// `$XDG_RUNTIME_DIR/lens` when XDG_RUNTIME_DIR is set, else `/tmp/lens-<uid>`.
+std::string default_control_dir();
+
+/// What the endpoint serves: the process's set-up.
+struct ControlTarget {
+  NemoLensConfig config;
+  int rank = 0;
+  int world_size = 1;
+  Pipeline* pipeline = nullptr;  // null on a rank that does not trace
+  GroupSet startup_groups;
+  ControlSettings settings;
+};
+
+/// A running endpoint (and watchdog). Every method is noexcept and never throws into the program.
+class ControlEndpoint {
+ public:
+  /// Starts the endpoint thread: the socket when settings.endpoint is on, the watchdog when
+  /// settings.hang_timeout_s > 0. Null (after one line on stderr saying why) when neither could
+  /// start.
+  static std::unique_ptr<ControlEndpoint> start(ControlTarget target) noexcept;
+  /// Stops the thread and removes the socket. In a forked child: does nothing to the parent's.
+  void stop() noexcept;
+  ~ControlEndpoint();
+
+  /// The socket's path; empty when only the watchdog runs.
+  const std::string& socket_path() const noexcept;
+
+  ControlEndpoint(const ControlEndpoint&) = delete;
+  ControlEndpoint& operator=(const ControlEndpoint&) = delete;
+
+  struct Impl;  // the thread's state; endpoint.cpp only
+
+ private:
+  explicit ControlEndpoint(std::unique_ptr<Impl> impl) noexcept;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,248 @@
+// The open-span registry (see open_spans.hpp).
+#include "tracing/open_spans.hpp"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "nemo/lens/errors.hpp"
+#include "strings.hpp"
+#include "tracing/engine.hpp"
+
+namespace nemo::lens::detail {
+
+constinit std::atomic<TrackOpen> g_track_mode{TrackOpen::kOff};
+
+TrackOpen parse_track_open(std::string_view variable, std::string_view value) {
+  const std::string v = to_lower(trim(value));
+  if (v == "all") return TrackOpen::kAll;
+  if (v == "enabled") return TrackOpen::kEnabled;
+  if (v == "off") return TrackOpen::kOff;
+  throw ConfigError(std::string(variable) + "='" + std::string(value) +
+                    "' is not valid: expected one of all, enabled, off");
+}
+
+std::string_view track_open_name(TrackOpen mode) noexcept {
+  switch (mode) {
+    case TrackOpen::kAll:
+      return "all";
+    case TrackOpen::kEnabled:
+      return "enabled";
+    case TrackOpen::kOff:
+      break;
+  }
+  return "off";
+}
+
+namespace {
+
+// A sequence-counter write section, as in clock.cpp: the odd count is stored first, every data
+// store is release (so the odd count is visible before any new value), and the even count last.
+class WriteSection {
+ public:
+  explicit WriteSection(OpenStack& o) noexcept
+      : o_(o), start_(o.sequence.load(std::memory_order_relaxed)) {
+    o_.sequence.store(start_ + 1, std::memory_order_relaxed);
+  }
+  ~WriteSection() { o_.sequence.store(start_ + 2, std::memory_order_release); }
+  WriteSection(const WriteSection&) = delete;
+  WriteSection& operator=(const WriteSection&) = delete;
+
+ private:
+  OpenStack& o_;
+  std::uint64_t start_;
+};
+
+void count_untracked(OpenStack& o, int delta) noexcept {
+  const std::uint32_t n = o.untracked.load(std::memory_order_relaxed);  // writers hold the lock
+  if (delta > 0 || n > 0) o.untracked.store(n + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
+}
+
+bool push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::int64_t start,
+          std::uint32_t token) noexcept {
+  const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
+  if (d >= OpenStack::kCapacity) {
+    count_untracked(o, +1);
+    return false;
+  }
+  WriteSection w(o);
+  OpenEntry& e = o.entries[d];
+  e.site.store(site, std::memory_order_release);
+  e.record.store(rec, std::memory_order_release);
+  e.start_unix_nano.store(start, std::memory_order_release);
+  e.token.store(token, std::memory_order_release);
+  o.depth.store(d + 1, std::memory_order_release);
+  return true;
+}
+
+// Removes the innermost entry `match` accepts, moving the ones above it down (spans may end in
+// any order).
+template <class Match>
+bool remove(OpenStack& o, Match match) noexcept {
+  const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
+  for (std::uint32_t i = d; i-- > 0;) {
+    if (!match(o.entries[i])) continue;
+    WriteSection w(o);
+    for (std::uint32_t j = i; j + 1 < d; ++j) {
+      OpenEntry& to = o.entries[j];
+      const OpenEntry& from = o.entries[j + 1];
+      to.site.store(from.site.load(std::memory_order_relaxed), std::memory_order_release);
+      to.record.store(from.record.load(std::memory_order_relaxed), std::memory_order_release);
+      to.start_unix_nano.store(from.start_unix_nano.load(std::memory_order_relaxed),
+                               std::memory_order_release);
+      to.token.store(from.token.load(std::memory_order_relaxed), std::memory_order_release);
+    }
+    o.depth.store(d - 1, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+struct EntryCopy {
+  const SpanSite* site;
+  SpanRecord* record;
+  std::int64_t start;
+  std::uint32_t token;
+};
+
+// A consistent copy of a thread's registry, or false when writers kept overlapping the copy.
+bool read_stack(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& untracked) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::uint64_t before = o.sequence.load(std::memory_order_acquire);
+    if ((before & 1) != 0) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    out.clear();
+    // Acquire loads: a value written after `before` makes the second look at the counter differ.
+    const std::uint32_t d =
+        std::min(o.depth.load(std::memory_order_acquire), OpenStack::kCapacity);
+    for (std::uint32_t i = 0; i < d; ++i) {
+      const OpenEntry& e = o.entries[i];
+      out.push_back({e.site.load(std::memory_order_acquire), e.record.load(std::memory_order_acquire),
+                     e.start_unix_nano.load(std::memory_order_acquire),
+                     e.token.load(std::memory_order_acquire)});
+    }
+    untracked = o.untracked.load(std::memory_order_relaxed);
+    if (o.sequence.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
+enum class RecordRead { kCopied, kEnded, kBusy };
+
+// Copies what a reader may show of an open record, if its owner's lock is free within a few tries
+// and the record is still open. Never waits longer than that for the owner.
+RecordRead read_record(ThreadState& owner, SpanRecord* rec, OpenSpanView& view) {
+  bool locked = false;
+  for (int attempt = 0; attempt < 64 && !locked; ++attempt) {
+    locked = owner.mu.try_lock();
+    if (!locked) __builtin_ia32_pause();
+  }
+  if (!locked) return RecordRead::kBusy;
+  std::lock_guard lock(owner.mu, std::adopt_lock);
+  bool open = false;
+  for (SpanRecord* r : owner.stack) open = open || r == rec;
+  if (!open || !rec->recording) return RecordRead::kEnded;
+  view.group = rec->data.group;
+  view.name = rec->data.name;
+  view.context = rec->data.context;
+  view.attributes.assign(rec->data.attributes.begin(),
+                         rec->data.attributes.begin() + rec->attributes_used);
+  view.exported = !rec->orphaned;
+  view.root = !rec->data.parent_span_id.is_valid();
+  return RecordRead::kCopied;
+}
+
+}  // namespace
+
+bool open_record(ThreadState& s, SpanRecord* rec, std::int64_t start_unix_nano) noexcept {
+  return push(s.open, nullptr, rec, start_unix_nano, 0);
+}
+
+void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept {
+  if (!tracked || !remove(s.open, [rec](const OpenEntry& e) {
+        return e.record.load(std::memory_order_relaxed) == rec;
+      })) {
+    count_untracked(s.open, -1);
+  }
+}
+
+std::uint32_t open_light_entry(ThreadState& s, const SpanSite& site) noexcept {
+  std::uint32_t token = s.open.next_token++;
+  if (token == 0) token = s.open.next_token++;  // wrapped: 0 means untracked
+  return push(s.open, &site, nullptr, now_unix_nano(), token) ? token : 0;
+}
+
+void close_light_span(ThreadState& owner, std::uint32_t token) noexcept {
+  std::lock_guard lock(owner.mu);
+  if (token == 0 || !remove(owner.open, [token](const OpenEntry& e) {
+        return e.token.load(std::memory_order_relaxed) == token &&
+               e.record.load(std::memory_order_relaxed) == nullptr;
+      })) {
+    count_untracked(owner.open, -1);
+  }
+}
+
+const SpanSite& intern_site(std::string_view group, std::string_view name) noexcept {
+  struct Interned {
+    std::string group, name;
+    SpanSite site;
+  };
+  static constexpr std::size_t kMaxSites = 4096;
+  static auto* mu = new std::mutex();
+  static auto* sites = new std::unordered_map<std::string, Interned*>();
+  static const SpanSite kOther{{"", &g_unresolved_flag}, "(other)"};
+  try {
+    std::string key;
+    key.reserve(group.size() + name.size() + 1);
+    key.append(group).push_back('\0');
+    key.append(name);
+    std::lock_guard lock(*mu);
+    if (auto it = sites->find(key); it != sites->end()) return it->second->site;
+    if (sites->size() >= kMaxSites) return kOther;
+    auto* e = new Interned{std::string(group), std::string(name), {}};
+    e->site.gate.group = e->group;
+    e->site.gate.flag.store(&g_unresolved_flag, std::memory_order_relaxed);
+    e->site.name = e->name;
+    sites->emplace(std::move(key), e);
+    return e->site;
+  } catch (...) {
+    return kOther;
+  }
+}
+
+std::vector<ThreadOpenSpans> snapshot_open_spans() {
+  std::vector<ThreadOpenSpans> out;
+  std::vector<EntryCopy> entries;
+  const std::int64_t now = now_unix_nano();
+  visit_thread_states([&](ThreadState& s) {
+    std::uint32_t untracked = 0;
+    if (!read_stack(s.open, entries, untracked)) return;
+    if (entries.empty() && untracked == 0) return;
+    ThreadOpenSpans t;
+    t.tid = s.tid;  // written under the registry mutex, which visit_thread_states holds
+    t.state = &s;
+    t.untracked = untracked;
+    for (const EntryCopy& e : entries) {
+      OpenSpanView v;
+      v.start_unix_nano = std::min(e.start, now);
+      v.token = e.token;
+      if (e.record != nullptr) {
+        v.record = e.record;
+        const RecordRead r = read_record(s, e.record, v);
+        if (r == RecordRead::kEnded) continue;  // ended since the copy
+        if (r == RecordRead::kBusy) v.name = "(owner busy)";
+      } else if (e.site != nullptr) {
+        v.group = e.site->gate.group;
+        v.name = e.site->name;
+      }
+      t.spans.push_back(std::move(v));
+    }
+    if (t.spans.empty() && t.untracked == 0) return;
+    out.push_back(std::move(t));
+  });
+  return out;
+}
+
+}  // namespace nemo::lens::detail

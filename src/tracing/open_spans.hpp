@@ -1,0 +1,126 @@
+// The open-span registry: per thread, the stack of spans open right now (site and start time),
+// readable from another thread without stopping the owner. `lens ctl dump` and the hang watchdog
+// read it. Internal.
+//
+// Spans that record are registered next to their record; spans of groups that are tracked but
+// not exported (<PREFIX>_TRACK_OPEN, or a rank that does not export) get a light entry only: a
+// site pointer and a start time, no record.
+//
+// Writers (the owner thread, or a thread ending a span it was handed) hold the owner's lock.
+// Readers hold nothing of the owner's: a sequence counter tells them to retry when a write
+// overlapped their copy.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nemo/lens/attributes.hpp"
+#include "nemo/lens/context.hpp"
+#include "nemo/lens/groups.hpp"
+#include "nemo/lens/span.hpp"
+
+namespace nemo::lens::detail {
+
+struct SpanRecord;
+struct ThreadState;
+
+/// Which open spans the registry keeps (<PREFIX>_TRACK_OPEN).
+enum class TrackOpen : std::uint8_t {
+  kOff,      // none
+  kEnabled,  // spans of the enabled groups (on a rank that does not export: of the groups it would)
+  kAll,      // spans of every group, enabled or not
+};
+
+/// The mode in force; kOff before set-up.
+extern std::atomic<TrackOpen> g_track_mode;
+
+/// Parses "all", "enabled" or "off" (case-insensitive); throws ConfigError naming `variable`.
+TrackOpen parse_track_open(std::string_view variable, std::string_view value);
+/// "all", "enabled" or "off".
+std::string_view track_open_name(TrackOpen mode) noexcept;
+
+/// Sets which groups' sites are tracked besides the enabled ones: every group (kAll), `tracked`
+/// (kEnabled) or none (kOff). Implemented in state.cpp next to the flags it sets.
+void set_open_span_tracking(TrackOpen mode, GroupSet tracked);
+
+/// A group's two flags: enabled for export, and tracked (enabled, or its open spans are tracked).
+struct GroupState {
+  bool enabled = false;
+  bool tracked = false;
+};
+/// The state of the group of a LENS_SPAN site resolved by resolve_span_site().
+GroupState span_site_state(const SiteGate& site) noexcept;
+/// The state of `group`, looked up by name (one probe of the interned table).
+GroupState group_state(std::string_view group) noexcept;
+
+/// One slot of a thread's registry. Every field is atomic so that a reader racing a writer reads
+/// stale or new values, never torn ones; the sequence counter then discards the copy.
+struct OpenEntry {
+  std::atomic<const SpanSite*> site{nullptr};  // light entry: group and name; null for a record
+  std::atomic<SpanRecord*> record{nullptr};    // record entry
+  std::atomic<std::int64_t> start_unix_nano{0};
+  std::atomic<std::uint32_t> token{0};         // light entry: identifies it to its handle
+};
+
+/// A thread's registry. Guarded for writers by the owner's ThreadState::mu.
+struct OpenStack {
+  static constexpr std::uint32_t kCapacity = 64;
+  std::atomic<std::uint64_t> sequence{0};  // odd while a write is in progress
+  std::atomic<std::uint32_t> depth{0};     // entries in use
+  std::atomic<std::uint32_t> untracked{0};  // open spans beyond kCapacity
+  std::uint32_t next_token = 1;             // never 0 (0 marks an untracked light handle)
+  OpenEntry entries[kCapacity];
+};
+
+/// Requires s.mu. Registers an open record; false when the registry is full (counted untracked).
+bool open_record(ThreadState& s, SpanRecord* rec, std::int64_t start_unix_nano) noexcept;
+/// Requires s.mu. Removes a record registered by open_record (`tracked` is what it returned).
+void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept;
+
+/// Requires s.mu. Registers a light entry for a tracked, unexported span of `site`; returns its
+/// token, 0 when the registry is full (counted untracked).
+std::uint32_t open_light_entry(ThreadState& s, const SpanSite& site) noexcept;
+/// Removes a light entry (token 0: one untracked span ended). Takes the owner's lock.
+void close_light_span(ThreadState& owner, std::uint32_t token) noexcept;
+/// A light handle for a tracked, unexported span of `site` on the calling thread (span.cpp).
+Span open_light_span(const SpanSite& site) noexcept;
+
+/// An immortal site for a group and name known only at run time (managed_span, start_span).
+/// Interned: at most a few thousand distinct pairs, later ones share one "(other)" site.
+const SpanSite& intern_site(std::string_view group, std::string_view name) noexcept;
+
+/// One open span as a reader sees it.
+struct OpenSpanView {
+  std::string group;
+  std::string name;
+  std::int64_t start_unix_nano = 0;
+  bool exported = false;  // recorded for export (a record); false for a light entry
+  bool root = false;      // records: the span has no parent
+  SpanContext context;    // records only
+  std::vector<KeyValue> attributes;  // records only
+  std::uint32_t token = 0;           // light entries: with the thread state, identifies the span
+  SpanRecord* record = nullptr;      // records: valid only while the span is open
+};
+
+/// One thread's open spans, outermost first.
+struct ThreadOpenSpans {
+  std::int64_t tid = 0;
+  const ThreadState* state = nullptr;
+  std::uint32_t untracked = 0;
+  std::vector<OpenSpanView> spans;
+};
+
+/// Every thread's open spans right now. Never waits for a span's owner thread: the registry is
+/// read through its sequence counter; a record's attributes are copied only when its owner's lock
+/// is free within a few tries. Allocates; may throw std::bad_alloc.
+std::vector<ThreadOpenSpans> snapshot_open_spans();
+
+/// Adds an event to `rec` if it is still open and recording (any thread; takes the owner's lock).
+/// False when the span has ended.
+bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
+                              std::initializer_list<Attribute> attributes) noexcept;
+
+}  // namespace nemo::lens::detail
