@@ -20,7 +20,6 @@
 #include <thread>
 #include <utility>
 
-#include "env.hpp"
 #include "export/json_writer.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/state.hpp"
@@ -101,6 +100,26 @@ bool write_all(int fd, std::string_view data, Clock::time_point deadline) {
   return true;
 }
 
+// Ends a connection after its reply: no more writes, then whatever the client still sends is read
+// and discarded (for at most 100 ms and 64 KiB), so that closing with unread data does not reset
+// the connection before the client has read the reply.
+void finish_connection(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(100);
+  char buf[4096];
+  for (std::size_t total = 0; total < (64u << 10);) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      total += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
+  }
+}
+
 void append_stats(std::string& out, const TelemetryStats& s) {
   out += "{";
   const std::pair<std::string_view, std::uint64_t> fields[] = {
@@ -133,46 +152,6 @@ std::string qualified(const OpenSpanView& s) {
 }
 
 }  // namespace
-
-std::string default_control_dir() {
-  if (auto xdg = env_trimmed("XDG_RUNTIME_DIR")) return *xdg + "/lens";
-  return "/tmp/lens-" + std::to_string(::geteuid());
-}
-
-ControlSettings control_settings(const NemoLensConfig& config) {
-  ControlSettings s;
-  if (auto v = config.env("CONTROL")) {
-    auto b = parse_bool(*v);
-    if (!b) {
-      throw ConfigError(*config.env_variable("CONTROL") + "='" + *v +
-                        "' is not a boolean: expected 1/0, true/false, yes/no or on/off");
-    }
-    s.endpoint = *b;
-  }
-  s.dir = config.env("CONTROL_DIR").value_or(default_control_dir());
-  if (auto v = config.env("TRACK_OPEN")) {
-    s.track_open = parse_track_open(*config.env_variable("TRACK_OPEN"), *v);
-  }
-  if (auto v = config.env("HANG_TIMEOUT")) {
-    const std::string lower = to_lower(*v);
-    if (lower != "off") {
-      auto d = parse_double(*v);
-      if (!d || !(*d >= 0) || *d > 1e9) {
-        throw ConfigError(*config.env_variable("HANG_TIMEOUT") + "='" + *v +
-                          "' is not valid: expected a number of seconds >= 0 (0 or off: no "
-                          "watchdog)");
-      }
-      s.hang_timeout_s = *d;
-    }
-  }
-  if (s.hang_timeout_s > 0 && s.track_open == TrackOpen::kOff) {
-    throw ConfigError(*config.env_variable("HANG_TIMEOUT") +
-                      " needs open spans to be tracked, but " +
-                      *config.env_variable("TRACK_OPEN") +
-                      "=off; set it to enabled or all, or switch the watchdog off");
-  }
-  return s;
-}
 
 struct ControlEndpoint::Impl {
   ControlTarget target;
@@ -486,6 +465,7 @@ struct ControlEndpoint::Impl {
       } catch (...) {
         // Out of memory while answering: the client sees the connection close.
       }
+      finish_connection(fd);
       ::close(fd);
     }
   }

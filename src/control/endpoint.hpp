@@ -9,27 +9,12 @@
 
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/groups.hpp"
+#include "control/settings.hpp"
 #include "tracing/open_spans.hpp"
 
 namespace nemo::lens::detail {
 
 struct Pipeline;
-
-/// The control variables of a configuration (<PREFIX>_CONTROL, _CONTROL_DIR, _TRACK_OPEN,
-/// _HANG_TIMEOUT).
-struct ControlSettings {
-  bool endpoint = true;
-  std::string dir;  // where the socket goes
-  TrackOpen track_open = TrackOpen::kEnabled;
-  double hang_timeout_s = 0;  // 0: no watchdog
-};
-
-/// Reads the control variables of `config`. Throws ConfigError naming the variable, its value and
-/// what is valid.
-ControlSettings control_settings(const NemoLensConfig& config);
-
-/// `$XDG_RUNTIME_DIR/lens` when XDG_RUNTIME_DIR is set, else `/tmp/lens-<uid>`.
-std::string default_control_dir();
 
 /// What the endpoint serves: the process's set-up.
 struct ControlTarget {

@@ -13,27 +13,6 @@ namespace nemo::lens::detail {
 
 constinit std::atomic<TrackOpen> g_track_mode{TrackOpen::kOff};
 
-TrackOpen parse_track_open(std::string_view variable, std::string_view value) {
-  const std::string v = to_lower(trim(value));
-  if (v == "all") return TrackOpen::kAll;
-  if (v == "enabled") return TrackOpen::kEnabled;
-  if (v == "off") return TrackOpen::kOff;
-  throw ConfigError(std::string(variable) + "='" + std::string(value) +
-                    "' is not valid: expected one of all, enabled, off");
-}
-
-std::string_view track_open_name(TrackOpen mode) noexcept {
-  switch (mode) {
-    case TrackOpen::kAll:
-      return "all";
-    case TrackOpen::kEnabled:
-      return "enabled";
-    case TrackOpen::kOff:
-      break;
-  }
-  return "off";
-}
-
 namespace {
 
 // A sequence-counter write section, as in clock.cpp: the odd count is stored first, every data

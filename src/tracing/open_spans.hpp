@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "control/settings.hpp"
 #include "nemo/lens/attributes.hpp"
 #include "nemo/lens/context.hpp"
 #include "nemo/lens/groups.hpp"
@@ -27,20 +28,8 @@ namespace nemo::lens::detail {
 struct SpanRecord;
 struct ThreadState;
 
-/// Which open spans the registry keeps (<PREFIX>_TRACK_OPEN).
-enum class TrackOpen : std::uint8_t {
-  kOff,      // none
-  kEnabled,  // spans of the enabled groups (on a rank that does not export: of the groups it would)
-  kAll,      // spans of every group, enabled or not
-};
-
 /// The mode in force; kOff before set-up.
 extern std::atomic<TrackOpen> g_track_mode;
-
-/// Parses "all", "enabled" or "off" (case-insensitive); throws ConfigError naming `variable`.
-TrackOpen parse_track_open(std::string_view variable, std::string_view value);
-/// "all", "enabled" or "off".
-std::string_view track_open_name(TrackOpen mode) noexcept;
 
 /// Sets which groups' sites are tracked besides the enabled ones: every group (kAll), `tracked`
 /// (kEnabled) or none (kOff). Implemented in state.cpp next to the flags it sets.

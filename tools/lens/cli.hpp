@@ -44,6 +44,8 @@ const Command& collect_command();
 const Command& report_command();
 /// The "convert" verb.
 const Command& convert_command();
+/// The "ctl" verb.
+const Command& ctl_command();
 
 /// A flag a verb accepts: its name ("--catalog") and whether it takes a value.
 struct FlagSpec {

@@ -17,9 +17,9 @@
 namespace nemo::lens::cli {
 namespace {
 
-std::array<const Command*, 5> commands() {
+std::array<const Command*, 6> commands() {
   return {&groups_command(), &config_command(), &collect_command(), &report_command(),
-          &convert_command()};
+          &convert_command(), &ctl_command()};
 }
 
 const Command* find_command(std::string_view name) {
@@ -34,7 +34,8 @@ std::string usage() {
       "usage: lens <command> [options]\n"
       "\n"
       "Inspects lens span-group catalogs and the configuration a process reads from its\n"
-      "environment, receives spans over OTLP, and turns them into reports and traces.\n"
+      "environment, receives spans over OTLP, turns them into reports and traces, and talks to\n"
+      "running lens processes.\n"
       "\n"
       "commands:\n";
   for (const Command* c : commands()) {
