@@ -410,7 +410,7 @@ TEST_F(Control, BadControlVariablesAreConfigErrorsNamingThem) {
       start("default");
       ADD_FAILURE() << var << "=" << value << " was accepted";
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string(var) + "='" + value + "'"),
+      EXPECT_NE(std::string(e.what()).find(std::string(var) + ": '" + value + "'"),
                 std::string::npos)
           << e.what();
     }

@@ -14,8 +14,8 @@ TrackOpen parse_track_open(std::string_view variable, std::string_view value) {
   if (v == "all") return TrackOpen::kAll;
   if (v == "enabled") return TrackOpen::kEnabled;
   if (v == "off") return TrackOpen::kOff;
-  throw ConfigError(std::string(variable) + "='" + std::string(value) +
-                    "' is not valid: expected one of all, enabled, off");
+  throw ConfigError("Invalid value for " + std::string(variable) + ": '" + std::string(value) +
+                    "'. Expected one of all, enabled, off.");
 }
 
 std::string_view track_open_name(TrackOpen mode) noexcept {
@@ -48,8 +48,8 @@ ControlSettings control_settings(const NemoLensConfig& config) {
   if (auto v = config.env("CONTROL")) {
     auto b = parse_bool(*v);
     if (!b) {
-      throw ConfigError(*config.env_variable("CONTROL") + "='" + *v +
-                        "' is not a boolean: expected 1/0, true/false, yes/no or on/off");
+      throw ConfigError("Invalid boolean for " + *config.env_variable("CONTROL") + ": '" + *v +
+                        "'. Expected one of 1/0, true/false, yes/no, on/off (any case).");
     }
     s.endpoint = *b;
   }
@@ -62,18 +62,17 @@ ControlSettings control_settings(const NemoLensConfig& config) {
     if (lower != "off") {
       auto d = parse_double(*v);
       if (!d || !(*d >= 0) || *d > 1e9) {
-        throw ConfigError(*config.env_variable("HANG_TIMEOUT") + "='" + *v +
-                          "' is not valid: expected a number of seconds >= 0 (0 or off: no "
-                          "watchdog)");
+        throw ConfigError("Invalid value for " + *config.env_variable("HANG_TIMEOUT") + ": '" +
+                          *v + "'. Expected a number of seconds >= 0 (0 or off: no watchdog).");
       }
       s.hang_timeout_s = *d;
     }
   }
   if (s.hang_timeout_s > 0 && s.track_open == TrackOpen::kOff) {
-    throw ConfigError(*config.env_variable("HANG_TIMEOUT") +
+    throw ConfigError("Invalid combination: " + *config.env_variable("HANG_TIMEOUT") +
                       " needs open spans to be tracked, but " +
                       *config.env_variable("TRACK_OPEN") +
-                      "=off; set it to enabled or all, or switch the watchdog off");
+                      " is off. Set it to enabled or all, or switch the watchdog off.");
   }
   return s;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "control/settings.hpp"
 #include "export/otlp.hpp"
 #include "json_output.hpp"
 #include "nemo/lens/config.hpp"
@@ -27,7 +28,9 @@ it resolves to and whether rank R of W ranks exports (is_exporting). The span-gr
 export strategy are checked even when telemetry is disabled. With the otlp exporter, the
 effective OTLP protocol and endpoint follow (from OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL and
 _ENDPOINT, checked with the other OTEL_EXPORTER_OTLP_* variables as set-up checks them). run_id is shown as set; set-up
-fills an empty one from SLURM_JOB_ID or at random. R and W default to what the launcher's
+fills an empty one from SLURM_JOB_ID or at random. The last four fields are the live-control
+settings (docs/control.md): the control endpoint, its directory, which open spans are tracked
+for `lens ctl dump`, and the hang watchdog's timeout (0: off). R and W default to what the launcher's
 variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
 rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
 command_line (--rank).
@@ -43,7 +46,8 @@ options:
 
 variables: <P>_ENABLED, <P>_EXPORT_STRATEGY, <P>_EXPORT_RANK, <P>_EXPORT_SAMPLE_RATE,
 <P>_SAMPLER_ENABLED, <P>_TRACES_ENABLED, <P>_METRICS_ENABLED, <P>_LOGS_ENABLED, <P>_SPAN_GROUPS,
-<P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY,
+<P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, <P>_CONTROL, <P>_CONTROL_DIR, <P>_TRACK_OPEN,
+<P>_HANG_TIMEOUT, XDG_RUNTIME_DIR, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY,
 WANDB_PROJECT, LOCAL_RANK for the first_rank_per_node strategy, and the launcher variables
 OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
 PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID.
@@ -127,6 +131,7 @@ int run(std::span<const std::string_view> args) {
                       ": " + e.what());
   }
   const bool is_exporting = config.enabled && strategy(config, rank, world_size);
+  const detail::ControlSettings control = detail::control_settings(config);
 
   std::vector<Field> fields_before = {
       {"enabled", config.enabled},
@@ -152,6 +157,10 @@ int run(std::span<const std::string_view> args) {
       {"world_size", world_size},
       {"rank_source", ranks.source},
       {"is_exporting", is_exporting},
+      {"control", control.endpoint},
+      {"control_dir", control.dir},
+      {"track_open", std::string(detail::track_open_name(control.track_open))},
+      {"hang_timeout_s", control.hang_timeout_s},
   };
   std::vector<Field> fields = std::move(fields_before);
   if (detail::to_lower(detail::trim(config.exporter)) == "otlp") {
