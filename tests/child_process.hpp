@@ -23,13 +23,18 @@ namespace lens_test {
 class ChildProcess {
  public:
   /// Starts `argv[0]` with `argv`; its stderr is readable through wait_for_line(), its stdout
-  /// goes to `stdout_path` (or is inherited when empty).
-  explicit ChildProcess(const std::vector<std::string>& argv, const std::string& stdout_path = {}) {
+  /// goes to `stdout_path` (or is inherited when empty). With `pipe_stdin`, its stdin is a pipe
+  /// the child reads until close_stdin() (or this object's end).
+  explicit ChildProcess(const std::vector<std::string>& argv, const std::string& stdout_path = {},
+                        bool pipe_stdin = false) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    int in[2] = {-1, -1};
+    if (pipe_stdin && pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+    if (pipe_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
     if (!stdout_path.empty()) {
       posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
                                        O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -41,6 +46,10 @@ class ChildProcess {
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     err_fd_ = fds[0];
+    if (pipe_stdin) {
+      ::close(in[0]);
+      in_fd_ = in[1];
+    }
     if (rc != 0) {
       ::close(err_fd_);
       throw std::runtime_error("cannot start " + argv[0]);
@@ -48,6 +57,7 @@ class ChildProcess {
   }
 
   ~ChildProcess() {
+    close_stdin();
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
@@ -80,6 +90,12 @@ class ChildProcess {
       pending_.append(buf, static_cast<std::size_t>(n));
       all_.append(buf, static_cast<std::size_t>(n));
     }
+  }
+
+  /// Closes the child's stdin pipe (it reads end-of-file).
+  void close_stdin() {
+    if (in_fd_ >= 0) ::close(in_fd_);
+    in_fd_ = -1;
   }
 
   /// Sends `sig`.
@@ -130,6 +146,7 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
   int err_fd_ = -1;
+  int in_fd_ = -1;
   std::string pending_;
   std::string all_;
 };

@@ -142,6 +142,17 @@ void append_stats(std::string& out, const TelemetryStats& s) {
   out += "}";
 }
 
+void append_groups(std::string& out, const GroupSet& groups) {
+  out += '[';
+  bool first = true;
+  for (const auto& g : groups) {
+    if (!first) out += ',';
+    first = false;
+    json::append_string(out, g);
+  }
+  out += ']';
+}
+
 double seconds_between(std::int64_t from_ns, std::int64_t to_ns) {
   return static_cast<double>(std::max<std::int64_t>(0, to_ns - from_ns)) / 1e9;
 }
@@ -206,14 +217,8 @@ struct ControlEndpoint::Impl {
     json::append_string(out, target.config.span_groups);
     out += ',';
     json::append_key(out, "groups");
-    out += '[';
-    bool first = true;
-    for (const auto& g : current) {
-      if (!first) out += ',';
-      first = false;
-      json::append_string(out, g);
-    }
-    out += "],";
+    append_groups(out, current);
+    out += ',';
     json::append_key(out, "track_open");
     json::append_string(out, track_open_name(target.settings.track_open));
     out += ',';
@@ -357,15 +362,12 @@ struct ControlEndpoint::Impl {
     std::string out = reply_head(true);
     out += ',';
     json::append_key(out, "previous");
-    out += '[';
-    bool first = true;
-    for (const auto& g : before) {
-      if (!first) out += ',';
-      first = false;
-      json::append_string(out, g);
-    }
-    out += "]}\n";
-    return out;  // "groups" (the new set) is in the process object
+    append_groups(out, before);
+    out += ',';
+    json::append_key(out, "groups");
+    append_groups(out, current);
+    out += "}\n";
+    return out;
   }
 
   std::string switch_groups(const GroupSet& groups, int peer_pid) {

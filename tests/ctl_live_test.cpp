@@ -1,0 +1,157 @@
+// `lens ctl` against a live multi-threaded program (tests/ctl/ctl_target.cpp): the dump puts the
+// thread blocked in communication first while another thread steps, and a group switch reaches
+// the running program and is undone by --reset; an invalid spec changes nothing.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "control_client.hpp"
+#include "scoped_env.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+struct Output {
+  int status = -1;
+  std::string out, err;
+};
+
+class CtlLive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_.set("NEMO_LENS_ENABLED", "1");
+    env_.set("NEMO_LENS_RUN_ID", run_);
+    env_.set("NEMO_LENS_EXPORT_STRATEGY", "all_ranks");
+    env_.set("NEMO_LENS_SPAN_GROUPS", "per_step");
+    env_.set("NEMO_LENS_CONTROL_DIR", ctl_dir_);
+    env_.set("NEMO_LENS_EXPORTER", "file");
+    env_.set("NEMO_LENS_EXPORT_PATH", spans_path_);
+    target_ = std::make_unique<lens_test::ChildProcess>(std::vector<std::string>{CTL_TARGET},
+                                                        std::string(), /*pipe_stdin=*/true);
+    ASSERT_TRUE(target_->wait_for_line("ready")) << target_->stderr_text();
+  }
+
+  // Ends the target; its exit status.
+  int finish() {
+    target_->close_stdin();
+    return target_->wait(30s);
+  }
+
+  Output ctl(std::vector<std::string> args) {
+    const std::string out_path = (dir_.path() / ("out" + std::to_string(calls_++))).string();
+    args.insert(args.begin(), {LENS_BINARY, "ctl"});
+    args.insert(args.end(), {"--dir", ctl_dir_, "--run", run_});
+    lens_test::ChildProcess p(args, out_path);
+    Output o;
+    o.status = p.wait(30s);
+    o.err = p.stderr_text();
+    std::ifstream in(out_path);
+    o.out.assign(std::istreambuf_iterator<char>(in), {});
+    return o;
+  }
+
+  // The exported spans named `name`.
+  int exported(const std::string& name) {
+    std::ifstream in(spans_path_);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      const Json request = Json::parse(line);
+      for (const auto& rs : request["resourceSpans"]) {
+        for (const auto& ss : rs["scopeSpans"]) {
+          for (const auto& s : ss["spans"]) n += s["name"] == name;
+        }
+      }
+    }
+    return n;
+  }
+
+  lens_test::ScopedEnv env_;
+  lens_test::TempDir dir_;
+  const std::string run_ = "live" + std::to_string(::getpid());
+  const std::string ctl_dir_ = (dir_.path() / "ctl").string();
+  const std::string spans_path_ = (dir_.path() / "spans.jsonl").string();
+  std::unique_ptr<lens_test::ChildProcess> target_;
+  int calls_ = 0;
+};
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// The innermost span's open_s of the thread inside communication/all_reduce.
+double blocked_open_s(const std::string& json_lines) {
+  const Json reply = Json::parse(json_lines.substr(0, json_lines.find('\n')));
+  for (const auto& t : reply["threads"]) {
+    const auto& spans = t["spans"];
+    if (!spans.empty() && spans.back()["name"] == "all_reduce") return spans.back()["open_s"];
+  }
+  return -1;
+}
+
+TEST_F(CtlLive, DumpPutsTheBlockedCommunicationSpanFirstAndItsAgeGrows) {
+  const Output first = ctl({"dump", "--json"});
+  ASSERT_EQ(first.status, 0) << first.err;
+  const Output table = ctl({"dump"});
+  ASSERT_EQ(table.status, 0) << table.err;
+  const Output second = ctl({"dump", "--json"});
+  ASSERT_EQ(second.status, 0) << second.err;
+
+  std::istringstream lines(table.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  const auto h = words(header), r = words(row);
+  ASSERT_GE(r.size(), 8u) << table.out;
+  EXPECT_EQ(h[4], "GROUP");
+  EXPECT_EQ(r[4], "communication") << table.out;
+  EXPECT_EQ(r[5], "all_reduce") << table.out;
+  EXPECT_EQ(r[6], "yes") << "Megatron's per_step has communication";
+  EXPECT_NE(row.find("train_step > all_reduce"), std::string::npos) << table.out;
+
+  const double a = blocked_open_s(first.out), b = blocked_open_s(second.out);
+  ASSERT_GE(a, 0) << first.out;
+  EXPECT_GT(b, a) << second.out;
+  EXPECT_EQ(finish(), 0) << target_->stderr_text();
+}
+
+TEST_F(CtlLive, GroupSwitchReachesTheRunningProgramAndResetUndoesIt) {
+  const Output on = ctl({"groups", "all"});
+  ASSERT_EQ(on.status, 0) << on.out << on.err;
+  EXPECT_NE(on.out.find("-> activation_offload,checkpoint,communication"), std::string::npos)
+      << on.out;
+  ASSERT_TRUE(target_->wait_for_line("layer on")) << target_->stderr_text();
+
+  // An invalid spec is refused with set-up's message; the program keeps `all`.
+  const Output bad = ctl({"groups", "per_stepp"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("refused: Unknown span group"), std::string::npos) << bad.out;
+  const Output list = ctl({"list", "--json"});
+  ASSERT_EQ(list.status, 0) << list.err;
+  EXPECT_EQ(Json::parse(list.out)["groups"].size(), 14u) << list.out;
+
+  const Output reset = ctl({"groups", "--reset"});
+  ASSERT_EQ(reset.status, 0) << reset.out << reset.err;
+  ASSERT_TRUE(target_->wait_for_line("layer off")) << target_->stderr_text();
+  ASSERT_EQ(finish(), 0) << target_->stderr_text();
+
+  // Every layer span the program recorded while `all` was on was exported; none before.
+  const std::string text = target_->stderr_text();
+  const auto at = text.find("layer spans ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const int recorded = std::stoi(text.substr(at + 12));
+  EXPECT_GT(recorded, 0);
+  ASSERT_NE(text.find("dropped 0\n"), std::string::npos) << text;
+  EXPECT_EQ(exported("layer_forward"), recorded);
+  EXPECT_GT(exported("train_step"), recorded);
+}
+
+}  // namespace
