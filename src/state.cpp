@@ -1,7 +1,7 @@
 // The enabled-group state. Every group name a site or a set ever mentioned is interned once into
 // an append-only, lock-free hash table (entries are never removed or moved) and owns two flags in
-// statically initialised arrays: enabled, and site (enabled, or its open spans are tracked; see
-// gate.hpp). Sites cache a pointer to their flag; lookups by name probe the table. Writers
+// statically initialised arrays: enabled, and site (enabled, or every group's open spans are
+// tracked, TRACK_OPEN=all; see gate.hpp). Sites cache a pointer to their flag; lookups by name probe the table. Writers
 // serialise on one mutex; readers never take it.
 #include <atomic>
 #include <cstdint>
@@ -36,7 +36,6 @@ constinit std::atomic<bool> g_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
 constinit std::atomic<const InternedGroup*> g_table[kTableSize] = {};
 constinit std::atomic<const GroupSet*> g_snapshot{nullptr};  // null: nothing published yet
-constinit std::atomic<const GroupSet*> g_tracked{nullptr};   // TrackOpen::kEnabled's set
 constinit std::atomic<bool> g_table_full{false};  // some enabled name could not be interned
 constinit std::mutex g_writer_mu;                  // guards everything below
 
@@ -111,24 +110,14 @@ std::vector<const GroupSet*>& published_sets() {
   return nullptr;
 }
 
-bool set_contains(const std::atomic<const GroupSet*>& set, std::string_view name) noexcept {
-  const GroupSet* s = set.load(std::memory_order_acquire);
+bool snapshot_contains(std::string_view name) noexcept {
+  const GroupSet* s = g_snapshot.load(std::memory_order_acquire);
   return s != nullptr && s->find(name) != s->end();
 }
 
-bool snapshot_contains(std::string_view name) noexcept { return set_contains(g_snapshot, name); }
-
-// Whether a group's open spans are tracked without it being enabled.
-bool tracked_by_mode(std::string_view name) noexcept {
-  switch (g_track_mode.load(std::memory_order_relaxed)) {
-    case TrackOpen::kAll:
-      return true;
-    case TrackOpen::kEnabled:
-      return set_contains(g_tracked, name);
-    case TrackOpen::kOff:
-      break;
-  }
-  return false;
+// Whether a group's open spans are tracked without it being enabled: only with TRACK_OPEN=all.
+bool tracked_by_mode() noexcept {
+  return g_track_mode.load(std::memory_order_relaxed) == TrackOpen::kAll;
 }
 
 // Requires g_writer_mu: the published set equal to `groups` (kept for the life of the process,
@@ -150,7 +139,7 @@ void update_flags_locked(const InternedGroup& e) noexcept {
   if (g_flags[e.index].load(std::memory_order_relaxed) != on) {
     g_flags[e.index].store(on, std::memory_order_relaxed);
   }
-  const bool site = on || tracked_by_mode(e.name);
+  const bool site = on || tracked_by_mode();
   if (g_site_flags[e.index].load(std::memory_order_relaxed) != site) {
     g_site_flags[e.index].store(site, std::memory_order_relaxed);
   }
@@ -227,15 +216,13 @@ GroupState group_state(std::string_view group) noexcept {
   }
   // Every enabled or tracked name is interned unless the table filled up.
   const bool enabled = g_table_full.load(std::memory_order_relaxed) && snapshot_contains(group);
-  return {enabled, enabled || tracked_by_mode(group)};
+  return {enabled, enabled || tracked_by_mode()};
 }
 
-void set_open_span_tracking(TrackOpen mode, GroupSet tracked) {
+void set_open_span_tracking(TrackOpen mode) {
   std::lock_guard lock(g_writer_mu);
-  g_tracked.store(publish_locked(std::move(tracked)), std::memory_order_release);
   g_track_mode.store(mode, std::memory_order_relaxed);
   for (const InternedGroup* e : interned()) update_flags_locked(*e);
-  for (const auto& name : *g_tracked.load(std::memory_order_relaxed)) intern_locked(name);
 }
 
 }  // namespace detail

@@ -83,7 +83,7 @@ bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadli
   if (active_state().get() == &s) {
     try {
       set_enabled_span_groups({});
-      set_open_span_tracking(TrackOpen::kOff, {});
+      set_open_span_tracking(TrackOpen::kOff);
     } catch (...) {
     }
     active_state().reset();
@@ -245,9 +245,9 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   detail::install_exit_handler();
   detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
   set_enabled_span_groups(tracing ? groups : GroupSet{});
-  // Open spans of the groups this process follows are tracked even where they are not exported.
-  if (control.track_open != detail::TrackOpen::kOff) detail::calibrate_clock();
-  detail::set_open_span_tracking(control.track_open, groups);
+  // Open spans are tracked for `lens ctl dump`: recorded ones, or with TRACK_OPEN=all every one.
+  if (control.track_open == detail::TrackOpen::kAll) detail::calibrate_clock();
+  detail::set_open_span_tracking(control.track_open);
   state->control = detail::ControlEndpoint::start(
       {state->config, rank, world_size, state->pipeline, std::move(groups), control});
   detail::active_state() = state;

@@ -265,19 +265,28 @@ TEST_F(Control, SwitchesGroupsLiveAndResetsToTheStartupSpec) {
   EXPECT_EQ(changes, 2);
 }
 
-TEST_F(Control, ANonExportingRankTracksItsGroupsWithoutExporting) {
+TEST_F(Control, ANonExportingRankCostsTheGateUnlessTrackOpenIsAll) {
   start("default", 0, 2, "single_rank");  // rank 1 exports, this rank does not
   EXPECT_FALSE(handle_.is_exporting());
+  {
+    LENS_SPAN(save, "checkpoint", "save");
+    EXPECT_FALSE(static_cast<bool>(save));
+    const json r = request("lens-ctl/1 dump");
+    ASSERT_EQ(r["ok"], true);
+    EXPECT_EQ(r["process"]["exporting"], false);
+    EXPECT_TRUE(r["threads"].empty()) << "enabled: only recorded spans are tracked";
+  }
+  env_.set("NEMO_LENS_TRACK_OPEN", "all");
+  start("default", 0, 2, "single_rank");
   LENS_SPAN(save, "checkpoint", "save");
-  LENS_SPAN(layer, "layer", "layer_forward");  // not in `default`: not tracked either
+  LENS_SPAN(layer, "layer", "layer_forward");
   const json r = request("lens-ctl/1 dump");
-  ASSERT_EQ(r["ok"], true);
-  EXPECT_EQ(r["process"]["exporting"], false);
-  EXPECT_EQ(stack_of(r, this_tid()), std::vector<std::string>{"checkpoint/save"});
+  EXPECT_EQ(stack_of(r, this_tid()),
+            (std::vector<std::string>{"checkpoint/save", "layer/layer_forward"}));
   for (const auto& t : r["threads"]) {
-    for (const auto& s : t["spans"]) {
-      EXPECT_EQ(s["exported"], false);
-      EXPECT_FALSE(s.contains("attributes"));
+    for (const auto& sp : t["spans"]) {
+      EXPECT_EQ(sp["exported"], false);
+      EXPECT_FALSE(sp.contains("attributes"));
     }
   }
   EXPECT_FALSE(is_span_group_enabled("checkpoint"));  // the gate is what it was: off here
@@ -379,6 +388,7 @@ TEST_F(Control, AnotherUserIsRefused) {
   const json r = json::parse(in);
   EXPECT_EQ(r["ok"], false);
   EXPECT_EQ(r["error"], "permission denied: this endpoint answers only uid 0, not uid 65534");
+  EXPECT_FALSE(r.contains("process")) << "a stranger learns nothing about the process";
   EXPECT_FALSE(is_span_group_enabled("layer"));
 }
 

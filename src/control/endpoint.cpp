@@ -326,11 +326,10 @@ struct ControlEndpoint::Impl {
 
   // ----- group switches
 
+  // On a rank that does not export, nothing is enabled: the switch only changes what this
+  // process reports (and what its watchdog follows).
   void apply_groups(const GroupSet& groups) {
     if (tracing()) set_enabled_span_groups(groups);
-    if (target.settings.track_open == TrackOpen::kEnabled) {
-      set_open_span_tracking(TrackOpen::kEnabled, groups);
-    }
   }
 
   // Logs a change and records it on the job's root span (the oldest open recording root span).
@@ -415,10 +414,14 @@ struct ControlEndpoint::Impl {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
-      write_all(fd,
-                error_reply("permission denied: this endpoint answers only uid " +
-                            std::to_string(::geteuid()) + ", not uid " + std::to_string(cred.uid)),
-                deadline);
+      // Nothing about the process for a stranger: no "process" object.
+      std::string reply = "{\"protocol\":1,\"ok\":false,";
+      json::append_key(reply, "error");
+      json::append_string(reply, "permission denied: this endpoint answers only uid " +
+                                     std::to_string(::geteuid()) + ", not uid " +
+                                     std::to_string(cred.uid));
+      reply += "}\n";
+      write_all(fd, reply, deadline);
       return;
     }
     std::string request;

@@ -2,8 +2,8 @@
 // readable from another thread without stopping the owner. `lens ctl dump` and the hang watchdog
 // read it. Internal.
 //
-// Spans that record are registered next to their record; spans of groups that are tracked but
-// not exported (<PREFIX>_TRACK_OPEN, or a rank that does not export) get a light entry only: a
+// Spans that record are registered next to their record; with <PREFIX>_TRACK_OPEN=all, spans that
+// are not recorded (their group is off, or the rank does not export) get a light entry only: a
 // site pointer and a start time, no record.
 //
 // Writers (the owner thread, or a thread ending a span it was handed) hold the owner's lock.
@@ -31,9 +31,9 @@ struct ThreadState;
 /// The mode in force; kOff before set-up.
 extern std::atomic<TrackOpen> g_track_mode;
 
-/// Sets which groups' sites are tracked besides the enabled ones: every group (kAll), `tracked`
-/// (kEnabled) or none (kOff). Implemented in state.cpp next to the flags it sets.
-void set_open_span_tracking(TrackOpen mode, GroupSet tracked);
+/// Sets what is tracked: recorded spans (kEnabled), also every other span site (kAll: the site
+/// flags of every group go on), or nothing (kOff). Implemented in state.cpp next to the flags.
+void set_open_span_tracking(TrackOpen mode);
 
 /// A group's two flags: enabled for export, and tracked (enabled, or its open spans are tracked).
 struct GroupState {

@@ -331,7 +331,7 @@ bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
   const GroupState g = span_site_state(site.gate);
-  if (p != nullptr && g.enabled) {
+  if (p != nullptr && g.enabled && p->sampler.records_anything) {
     StartRequest req;
     req.group = site.gate.group;
     req.name = site.name;
@@ -351,7 +351,7 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
   const bool tracking = detail::tracking();
   if (p == nullptr && !tracking) return Span();
   // A span that is not exported may still be tracked as open, for `lens ctl dump`.
-  bool exported = p != nullptr;
+  bool exported = p != nullptr && p->sampler.records_anything;
   bool tracked = true;
   if (!options.group.empty()) {
     const detail::GroupState g = detail::group_state(options.group);
@@ -420,12 +420,14 @@ Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept
 
 Span& Span::add_event(std::string_view name, std::initializer_list<Attribute> attributes) noexcept {
   const std::int64_t now = detail::now_unix_nano();
-  mutate(detail::record_of(rec_), [&](SpanRecord& r) { detail::add_event_locked(r, name, now, attributes); });
+  mutate(detail::record_of(rec_),
+         [&](SpanRecord& r) { detail::add_event_locked(r, name, now, attributes); });
   return *this;
 }
 
 Span& Span::add_link(const SpanContext& target, std::initializer_list<Attribute> attributes) noexcept {
-  mutate(detail::record_of(rec_), [&](SpanRecord& r) { detail::add_link_locked(r, target, attributes); });
+  mutate(detail::record_of(rec_),
+         [&](SpanRecord& r) { detail::add_link_locked(r, target, attributes); });
   return *this;
 }
 
