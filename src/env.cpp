@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "nemo/lens/errors.hpp"
 #include "strings.hpp"
 
 namespace nemo::lens::detail {
@@ -51,6 +52,19 @@ std::optional<double> parse_double(std::string_view s) noexcept {
   double out = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
   if (ec != std::errc() || ptr != t.data() + t.size() || !std::isfinite(out)) return std::nullopt;
+  return out;
+}
+
+std::optional<std::uint64_t> env_uint(const char* name, std::uint64_t min, std::uint64_t max,
+                                      const char* what) {
+  auto v = env_trimmed(name);
+  if (!v) return std::nullopt;
+  std::uint64_t out = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || ptr != v->data() + v->size() || out < min || out > max) {
+    throw ConfigError(std::string("Invalid value for ") + name + ": '" + *v + "'. Expected " + what +
+                      ".");
+  }
   return out;
 }
 

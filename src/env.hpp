@@ -1,6 +1,7 @@
 // Reading and parsing environment variables. Internal.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,5 +19,10 @@ std::optional<int> parse_int(std::string_view s) noexcept;
 
 /// A whole finite decimal number; empty optional otherwise.
 std::optional<double> parse_double(std::string_view s) noexcept;
+
+/// The variable `name` as a whole number in [min, max]; empty optional when unset or blank. Any
+/// other value throws ConfigError: "Invalid value for NAME: 'v'. Expected <what>."
+std::optional<std::uint64_t> env_uint(const char* name, std::uint64_t min, std::uint64_t max,
+                                      const char* what);
 
 }  // namespace nemo::lens::detail

@@ -13,6 +13,7 @@
 
 #include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/state.hpp"
+#include "strings.hpp"
 #include "tracing/open_spans.hpp"
 
 namespace nemo::lens {
@@ -49,63 +50,12 @@ std::vector<const GroupSet*>& published_sets() {
   return *v;
 }
 
-// Eight bytes per multiply and no variable-length copies: lookups by name must stay near 10 ns.
-[[gnu::always_inline]] inline std::uint64_t hash_name(std::string_view s) noexcept {
-  const char* p = s.data();
-  const std::size_t n = s.size();
-  auto load64 = [](const char* q) {
-    std::uint64_t w;
-    std::memcpy(&w, q, 8);
-    return w;
-  };
-  auto load32 = [](const char* q) {
-    std::uint32_t w;
-    std::memcpy(&w, q, 4);
-    return static_cast<std::uint64_t>(w);
-  };
-  auto mix = [](std::uint64_t h, std::uint64_t w) {
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 31);
-  };
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-  if (n >= 8) {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) h = mix(h, load64(p + i));
-    if (i != n) h = mix(h, load64(p + n - 8));  // the tail, overlapping the last word
-  } else if (n >= 4) {
-    h = mix(h, load32(p) | (load32(p + n - 4) << 32));
-  } else if (n != 0) {
-    const auto b = [&](std::size_t i) { return static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])); };
-    h = mix(h, b(0) | (b(n / 2) << 8) | (b(n - 1) << 16));
-  }
-  return h ^ (h >> 32);
-}
-
-// Equality without a call into the C library: names are short.
-[[gnu::always_inline]] inline bool same_name(const std::string& a, std::string_view b) noexcept {
-  const std::size_t n = a.size();
-  if (n != b.size()) return false;
-  const char* p = a.data();
-  const char* q = b.data();
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t x, y;
-    std::memcpy(&x, p + i, 8);
-    std::memcpy(&y, q + i, 8);
-    if (x != y) return false;
-  }
-  for (; i < n; ++i) {
-    if (p[i] != q[i]) return false;
-  }
-  return true;
-}
-
 [[gnu::always_inline]] inline const InternedGroup* find(std::string_view name, std::uint64_t h) noexcept {
   for (std::size_t i = h & kTableMask, n = 0; n < kTableSize; i = (i + 1) & kTableMask, ++n) {
     // Acquire pairs with the release in intern_locked(): the entry's fields are visible.
     const InternedGroup* e = g_table[i].load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;
-    if (e->hash == h && same_name(e->name, name)) return e;
+    if (e->hash == h && same_short_string(e->name, name)) return e;
   }
   return nullptr;
 }
@@ -147,7 +97,7 @@ void update_flags_locked(const InternedGroup& e) noexcept {
 
 // Requires g_writer_mu. Returns null when the table is full.
 const InternedGroup* intern_locked(std::string_view name) {
-  const std::uint64_t h = hash_name(name);
+  const std::uint64_t h = hash_short_string(name);
   if (const InternedGroup* e = find(name, h)) return e;
   auto& all = interned();
   if (all.size() >= kMaxGroups) {
@@ -210,7 +160,7 @@ GroupState span_site_state(const SiteGate& site) noexcept {
 }
 
 GroupState group_state(std::string_view group) noexcept {
-  if (const InternedGroup* e = find(group, hash_name(group))) {
+  if (const InternedGroup* e = find(group, hash_short_string(group))) {
     return {g_flags[e->index].load(std::memory_order_relaxed),
             g_site_flags[e->index].load(std::memory_order_relaxed)};
   }
@@ -229,7 +179,7 @@ void set_open_span_tracking(TrackOpen mode) {
 
 bool is_span_group_enabled(std::string_view group) noexcept {
   using namespace detail;
-  if (const InternedGroup* e = find(group, hash_name(group))) {
+  if (const InternedGroup* e = find(group, hash_short_string(group))) {
     return g_flags[e->index].load(std::memory_order_relaxed);
   }
   // Every enabled name is interned unless the table filled up; only then ask the snapshot.

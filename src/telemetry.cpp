@@ -9,6 +9,8 @@
 #include "control/endpoint.hpp"
 #include "env.hpp"
 #include "export/exporters.hpp"
+#include "metrics/pipelines.hpp"
+#include "nemo/lens/logs.hpp"
 #include "nemo/lens/sampling.hpp"
 #include "nemo/lens/state.hpp"
 #include "resources/resource.hpp"
@@ -26,6 +28,9 @@ struct TelemetryState {
   bool exporting = false;
   Pipeline* pipeline = nullptr;  // immortal; null when not exporting
   std::unique_ptr<ControlEndpoint> control;  // null when off or it could not start
+  std::unique_ptr<MetricReader> metrics;     // null when metrics are off or not exported here
+  LogProcessor* logs = nullptr;              // immortal (threads may be logging); null when off
+  Resource resource;                         // of every signal; empty when nothing is exported
   std::atomic<bool> shut_down{false};  // written under g_setup_mu
 };
 
@@ -86,9 +91,15 @@ bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadli
       set_open_span_tracking(TrackOpen::kOff);
     } catch (...) {
     }
+    g_metrics_recording.store(false, std::memory_order_relaxed);
+    g_logs_recording.store(false, std::memory_order_relaxed);
+    if (g_log_processor.load() == s.logs) g_log_processor.store(nullptr);
     active_state().reset();
   }
   bool ok = true;
+  if (s.metrics && s.metrics->forked()) (void)s.metrics.release();  // its thread is the parent's
+  if (s.metrics) ok = s.metrics->shutdown(deadline) && ok;
+  if (s.logs != nullptr && !s.logs->forked()) ok = s.logs->shutdown(deadline) && ok;
   if (s.pipeline != nullptr) {
     Pipeline* p = s.pipeline->current();
     ok = p->shutdown(deadline);
@@ -135,8 +146,13 @@ int TelemetryHandle::rank() const noexcept { return state_ ? state_->rank : 0; }
 int TelemetryHandle::world_size() const noexcept { return state_ ? state_->world_size : 1; }
 
 bool TelemetryHandle::force_flush(std::chrono::milliseconds timeout) noexcept {
-  if (!state_ || state_->pipeline == nullptr || state_->shut_down.load()) return true;
-  return state_->pipeline->current()->flush(std::chrono::steady_clock::now() + timeout);
+  if (!state_ || state_->shut_down.load()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool ok = true;
+  if (state_->pipeline != nullptr) ok = state_->pipeline->current()->flush(deadline);
+  if (state_->metrics && !state_->metrics->forked()) ok = state_->metrics->flush(deadline) && ok;
+  if (state_->logs != nullptr && !state_->logs->forked()) ok = state_->logs->flush(deadline) && ok;
+  return ok;
 }
 
 bool TelemetryHandle::shutdown(std::chrono::milliseconds timeout) noexcept {
@@ -156,14 +172,26 @@ bool TelemetryHandle::is_shut_down() const noexcept {
 }
 
 TelemetryStats TelemetryHandle::stats() const noexcept {
-  if (!state_ || state_->pipeline == nullptr) return {};
-  return state_->pipeline->current()->stats();
+  if (!state_) return {};
+  TelemetryStats s;
+  if (state_->pipeline != nullptr) s = state_->pipeline->current()->stats();
+  if (state_->metrics) {
+    s.metric_points_exported = state_->metrics->exported_points();
+    s.metric_exports_failed = state_->metrics->failed_exports();
+    s.metric_measurements_dropped = detail::dropped_measurements();
+  }
+  if (state_->logs != nullptr) {
+    s.log_records_exported = state_->logs->exported();
+    s.log_records_dropped = state_->logs->dropped();
+  }
+  return s;
 }
 
 const Resource& TelemetryHandle::resource() const noexcept {
   static const Resource kEmpty;
-  if (!state_ || state_->pipeline == nullptr) return kEmpty;
-  return state_->pipeline->current()->resource;
+  if (!state_) return kEmpty;
+  if (state_->pipeline != nullptr) return state_->pipeline->current()->resource;
+  return state_->resource;
 }
 
 TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int world_size,
@@ -214,12 +242,40 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
       !config.sampler_enabled ||
       RankAwareSampler(rank, world_size, config.export_sample_rate).should_sample();
   const bool tracing = state->exporting && config.traces_enabled && rank_sampled;
+  const bool metrics = state->exporting && config.metrics_enabled;
+  const bool logs = state->exporting && config.logs_enabled;
+  // Metrics and logs: settings and exporters first (they may throw), started below.
+  std::optional<detail::MetricSettings> metric_settings;
+  std::shared_ptr<MetricExporter> metric_exporter;
+  if (metrics) {
+    metric_settings = detail::metric_settings_from_env();
+    metric_exporter = options.metric_exporter ? options.metric_exporter
+                                              : detail::make_metric_exporter(state->config, rank);
+  }
+  std::optional<detail::LogSettings> log_settings;
+  detail::LogLimits log_limits;
+  std::shared_ptr<LogExporter> log_exporter;
+  if (logs) {
+    log_settings = detail::log_settings_from_env();
+    const detail::SpanLimits span_limits = detail::span_limits_from_env();
+    log_limits.attribute_count = span_limits.attribute_count;
+    log_limits.attribute_value_length = span_limits.attribute_value_length;
+    log_limits.redacted_keys = detail::redacted_keys(config, options);
+    log_exporter = options.log_exporter ? options.log_exporter
+                                        : detail::make_log_exporter(state->config, rank);
+  }
+  if (metrics || logs) {
+    state->resource =
+        detail::detect_resource(state->config, rank, world_size, options.resource_attributes);
+  }
   if (tracing) {
     detail::BatchOptions batch = detail::batch_options_from_env();
     detail::SpanLimits limits = detail::span_limits_from_env();
     detail::SamplerConfig sampler = detail::sampler_from_env();
     Resource resource =
-        detail::detect_resource(state->config, rank, world_size, options.resource_attributes);
+        (metrics || logs)
+            ? state->resource
+            : detail::detect_resource(state->config, rank, world_size, options.resource_attributes);
     std::shared_ptr<SpanExporter> exporter = options.exporter;
     std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
     if (!exporter) {
@@ -250,6 +306,19 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   detail::set_open_span_tracking(control.track_open);
   state->control = detail::ControlEndpoint::start(
       {state->config, rank, world_size, state->pipeline, std::move(groups), control});
+  if (metrics) {
+    detail::reset_metric_values();
+    state->metrics = std::make_unique<detail::MetricReader>(*metric_settings,
+                                                            std::move(metric_exporter),
+                                                            state->resource);
+    detail::g_metrics_recording.store(true, std::memory_order_relaxed);
+  }
+  if (logs) {
+    state->logs = new detail::LogProcessor(*log_settings, std::move(log_limits),
+                                           std::move(log_exporter), state->resource);
+    detail::g_log_processor.store(state->logs, std::memory_order_release);
+    detail::g_logs_recording.store(true, std::memory_order_relaxed);
+  }
   detail::active_state() = state;
   return TelemetryHandle(std::move(state));
 }

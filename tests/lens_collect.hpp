@@ -30,15 +30,34 @@ inline std::string temp_path(const std::string& name) {
 /// `lens collect` on loopback ports it picks (HTTP; gRPC unless `extra` says otherwise).
 class Collector {
  public:
+  /// Spans to `out`.
   explicit Collector(const std::string& out, const std::string& http = "127.0.0.1:0",
                      std::vector<std::string> extra = {})
-      : out_(out) {
-    std::vector<std::string> argv{LENS_BINARY, "collect", "--out", out, "--listen", http};
-    if (std::find(extra.begin(), extra.end(), "--grpc-listen") == extra.end()) {
+      : Collector(out, [&] {
+          std::vector<std::string> args{"--out", out, "--listen", http};
+          args.insert(args.end(), extra.begin(), extra.end());
+          return args;
+        }()) {}
+
+  /// `lens collect` with `args` (the outputs: --out, --metrics-out, --logs-out...; --listen and
+  /// --grpc-listen default to port 0 on loopback); `scratch` names the file of its stdout
+  /// (`scratch`.stdout).
+  static std::unique_ptr<Collector> with_args(const std::string& scratch,
+                                              std::vector<std::string> args) {
+    if (std::find(args.begin(), args.end(), "--listen") == args.end()) {
+      args.insert(args.end(), {"--listen", "127.0.0.1:0"});
+    }
+    return std::unique_ptr<Collector>(new Collector(scratch, std::move(args)));
+  }
+
+ private:
+  Collector(const std::string& scratch, std::vector<std::string> args) : out_(scratch) {
+    std::vector<std::string> argv{LENS_BINARY, "collect"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    if (std::find(args.begin(), args.end(), "--grpc-listen") == args.end()) {
       argv.insert(argv.end(), {"--grpc-listen", "127.0.0.1:0"});
     }
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<ChildProcess>(argv, out + ".stdout");
+    child_ = std::make_unique<ChildProcess>(argv, scratch + ".stdout");
     // It prints the addresses it listens on (the ports it picked), then that it is ready.
     if (!child_->wait_for_line("lens collect: ready")) {
       throw std::runtime_error("lens collect did not start: " + child_->stderr_text());
@@ -47,7 +66,12 @@ class Collector {
     grpc_port_ = port_after(child_->stderr_text(), "OTLP/gRPC on 127.0.0.1:");
   }
 
-  std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_) + "/v1/traces"; }
+ public:
+  std::string http_url() const { return http_base() + "/v1/traces"; }
+  /// "http://127.0.0.1:PORT", for the other paths.
+  std::string http_base() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
+  /// What it printed on stderr so far.
+  std::string stderr_text() const { return child_->stderr_text(); }
   int http_port() const { return http_port_; }
   int grpc_port() const { return grpc_port_; }
 

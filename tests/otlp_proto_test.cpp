@@ -231,20 +231,20 @@ TEST(OtlpResponses, PartialSuccessFromProtobuf) {
   response.mutable_partial_success()->set_rejected_spans(7);
   response.mutable_partial_success()->set_error_message("too old");
   const auto p = detail::parse_partial_success_proto(response.SerializeAsString());
-  EXPECT_EQ(p.rejected_spans, 7);
+  EXPECT_EQ(p.rejected, 7);
   EXPECT_EQ(p.error_message, "too old");
-  EXPECT_EQ(detail::parse_partial_success_proto("").rejected_spans, 0);
-  EXPECT_EQ(detail::parse_partial_success_proto("\x0a\x05\x08").rejected_spans, 0);  // truncated
+  EXPECT_EQ(detail::parse_partial_success_proto("").rejected, 0);
+  EXPECT_EQ(detail::parse_partial_success_proto("\x0a\x05\x08").rejected, 0);  // truncated
 }
 
 TEST(OtlpResponses, PartialSuccessFromJson) {
-  EXPECT_EQ(detail::parse_partial_success_json(R"({"partialSuccess":{"rejectedSpans":"12"}})").rejected_spans, 12);
+  EXPECT_EQ(detail::parse_partial_success_json(R"({"partialSuccess":{"rejectedSpans":"12"}})").rejected, 12);
   const auto p = detail::parse_partial_success_json(R"({"partialSuccess":{"rejectedSpans":3,"errorMessage":"x"}})");
-  EXPECT_EQ(p.rejected_spans, 3);
+  EXPECT_EQ(p.rejected, 3);
   EXPECT_EQ(p.error_message, "x");
-  EXPECT_EQ(detail::parse_partial_success_json("{}").rejected_spans, 0);
-  EXPECT_EQ(detail::parse_partial_success_json("").rejected_spans, 0);
-  EXPECT_EQ(detail::parse_partial_success_json("not json").rejected_spans, 0);
+  EXPECT_EQ(detail::parse_partial_success_json("{}").rejected, 0);
+  EXPECT_EQ(detail::parse_partial_success_json("").rejected, 0);
+  EXPECT_EQ(detail::parse_partial_success_json("not json").rejected, 0);
 }
 
 TEST(OtlpGzip, DecompressesWithZlibInflateToTheInput) {

@@ -72,6 +72,36 @@ TEST(OtlpSettings, GeneralEndpointGetsTheSignalPathSpecificIsUsedAsGiven) {
   EXPECT_EQ(s.endpoint_origin, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
 }
 
+TEST(OtlpSettings, MetricsAndLogsReadTheirOwnVariablesAndPaths) {
+  using nemo::lens::detail::OtlpSignal;
+  ScopedEnv env;
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+  env.set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
+  env.set("OTEL_EXPORTER_OTLP_HEADERS", "x-team=a");
+  EXPECT_EQ(otlp_settings_from_env(OtlpSignal::kMetrics).endpoint,
+            "http://collector:4318/v1/metrics");
+  EXPECT_EQ(otlp_settings_from_env(OtlpSignal::kLogs).endpoint, "http://collector:4318/v1/logs");
+  env.set("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json");
+  env.set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://metrics:9090/ingest");
+  env.set("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "x-team=b");
+  env.set("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "750");
+  const auto m = otlp_settings_from_env(OtlpSignal::kMetrics);
+  EXPECT_EQ(m.signal, OtlpSignal::kMetrics);
+  EXPECT_EQ(m.protocol, OtlpProtocol::kHttpJson);
+  EXPECT_EQ(m.protocol_origin, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL");
+  EXPECT_EQ(m.endpoint, "http://metrics:9090/ingest");
+  ASSERT_EQ(m.headers.size(), 1u);
+  EXPECT_EQ(m.headers[0].second, "b");
+  const auto l = otlp_settings_from_env(OtlpSignal::kLogs);
+  EXPECT_EQ(l.protocol, OtlpProtocol::kHttpProtobuf);  // the metrics variable is not the logs'
+  EXPECT_EQ(l.timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(otlp_settings_from_env().timeout, std::chrono::milliseconds(10'000));
+  env.set("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "collector:4318");
+  EXPECT_EQ(error_message_of<ConfigError>([] { otlp_settings_from_env(OtlpSignal::kLogs); }),
+            "Invalid value for OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'collector:4318'. Expected an "
+            "http:// or https:// URL, e.g. http://localhost:4318/v1/logs.");
+}
+
 TEST(OtlpSettings, HeadersArePercentDecodedAndSpecificOnesReplaceGeneral) {
   ScopedEnv env;
   env.set("OTEL_EXPORTER_OTLP_HEADERS", "api-key=abc%3D%3D, X-Tenant = team a ,Authorization=Basic%20x");

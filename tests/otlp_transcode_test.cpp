@@ -1,7 +1,7 @@
-// `lens collect`'s transcoding (tools/lens/otlp_transcode.hpp): requests are built and encoded
-// with libprotobuf's classes generated from tests/proto, the JSON produced is read back with
-// nlohmann/json, and compared with libprotobuf's own JSON printer and with the library's OTLP/JSON
-// writer.
+// `lens collect`'s transcoding (tools/lens/otlp_transcode.hpp) of spans, metrics and logs:
+// requests are built and encoded with libprotobuf's classes generated from tests/proto, the JSON
+// produced is read back with nlohmann/json, and compared with libprotobuf's own JSON printer and
+// with the library's OTLP/JSON writers.
 #include "otlp_transcode.hpp"
 
 #include <gmock/gmock.h>
@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,9 @@
 #include <vector>
 
 #include "export/exporters.hpp"
+#include "metrics/metric_data.hpp"
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
+#include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 
 namespace {
@@ -275,9 +279,10 @@ const Json& attribute(const Json& attributes, const std::string& key) {
   return kMissing;
 }
 
-TranscodeResult transcode_error(std::string_view bytes) {
+TranscodeResult transcode_error(std::string_view bytes,
+                                lens_cli::Signal signal = lens_cli::Signal::kTraces) {
   std::string out = "kept";
-  TranscodeResult r = protobuf_to_json(bytes, out);
+  TranscodeResult r = protobuf_to_json(bytes, out, signal);
   EXPECT_FALSE(r.ok) << "accepted: " << out;
   EXPECT_EQ(out, "kept") << "output left behind on failure";
   EXPECT_EQ(r.spans, 0U);
@@ -1196,6 +1201,825 @@ TEST(JsonToJson, RefusesNestingDeeperThan128) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error, "JSON nested deeper than 128");
   EXPECT_TRUE(out.empty());
+}
+
+// ---- metrics and logs ----------------------------------------------------------------------
+
+namespace pb_metrics = opentelemetry::proto::metrics::v1;
+namespace pb_logs = opentelemetry::proto::logs::v1;
+using MetricsRequest = opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
+using LogsRequest = opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest;
+using lens_cli::Signal;
+
+std::string transcode_signal_text(std::string_view bytes, Signal signal,
+                                  TranscodeResult* result = nullptr) {
+  std::string out;
+  const TranscodeResult r = protobuf_to_json(bytes, out, signal);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.spans, 0U);
+  EXPECT_EQ(out.find('\n'), std::string::npos) << "not one line: " << out;
+  if (result != nullptr) *result = r;
+  return out;
+}
+
+// What libprotobuf's JSON printer makes of `m` (enums as numbers), ids in hex; the request's
+// signal array is always written by the transcoder, so it is added when libprotobuf left it out.
+Json libprotobuf_json(const google::protobuf::Message& m, const std::string& root_key) {
+  std::string reference;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_enums_as_ints = true;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(m, &reference, options).ok());
+  Json j = parse(reference);
+  ids_to_hex(j);
+  if (!j.contains(root_key)) j[root_key] = Json::array();
+  return j;
+}
+
+// The transcoder's JSON of `m` equals libprotobuf's, member for member (not only without the
+// defaults, as for spans).
+template <class Request>
+void expect_agrees_with_libprotobuf(const Request& m, Signal signal, const std::string& root_key,
+                                    const std::string& context = {}) {
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  const std::string text = transcode_signal_text(bytes, signal);
+  const Json expected = libprotobuf_json(m, root_key);
+  EXPECT_EQ(parse(text), expected)
+      << context << "\nours:        " << text << "\nlibprotobuf: " << expected.dump();
+}
+
+void set_int_kv(pb_common::KeyValue* kv, const std::string& key, std::int64_t v) {
+  kv->set_key(key);
+  kv->mutable_value()->set_int_value(v);
+}
+
+void fill_exemplar(pb_metrics::Exemplar* e, bool with_ids) {
+  set_kv(e->add_filtered_attributes(), "user", "alice");
+  e->set_time_unix_nano(1'700'000'000'000'000'123ULL);
+  e->set_as_double(0.25);
+  if (with_ids) {
+    e->set_span_id(from_hex(kSpanHex));
+    e->set_trace_id(from_hex(kTraceHex));
+  }
+}
+
+// Every kind of metric with every field set, and a metric without data.
+MetricsRequest full_metrics_request() {
+  MetricsRequest req;
+  auto* rm = req.add_resource_metrics();
+  set_kv(rm->mutable_resource()->add_attributes(), "service.name", "trainer");
+  set_int_kv(rm->mutable_resource()->add_attributes(), "dl.rank", 3);
+  rm->mutable_resource()->set_dropped_attributes_count(2);
+  rm->set_schema_url("https://opentelemetry.io/schemas/1.24.0");
+  auto* sm = rm->add_scope_metrics();
+  sm->mutable_scope()->set_name("nemo.lens");
+  sm->mutable_scope()->set_version("1.2.3");
+  set_kv(sm->mutable_scope()->add_attributes(), "scope.attr", "v");
+  sm->set_schema_url("https://opentelemetry.io/schemas/1.21.0");
+
+  auto* gauge = sm->add_metrics();
+  gauge->set_name("gpu.memory.used");
+  gauge->set_description("bytes in use");
+  gauge->set_unit("By");
+  set_kv(gauge->add_metadata(), "source", "nvml");
+  auto* gp = gauge->mutable_gauge()->add_data_points();
+  set_int_kv(gp->add_attributes(), "gpu", 0);
+  gp->set_time_unix_nano(1'700'000'000'000'000'000ULL);
+  gp->set_as_double(1.5e9);
+  fill_exemplar(gp->add_exemplars(), true);
+  auto* gp2 = gauge->mutable_gauge()->add_data_points();
+  gp2->set_as_double(0);  // a oneof member at 0: written
+  gp2->set_flags(1);
+
+  auto* sum = sm->add_metrics();
+  sum->set_name("tokens");
+  sum->mutable_sum()->set_aggregation_temporality(pb_metrics::AGGREGATION_TEMPORALITY_CUMULATIVE);
+  sum->mutable_sum()->set_is_monotonic(true);
+  auto* sp = sum->mutable_sum()->add_data_points();
+  sp->set_start_time_unix_nano(1'700'000'000'000'000'000ULL);
+  sp->set_time_unix_nano(18'446'744'073'709'551'615ULL);
+  sp->set_as_int(std::numeric_limits<std::int64_t>::min());
+  auto* ex = sp->add_exemplars();
+  ex->set_as_int(-7);
+  ex->set_span_id(from_hex(kSpanHex));
+  sum->mutable_sum()->add_data_points()->set_as_int(0);
+
+  auto* hist = sm->add_metrics();
+  hist->set_name("step.duration");
+  hist->set_unit("s");
+  hist->mutable_histogram()->set_aggregation_temporality(pb_metrics::AGGREGATION_TEMPORALITY_DELTA);
+  auto* hp = hist->mutable_histogram()->add_data_points();
+  set_kv(hp->add_attributes(), "phase", "train");
+  hp->set_start_time_unix_nano(5);
+  hp->set_time_unix_nano(10);
+  hp->set_count(7);
+  hp->set_sum(3.25);
+  for (const std::uint64_t c : {1, 0, 4, 2}) hp->add_bucket_counts(c);
+  for (const double b : {0.1, 0.5, 2.5}) hp->add_explicit_bounds(b);
+  fill_exemplar(hp->add_exemplars(), false);
+  hp->set_flags(0);
+  hp->set_min(0.05);
+  hp->set_max(9.0);
+  auto* hp0 = hist->mutable_histogram()->add_data_points();  // optional fields present at 0
+  hp0->set_sum(0);
+  hp0->set_min(0);
+  hp0->set_max(-0.0);
+
+  auto* exp = sm->add_metrics();
+  exp->set_name("latency");
+  exp->mutable_exponential_histogram()->set_aggregation_temporality(
+      pb_metrics::AGGREGATION_TEMPORALITY_CUMULATIVE);
+  auto* ep = exp->mutable_exponential_histogram()->add_data_points();
+  set_kv(ep->add_attributes(), "op", "allreduce");
+  ep->set_start_time_unix_nano(1);
+  ep->set_time_unix_nano(2);
+  ep->set_count(12);
+  ep->set_sum(-4.5);
+  ep->set_scale(-3);
+  ep->set_zero_count(2);
+  ep->mutable_positive()->set_offset(-2);
+  for (const std::uint64_t c : {1ULL, 0ULL, 300ULL, 18'446'744'073'709'551'615ULL}) {
+    ep->mutable_positive()->add_bucket_counts(c);
+  }
+  ep->mutable_negative()->set_offset(5);
+  ep->set_flags(1);
+  fill_exemplar(ep->add_exemplars(), true);
+  ep->set_min(-1.0);
+  ep->set_max(1e300);
+  ep->set_zero_threshold(1e-9);
+  auto* ep2 = exp->mutable_exponential_histogram()->add_data_points();
+  ep2->set_scale(20);
+  ep2->mutable_negative();  // present and empty
+
+  auto* summary = sm->add_metrics();
+  summary->set_name("rpc.latency");
+  auto* qp = summary->mutable_summary()->add_data_points();
+  set_kv(qp->add_attributes(), "method", "get");
+  qp->set_start_time_unix_nano(3);
+  qp->set_time_unix_nano(4);
+  qp->set_count(100);
+  qp->set_sum(12.5);
+  auto* q0 = qp->add_quantile_values();
+  q0->set_quantile(0);
+  q0->set_value(0.01);
+  auto* q1 = qp->add_quantile_values();
+  q1->set_quantile(0.99);
+  q1->set_value(0.5);
+  qp->set_flags(1);
+
+  sm->add_metrics()->set_name("no.data");
+  rm->add_scope_metrics();     // an empty scope group
+  req.add_resource_metrics();  // an empty resource group
+  return req;
+}
+
+LogsRequest full_logs_request() {
+  LogsRequest req;
+  auto* rl = req.add_resource_logs();
+  set_kv(rl->mutable_resource()->add_attributes(), "service.name", "trainer");
+  rl->set_schema_url("https://opentelemetry.io/schemas/1.24.0");
+  auto* sl = rl->add_scope_logs();
+  sl->mutable_scope()->set_name("nemo.lens");
+  sl->set_schema_url("u");
+  auto* r = sl->add_log_records();
+  r->set_time_unix_nano(1'700'000'000'000'000'001ULL);
+  r->set_observed_time_unix_nano(1'700'000'000'000'000'002ULL);
+  r->set_severity_number(pb_logs::SEVERITY_NUMBER_WARN);
+  r->set_severity_text("WARN");
+  r->mutable_body()->set_string_value("loss is NaN \"again\"\n");
+  set_kv(r->add_attributes(), "code.function", "train_step");
+  set_int_kv(r->add_attributes(), "iteration", 42);
+  r->set_dropped_attributes_count(4);
+  r->set_flags(0x01);
+  r->set_trace_id(from_hex(kTraceHex));
+  r->set_span_id(from_hex(kSpanHex));
+  r->set_event_name("nemo.checkpoint");
+  auto* structured = sl->add_log_records();
+  auto* kvl = structured->mutable_body()->mutable_kvlist_value();
+  set_kv(kvl->add_values(), "a", "x");
+  set_int_kv(kvl->add_values(), "n", -1);
+  structured->set_severity_number(static_cast<pb_logs::SeverityNumber>(-5));  // unknown, negative
+  sl->add_log_records();                                                      // nothing set
+  auto* empty_body = sl->add_log_records();
+  empty_body->mutable_body();  // an AnyValue without a member: {}
+  rl->add_scope_logs()->mutable_scope();
+  req.add_resource_logs();
+  return req;
+}
+
+TEST(TranscodeMetrics, AgreesWithLibprotobufJsonPrinter) {
+  expect_agrees_with_libprotobuf(full_metrics_request(), Signal::kMetrics, "resourceMetrics");
+}
+
+TEST(TranscodeMetrics, CountsDataPointsOfEveryKind) {
+  TranscodeResult r;
+  transcode_signal_text(full_metrics_request().SerializeAsString(), Signal::kMetrics, &r);
+  EXPECT_EQ(r.points, 2U + 2 + 2 + 2 + 1);
+  EXPECT_EQ(r.records, 0U);
+  std::string out;
+  r = protobuf_to_json("", out, Signal::kMetrics);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.points, 0U);
+  EXPECT_EQ(out, R"({"resourceMetrics":[]})");  // the signal's array even when empty
+}
+
+TEST(TranscodeMetrics, KeysInFieldNumberOrderAsTheLibraryWrites) {
+  MetricsRequest req;
+  auto* rm = req.add_resource_metrics();
+  set_int_kv(rm->mutable_resource()->add_attributes(), "dl.rank", 1);
+  auto* sm = rm->add_scope_metrics();
+  sm->mutable_scope()->set_name("s");
+  auto* m = sm->add_metrics();
+  m->set_name("loss");
+  m->set_unit("1");
+  auto* p = m->mutable_sum()->add_data_points();
+  set_kv(p->add_attributes(), "k", "v");
+  p->set_as_double(2.0);
+  p->set_time_unix_nano(9);
+  p->set_start_time_unix_nano(8);
+  m->mutable_sum()->set_aggregation_temporality(pb_metrics::AGGREGATION_TEMPORALITY_CUMULATIVE);
+  auto* h = sm->add_metrics();
+  h->set_name("h");
+  auto* hp = h->mutable_histogram()->add_data_points();
+  hp->set_max(4);
+  hp->set_min(1);
+  set_kv(hp->add_attributes(), "k", "v");
+  hp->add_explicit_bounds(2);
+  hp->add_bucket_counts(1);
+  hp->add_bucket_counts(1);
+  hp->set_sum(5);
+  hp->set_count(2);
+  EXPECT_EQ(transcode_signal_text(req.SerializeAsString(), Signal::kMetrics),
+            R"({"resourceMetrics":[{"resource":{"attributes":[{"key":"dl.rank","value":)"
+            R"({"intValue":"1"}}]},"scopeMetrics":[{"scope":{"name":"s"},"metrics":[)"
+            R"({"name":"loss","unit":"1","sum":{"dataPoints":[{"startTimeUnixNano":"8",)"
+            R"("timeUnixNano":"9","asDouble":2.0,"attributes":[{"key":"k","value":)"
+            R"({"stringValue":"v"}}]}],"aggregationTemporality":2}},)"
+            R"({"name":"h","histogram":{"dataPoints":[{"count":"2","sum":5.0,)"
+            R"("bucketCounts":["1","1"],"explicitBounds":[2.0],"attributes":[{"key":"k",)"
+            R"("value":{"stringValue":"v"}}],"min":1.0,"max":4.0}]}}]}]}]})");
+}
+
+// A random value among the kinds of AnyValue, without the empty containers whose JSON differs
+// from libprotobuf's (the shared AnyValue writer always writes "values").
+void random_any_value(std::mt19937_64& rng, pb_common::AnyValue* v, int depth = 0) {
+  switch (rng() % (depth < 2 ? 6 : 4)) {
+    case 0:
+      v->set_string_value("s" + std::to_string(rng() % 100));
+      break;
+    case 1:
+      v->set_bool_value(rng() % 2 != 0);
+      break;
+    case 2:
+      v->set_int_value(static_cast<std::int64_t>(rng()));
+      break;
+    case 3:
+      v->set_double_value(
+          std::ldexp(static_cast<double>(rng() >> 11), -static_cast<int>(rng() % 80)));
+      break;
+    case 4:
+      random_any_value(rng, v->mutable_array_value()->add_values(), depth + 1);
+      break;
+    default: {
+      auto* kv = v->mutable_kvlist_value()->add_values();
+      kv->set_key("n");
+      random_any_value(rng, kv->mutable_value(), depth + 1);
+    }
+  }
+}
+
+void random_attributes(std::mt19937_64& rng,
+                       google::protobuf::RepeatedPtrField<pb_common::KeyValue>* attributes) {
+  const std::uint64_t n = rng() % 3;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto* kv = attributes->Add();
+    kv->set_key("k" + std::to_string(i));
+    random_any_value(rng, kv->mutable_value());
+  }
+}
+
+double random_double(std::mt19937_64& rng) {
+  switch (rng() % 8) {
+    case 0:
+      return 0;
+    case 1:
+      return std::numeric_limits<double>::quiet_NaN();
+    case 2:
+      return -std::numeric_limits<double>::infinity();
+    default:
+      return std::ldexp(static_cast<double>(static_cast<std::int64_t>(rng()) >> 11),
+                        static_cast<int>(rng() % 120) - 60);
+  }
+}
+
+std::uint64_t random_u64(std::mt19937_64& rng) {
+  return rng() % 3 == 0 ? 0 : rng() >> (rng() % 64);
+}
+
+void random_exemplars(std::mt19937_64& rng,
+                      google::protobuf::RepeatedPtrField<pb_metrics::Exemplar>* exemplars) {
+  if (rng() % 3 != 0) return;
+  auto* e = exemplars->Add();
+  if (rng() % 2 != 0) random_attributes(rng, e->mutable_filtered_attributes());
+  e->set_time_unix_nano(random_u64(rng));
+  if (rng() % 2 != 0)
+    e->set_as_int(static_cast<std::int64_t>(rng()));
+  else
+    e->set_as_double(random_double(rng));
+  if (rng() % 2 != 0) e->set_span_id(from_hex(kSpanHex));
+  if (rng() % 2 != 0) e->set_trace_id(from_hex(kTraceHex));
+}
+
+MetricsRequest random_metrics_request(std::mt19937_64& rng) {
+  MetricsRequest req;
+  const std::uint64_t groups = rng() % 3;
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    auto* rm = req.add_resource_metrics();
+    if (rng() % 2 != 0) random_attributes(rng, rm->mutable_resource()->mutable_attributes());
+    const std::uint64_t scopes = rng() % 3;
+    for (std::uint64_t s = 0; s < scopes; ++s) {
+      auto* sm = rm->add_scope_metrics();
+      if (rng() % 2 != 0) sm->mutable_scope()->set_name("scope" + std::to_string(s));
+      const std::uint64_t metrics = rng() % 4;
+      for (std::uint64_t k = 0; k < metrics; ++k) {
+        auto* m = sm->add_metrics();
+        m->set_name("m" + std::to_string(k));
+        if (rng() % 3 == 0) m->set_unit("ms");
+        const std::uint64_t points = rng() % 3;
+        const std::uint64_t kind = rng() % 6;
+        for (std::uint64_t i = 0; i < points || kind == 5; ++i) {
+          if (kind == 5) break;  // no data
+          if (kind <= 1) {
+            auto* p = kind == 0 ? m->mutable_gauge()->add_data_points()
+                                : m->mutable_sum()->add_data_points();
+            random_attributes(rng, p->mutable_attributes());
+            p->set_start_time_unix_nano(random_u64(rng));
+            p->set_time_unix_nano(random_u64(rng));
+            if (rng() % 4 == 0) {
+            } else if (rng() % 2 != 0) {
+              p->set_as_int(static_cast<std::int64_t>(rng()));
+            } else {
+              p->set_as_double(random_double(rng));
+            }
+            random_exemplars(rng, p->mutable_exemplars());
+            p->set_flags(static_cast<std::uint32_t>(rng() % 3));
+          } else if (kind == 2) {
+            auto* p = m->mutable_histogram()->add_data_points();
+            random_attributes(rng, p->mutable_attributes());
+            p->set_time_unix_nano(random_u64(rng));
+            p->set_count(random_u64(rng));
+            if (rng() % 2 != 0) p->set_sum(random_double(rng));
+            const std::uint64_t buckets = rng() % 5;
+            for (std::uint64_t b = 0; b < buckets; ++b) {
+              p->add_bucket_counts(random_u64(rng));
+              if (b > 0) p->add_explicit_bounds(random_double(rng));
+            }
+            random_exemplars(rng, p->mutable_exemplars());
+            if (rng() % 2 != 0) p->set_min(random_double(rng));
+            if (rng() % 2 != 0) p->set_max(random_double(rng));
+          } else if (kind == 3) {
+            auto* p = m->mutable_exponential_histogram()->add_data_points();
+            random_attributes(rng, p->mutable_attributes());
+            p->set_count(random_u64(rng));
+            p->set_scale(static_cast<std::int32_t>(rng() % 41) - 20);
+            p->set_zero_count(random_u64(rng));
+            if (rng() % 2 != 0) {
+              p->mutable_positive()->set_offset(static_cast<std::int32_t>(rng()));
+              for (std::uint64_t b = rng() % 4; b > 0; --b) {
+                p->mutable_positive()->add_bucket_counts(random_u64(rng));
+              }
+            }
+            if (rng() % 3 == 0) p->mutable_negative()->add_bucket_counts(random_u64(rng));
+            if (rng() % 2 != 0) p->set_zero_threshold(random_double(rng));
+            if (rng() % 2 != 0) p->set_max(random_double(rng));
+          } else {
+            auto* p = m->mutable_summary()->add_data_points();
+            p->set_count(random_u64(rng));
+            p->set_sum(random_double(rng));
+            for (std::uint64_t q = rng() % 3; q > 0; --q) {
+              auto* v = p->add_quantile_values();
+              v->set_quantile(static_cast<double>(rng() % 101) / 100);
+              v->set_value(random_double(rng));
+            }
+          }
+        }
+        if (kind == 1) {
+          m->mutable_sum()->set_aggregation_temporality(
+              static_cast<pb_metrics::AggregationTemporality>(rng() % 3));
+          m->mutable_sum()->set_is_monotonic(rng() % 2 != 0);
+        } else if (kind == 2 && rng() % 2 != 0) {
+          m->mutable_histogram()->set_aggregation_temporality(
+              pb_metrics::AGGREGATION_TEMPORALITY_DELTA);
+        } else if (kind == 3) {
+          m->mutable_exponential_histogram()->set_aggregation_temporality(
+              pb_metrics::AGGREGATION_TEMPORALITY_CUMULATIVE);
+        }
+      }
+    }
+  }
+  return req;
+}
+
+TEST(TranscodeMetrics, AgreesWithLibprotobufOnRandomRequests) {
+  std::mt19937_64 rng(20250101);
+  for (int round = 0; round < 300; ++round) {
+    const MetricsRequest req = random_metrics_request(rng);
+    expect_agrees_with_libprotobuf(req, Signal::kMetrics, "resourceMetrics",
+                                   "round " + std::to_string(round));
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+TEST(TranscodeMetrics, PackedAndUnpackedRepeatedScalarsMixed) {
+  auto fixed = [](std::initializer_list<std::uint64_t> values) {
+    std::string s;
+    for (std::uint64_t v : values) {
+      for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+    }
+    return s;
+  };
+  auto bits = [](double d) {
+    std::uint64_t b = 0;
+    std::memcpy(&b, &d, sizeof b);
+    return b;
+  };
+  // bucket_counts: packed [1, 2], unpacked 3, packed [4]; explicit_bounds: unpacked, packed.
+  const std::string point = Bytes()
+                                .len(6, fixed({1, 2}))
+                                .fixed64(7, bits(0.5))
+                                .fixed64(6, 3)
+                                .len(7, fixed({bits(1.5), bits(2.5)}))
+                                .len(6, fixed({4}))
+                                .len(6, "")  // an empty packed run
+                                .s;
+  // Buckets.bucket_counts (uint64): packed varints, then unpacked.
+  const std::string buckets =
+      Bytes().len(2, Bytes().varint(1).varint(300).varint(std::uint64_t{1} << 63).s).uint(2, 7).s;
+  const std::string exp_point = Bytes().len(8, buckets).s;
+  const std::string metrics =
+      Bytes()
+          .len(2, Bytes().len(1, "h").len(9, Bytes().len(1, point).s).s)
+          .len(2, Bytes().len(1, "e").len(10, Bytes().len(1, exp_point).s).s)
+          .s;
+  const std::string bytes = Bytes().len(1, Bytes().len(2, metrics).s).s;
+  MetricsRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  const auto& hp =
+      parsed.resource_metrics(0).scope_metrics(0).metrics(0).histogram().data_points(0);
+  ASSERT_EQ(hp.bucket_counts_size(), 4);
+  EXPECT_EQ(hp.explicit_bounds_size(), 3);
+  expect_agrees_with_libprotobuf(parsed, Signal::kMetrics, "resourceMetrics");
+  const Json j = parse(transcode_signal_text(bytes, Signal::kMetrics));
+  const Json& m = j.at("resourceMetrics").at(0).at("scopeMetrics").at(0).at("metrics");
+  EXPECT_EQ(m.at(0).at("histogram").at("dataPoints").at(0).at("bucketCounts"),
+            Json::parse(R"(["1","2","3","4"])"));
+  EXPECT_EQ(m.at(0).at("histogram").at("dataPoints").at(0).at("explicitBounds"),
+            Json::parse("[0.5,1.5,2.5]"));
+  EXPECT_EQ(m.at(1).at("exponentialHistogram").at("dataPoints").at(0).at("positive"),
+            Json::parse(R"({"bucketCounts":["1","300","9223372036854775808","7"]})"));
+}
+
+TEST(TranscodeMetrics, TheLastDataMemberWinsAndOnlyItsPointsCount) {
+  const std::string gauge = Bytes().len(1, Bytes().fixed64(4, 0).s).len(1, "").s;  // 2 points
+  const std::string sum = Bytes().len(1, Bytes().fixed64(6, 5).s).uint(2, 1).s;    // 1 point
+  const std::string metric = Bytes().len(1, "x").len(5, gauge).len(7, sum).s;
+  const std::string bytes = Bytes().len(1, Bytes().len(2, Bytes().len(2, metric).s).s).s;
+  TranscodeResult r;
+  const Json j = parse(transcode_signal_text(bytes, Signal::kMetrics, &r));
+  EXPECT_EQ(r.points, 1U);
+  EXPECT_EQ(j.at("resourceMetrics").at(0).at("scopeMetrics").at(0).at("metrics").at(0),
+            Json::parse(R"({"name":"x","sum":{"dataPoints":[{"asInt":"5"}],
+                            "aggregationTemporality":1}})"));
+  // The superseded member is still checked.
+  const std::string bad_gauge = Bytes().len(1, Bytes().uint(4, 1).s).s;  // asDouble as a varint
+  const std::string bad = Bytes().len(1, "x").len(5, bad_gauge).len(7, sum).s;
+  EXPECT_THAT(
+      transcode_error(Bytes().len(1, Bytes().len(2, Bytes().len(2, bad).s).s).s, Signal::kMetrics)
+          .error,
+      HasSubstr("field 4 of NumberDataPoint has wire type 0, expected 1"));
+}
+
+TEST(TranscodeMetrics, NamesWhatIsWrong) {
+  auto in_point = [](const std::string& histogram_point) {
+    const std::string metric = Bytes().len(1, "h").len(9, Bytes().len(1, histogram_point).s).s;
+    return Bytes().len(1, Bytes().len(2, Bytes().len(2, metric).s).s).s;
+  };
+  EXPECT_THAT(
+      transcode_error(in_point(Bytes().len(6, std::string(12, '\0')).s), Signal::kMetrics).error,
+      HasSubstr("packed field 6 of HistogramDataPoint is 12 bytes long, not a multiple of 8"));
+  EXPECT_THAT(
+      transcode_error(in_point(Bytes().fixed32(7, 1).s), Signal::kMetrics).error,
+      HasSubstr("field 7 of HistogramDataPoint has wire type 5, expected 1 (or 2, packed)"));
+  EXPECT_THAT(transcode_error(in_point(Bytes().uint(4, 1).s), Signal::kMetrics).error,
+              HasSubstr("field 4 of HistogramDataPoint has wire type 0, expected 1"));
+  EXPECT_THAT(
+      transcode_error(in_point(Bytes().len(8, Bytes().len(4, "123").s).s), Signal::kMetrics).error,
+      HasSubstr("Exemplar.span_id is 3 bytes long, expected 8 (or 0)"));
+  EXPECT_THAT(
+      transcode_error(in_point(Bytes().len(8, Bytes().len(5, "123").s).s), Signal::kMetrics).error,
+      HasSubstr("Exemplar.trace_id is 3 bytes long, expected 16 (or 0)"));
+  // A packed varint run cut inside a varint.
+  const std::string exp_point = Bytes().len(8, Bytes().len(2, "\x01\x80").s).s;
+  const std::string metric = Bytes().len(1, "e").len(10, Bytes().len(1, exp_point).s).s;
+  EXPECT_THAT(transcode_error(Bytes().len(1, Bytes().len(2, Bytes().len(2, metric).s).s).s,
+                              Signal::kMetrics)
+                  .error,
+              HasSubstr("truncated varint at byte"));
+  EXPECT_THAT(
+      transcode_error(Bytes().len(1, Bytes().len(2, Bytes().uint(1, 3).s).s).s, Signal::kMetrics)
+          .error,
+      HasSubstr("field 1 of ScopeMetrics has wire type 0, expected 2"));
+  EXPECT_THAT(
+      transcode_error(Bytes().len(1, Bytes().len(2, Bytes().len(2, Bytes().uint(1, 3).s).s).s).s,
+                      Signal::kMetrics)
+          .error,
+      HasSubstr("field 1 of Metric has wire type 0, expected 2"));
+  EXPECT_THAT(transcode_error(Bytes().uint(1, 1).s, Signal::kMetrics).error,
+              HasSubstr("field 1 of ExportMetricsServiceRequest has wire type 0, expected 2"));
+}
+
+TEST(TranscodeLogs, AgreesWithLibprotobufJsonPrinter) {
+  expect_agrees_with_libprotobuf(full_logs_request(), Signal::kLogs, "resourceLogs");
+  TranscodeResult r;
+  transcode_signal_text(full_logs_request().SerializeAsString(), Signal::kLogs, &r);
+  EXPECT_EQ(r.records, 4U);
+  EXPECT_EQ(r.points, 0U);
+}
+
+TEST(TranscodeLogs, AgreesWithLibprotobufOnRandomRequests) {
+  std::mt19937_64 rng(77);
+  for (int round = 0; round < 300; ++round) {
+    LogsRequest req;
+    for (std::uint64_t g = rng() % 3; g > 0; --g) {
+      auto* rl = req.add_resource_logs();
+      if (rng() % 2 != 0) random_attributes(rng, rl->mutable_resource()->mutable_attributes());
+      for (std::uint64_t s = rng() % 3; s > 0; --s) {
+        auto* sl = rl->add_scope_logs();
+        if (rng() % 2 != 0) sl->mutable_scope()->set_name("logger");
+        for (std::uint64_t k = rng() % 4; k > 0; --k) {
+          auto* r = sl->add_log_records();
+          r->set_time_unix_nano(random_u64(rng));
+          r->set_observed_time_unix_nano(random_u64(rng));
+          r->set_severity_number(static_cast<pb_logs::SeverityNumber>(rng() % 25));
+          if (rng() % 2 != 0) r->set_severity_text("INFO");
+          if (rng() % 3 != 0) random_any_value(rng, r->mutable_body());
+          random_attributes(rng, r->mutable_attributes());
+          r->set_dropped_attributes_count(static_cast<std::uint32_t>(rng() % 3));
+          r->set_flags(static_cast<std::uint32_t>(rng() % 2));
+          if (rng() % 2 != 0) r->set_trace_id(from_hex(kTraceHex));
+          if (rng() % 2 != 0) r->set_span_id(from_hex(kSpanHex));
+          if (rng() % 3 == 0) r->set_event_name("event");
+        }
+      }
+    }
+    expect_agrees_with_libprotobuf(req, Signal::kLogs, "resourceLogs",
+                                   "round " + std::to_string(round));
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+TEST(TranscodeLogs, NamesWhatIsWrong) {
+  auto with_record = [](const std::string& record) {
+    return Bytes().len(1, Bytes().len(2, Bytes().len(2, record).s).s).s;
+  };
+  EXPECT_THAT(transcode_error(with_record(Bytes().len(9, "12345").s), Signal::kLogs).error,
+              HasSubstr("LogRecord.trace_id is 5 bytes long, expected 16 (or 0)"));
+  EXPECT_THAT(transcode_error(with_record(Bytes().len(10, "123").s), Signal::kLogs).error,
+              HasSubstr("LogRecord.span_id is 3 bytes long, expected 8 (or 0)"));
+  EXPECT_THAT(transcode_error(with_record(Bytes().fixed64(8, 1).s), Signal::kLogs).error,
+              HasSubstr("field 8 of LogRecord has wire type 1, expected 5"));
+  EXPECT_THAT(
+      transcode_error(with_record(Bytes().len(5, Bytes().uint(1, 1).s).s), Signal::kLogs).error,
+      HasSubstr("field 1 of AnyValue has wire type 0, expected 2"));
+  // The reserved field 4 (the old name) is skipped whatever its wire type.
+  std::string out;
+  EXPECT_TRUE(protobuf_to_json(with_record(Bytes().uint(4, 1).s), out, Signal::kLogs).ok);
+  EXPECT_THAT(transcode_error(Bytes().uint(1, 1).s, Signal::kLogs).error,
+              HasSubstr("field 1 of ExportLogsServiceRequest has wire type 0, expected 2"));
+}
+
+TEST(TranscodeSignals, EveryTruncationIsRefusedOrYieldsValidJson) {
+  const std::pair<std::string, Signal> inputs[] = {
+      {full_metrics_request().SerializeAsString(), Signal::kMetrics},
+      {full_logs_request().SerializeAsString(), Signal::kLogs}};
+  for (const auto& [bytes, signal] : inputs) {
+    std::size_t accepted = 0;
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+      const std::string prefix = bytes.substr(0, n);
+      std::string out = "kept";
+      const TranscodeResult r = protobuf_to_json(prefix, out, signal);
+      if (r.ok) {
+        ++accepted;
+        parse(out.substr(4));
+      } else {
+        EXPECT_EQ(out, "kept") << "prefix " << n;
+        EXPECT_NE(r.error.find(" at byte "), std::string::npos) << r.error;
+        EXPECT_EQ(r.points + r.records, 0U);
+      }
+    }
+    EXPECT_GE(accepted, 1U);
+    EXPECT_LT(accepted, 10U);
+  }
+}
+
+TEST(TranscodeSignals, MutatedAndRandomInputNeverCrashes) {
+  std::mt19937_64 rng(11);
+  const std::pair<std::string, Signal> inputs[] = {
+      {full_metrics_request().SerializeAsString(), Signal::kMetrics},
+      {full_logs_request().SerializeAsString(), Signal::kLogs}};
+  for (int round = 0; round < 4000; ++round) {
+    const auto& [valid, signal] = inputs[round % 2];
+    std::string input = valid;
+    if (round % 4 < 2) {
+      for (int i = 1 + static_cast<int>(rng() % 4); i > 0; --i) {
+        input[rng() % input.size()] = static_cast<char>(rng());
+      }
+    } else {
+      input.resize(rng() % 64);
+      for (char& c : input) c = static_cast<char>(rng());
+    }
+    std::string out;
+    const TranscodeResult r = protobuf_to_json(input, out, signal);
+    if (r.ok) {
+      parse(out);
+      std::string again;  // what the protobuf decoder writes, the JSON decoder takes as is
+      const TranscodeResult j = json_to_json(out, again, signal);
+      EXPECT_TRUE(j.ok) << j.error;
+      EXPECT_EQ(again, out);
+      EXPECT_EQ(j.points, r.points);
+      EXPECT_EQ(j.records, r.records);
+    } else {
+      EXPECT_TRUE(out.empty());
+      EXPECT_FALSE(r.error.empty());
+    }
+  }
+}
+
+// The library's metrics and logs writers and the transcoder agree byte for byte: the library's
+// protobuf, transcoded, is its JSON.
+TEST(TranscodeSignals, IdenticalToTheLibraryWritersOutput) {
+  using namespace nemo::lens;
+  using detail::HistogramPoint;
+  using detail::MetricData;
+  using detail::MetricKind;
+  using detail::NumberPoint;
+  Resource resource;
+  resource.attributes = {{"service.name", std::string("trainer")}, {"dl.rank", std::int64_t{3}}};
+  MetricData counter;
+  counter.scope_name = "nemo.lens";
+  counter.scope_version = "1.0";
+  counter.name = "tokens";
+  counter.unit = "{token}";
+  counter.kind = MetricKind::kSum;
+  counter.monotonic = true;
+  NumberPoint a;
+  a.attributes = {{"phase", std::string("train")}};
+  a.start_time_unix_nano = 1'700'000'000'000'000'000;
+  a.time_unix_nano = 1'700'000'001'000'000'000;
+  a.value = std::int64_t{12800};
+  counter.number_points = {a};
+  MetricData gauge;
+  gauge.scope_name = "nemo.lens";
+  gauge.name = "lr";
+  gauge.kind = MetricKind::kGauge;
+  NumberPoint g;
+  g.time_unix_nano = 1'700'000'001'000'000'000;
+  g.value = 3e-4;
+  gauge.number_points = {g};
+  MetricData histogram;
+  histogram.scope_name = "other";
+  histogram.name = "step.duration";
+  histogram.description = "seconds per step";
+  histogram.unit = "s";
+  histogram.kind = MetricKind::kHistogram;
+  histogram.temporality = detail::Temporality::kDelta;
+  HistogramPoint h;
+  h.start_time_unix_nano = 5;
+  h.time_unix_nano = 10;
+  h.count = 3;
+  h.sum = 1.5;
+  h.bucket_counts = {1, 2, 0};
+  h.explicit_bounds = {0.25, 1.0};
+  h.min = 0.1;
+  h.max = 0.9;
+  HistogramPoint empty;
+  empty.time_unix_nano = 10;
+  empty.bucket_counts = {0, 0, 0};
+  empty.explicit_bounds = {0.25, 1.0};
+  histogram.histogram_points = {h, empty};
+  const std::vector<MetricData> metrics = {counter, gauge, histogram};
+  for (const Resource& r : {resource, Resource{}}) {
+    std::string proto, library_json;
+    detail::append_otlp_metrics_proto(proto, metrics, r);
+    detail::append_otlp_metrics_json(library_json, metrics, r);
+    EXPECT_EQ(transcode_signal_text(proto, Signal::kMetrics), library_json);
+  }
+
+  detail::LogRecordData in_span;
+  in_span.scope_name = "nemo.lens";
+  in_span.time_unix_nano = 1'700'000'000'000'000'001;
+  in_span.observed_time_unix_nano = 1'700'000'000'000'000'002;
+  in_span.severity_number = 13;
+  in_span.severity_text = "WARN";
+  in_span.body = "loss is NaN \"again\"\n";
+  in_span.attributes = {{"iteration", std::int64_t{42}}, {"tags", std::vector<std::string>{"a"}}};
+  in_span.dropped_attributes_count = 2;
+  in_span.trace_id = *TraceId::from_hex(kTraceHex);
+  in_span.span_id = *SpanId::from_hex(kSpanHex);
+  in_span.trace_flags = 1;
+  detail::LogRecordData plain;
+  plain.scope_name = "spdlog";
+  plain.time_unix_nano = 7;
+  plain.severity_number = 9;
+  const std::vector<detail::LogRecordData> records = {in_span, plain};
+  for (const Resource& r : {resource, Resource{}}) {
+    std::string proto, library_json;
+    detail::append_otlp_logs_proto(proto, records, r);
+    detail::append_otlp_logs_json(library_json, records, r);
+    EXPECT_EQ(transcode_signal_text(proto, Signal::kLogs), library_json);
+  }
+}
+
+// ---- json_to_json: metrics and logs ------------------------------------------------------
+
+TEST(JsonToJson, CountsDataPointsAndLogRecords) {
+  const std::string metrics = R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[
+      {"name":"a","gauge":{"dataPoints":[{"asDouble":1},{"asDouble":2}]}},
+      {"name":"b","sum":{"dataPoints":[{"asInt":"3"}],"aggregationTemporality":2}},
+      {"name":"c","histogram":{"dataPoints":[{"count":"1"}]},"summary":{"dataPoints":[{}]}},
+      {"name":"d","exponentialHistogram":null,"gauge":{"dataPoints":null}},
+      {"name":"e","other":{"dataPoints":[{},{}]}}]},{}]},{"scopeMetrics":null}]})";
+  std::string out;
+  TranscodeResult r = json_to_json(metrics, out, Signal::kMetrics);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.points, 5U);
+  EXPECT_EQ(r.spans, 0U);
+  EXPECT_EQ(parse(out), Json::parse(metrics));
+  const std::string logs =
+      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}},{}]},)"
+      R"({"logRecords":[{}]}]}]})";
+  out.clear();
+  r = json_to_json(logs, out, Signal::kLogs);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.records, 3U);
+  EXPECT_EQ(out, logs);
+  // Another signal's request is only an object with unknown members.
+  out.clear();
+  r = json_to_json(logs, out, Signal::kMetrics);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.points, 0U);
+}
+
+TEST(JsonToJson, IsTheIdentityOnTranscodedMetricsAndLogs) {
+  const std::pair<std::string, Signal> inputs[] = {
+      {full_metrics_request().SerializeAsString(), Signal::kMetrics},
+      {full_logs_request().SerializeAsString(), Signal::kLogs}};
+  for (const auto& [bytes, signal] : inputs) {
+    TranscodeResult proto;
+    const std::string line = transcode_signal_text(bytes, signal, &proto);
+    std::string out;
+    const TranscodeResult r = json_to_json(line, out, signal);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(out, line);
+    EXPECT_EQ(r.points, proto.points);
+    EXPECT_EQ(r.records, proto.records);
+  }
+}
+
+TEST(JsonToJson, RefusesWhatIsNotAMetricsOrLogsRequest) {
+  auto refused = [](std::string_view body, Signal signal) {
+    std::string out = "kept";
+    const TranscodeResult r = json_to_json(body, out, signal);
+    EXPECT_FALSE(r.ok) << body;
+    EXPECT_EQ(out, "kept") << body;
+    return r.error;
+  };
+  const Signal m = Signal::kMetrics;
+  EXPECT_EQ(refused(R"({"resourceMetrics":{}})", m), "resourceMetrics is not an array");
+  EXPECT_EQ(refused(R"({"resourceMetrics":[1]})", m),
+            "an element of resourceMetrics is not an object");
+  EXPECT_EQ(refused(R"({"resourceMetrics":[{"scopeMetrics":{}}]})", m),
+            "resourceMetrics[].scopeMetrics is not an array");
+  EXPECT_EQ(refused(R"({"resourceMetrics":[{"scopeMetrics":["x"]}]})", m),
+            "an element of resourceMetrics[].scopeMetrics is not an object");
+  EXPECT_EQ(refused(R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":3}]}]})", m),
+            "resourceMetrics[].scopeMetrics[].metrics is not an array");
+  EXPECT_EQ(refused(R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[[]]}]}]})", m),
+            "an element of resourceMetrics[].scopeMetrics[].metrics is not an object");
+  EXPECT_EQ(refused(R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"sum":[]}]}]}]})", m),
+            "resourceMetrics[].scopeMetrics[].metrics[].sum is not an object");
+  EXPECT_EQ(
+      refused(
+          R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"histogram":{"dataPoints":{}}}]}]}]})",
+          m),
+      "resourceMetrics[].scopeMetrics[].metrics[].histogram.dataPoints is not an array");
+  const Signal l = Signal::kLogs;
+  EXPECT_EQ(refused(R"({"resourceLogs":"x"})", l), "resourceLogs is not an array");
+  EXPECT_EQ(refused(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":{}}]}]})", l),
+            "resourceLogs[].scopeLogs[].logRecords is not an array");
+  EXPECT_EQ(refused(R"({"resourceLogs":[{"scopeLogs":[1]}]})", l),
+            "an element of resourceLogs[].scopeLogs is not an object");
+  EXPECT_EQ(refused("[]", l), "the body is not a JSON object");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
@@ -184,6 +185,8 @@ int train(const lens_train::TrainOptions& options, const World& world, lens::Spa
       options.batch, options.microbatches, start + 1, options.steps);
 
   const double global_batch = static_cast<double>(options.batch) * world.size;
+  // The dl.* step metrics (exported where metrics are enabled and the rank exports).
+  const lens::TrainingMetrics training;
   StepTimes times;
   float loss = 0.0f;
   std::optional<Trainer::Evaluation> last_eval;
@@ -197,6 +200,16 @@ int train(const lens_train::TrainOptions& options, const World& world, lens::Spa
                                 {"learning_rate", trainer.last_learning_rate()},
                                 {"grad_norm", trainer.last_grad_norm()},
                                 {"samples_per_second", global_batch * 1000.0 / times.ms.back()}});
+      lens::StepMetrics metrics;
+      metrics.duration_s = times.ms.back() / 1000.0;
+      metrics.samples_per_second = global_batch * 1000.0 / times.ms.back();
+      metrics.loss = loss;
+      metrics.learning_rate = trainer.last_learning_rate();
+      metrics.grad_norm = trainer.last_grad_norm();
+      training.record_step(metrics);
+      if (!std::isfinite(loss)) {
+        lens::log(lens::Severity::kError, "loss is not finite", {{"iteration", step}});
+      }
     }
     if (logs_step(options, start, step)) {
       say(world,
@@ -216,6 +229,10 @@ int train(const lens_train::TrainOptions& options, const World& world, lens::Spa
       const Trainer::Saved saved = trainer.save_checkpoint(step);
       say(world, "checkpoint  step %" PRId64 " -> %s (%zu bytes)\n", step, saved.path.c_str(),
           saved.bytes);
+      lens::log(lens::Severity::kInfo, "checkpoint saved",
+                {{"iteration", step},
+                 {"path", saved.path},
+                 {"bytes", static_cast<std::int64_t>(saved.bytes)}});
     }
   }
 

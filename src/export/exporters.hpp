@@ -56,34 +56,58 @@ class ConsoleSpanExporter : public SpanExporter {
   std::string resource_json_;
 };
 
-/// Appends one OTLP/JSON line per batch to a file, with one write() per batch on an O_APPEND
-/// descriptor, so a crash loses at most the batch in flight and processes sharing the file do not
-/// interleave lines. Only a short write (which regular files give only on errors such as a full
-/// disk) is continued with further write() calls, which another writer could then interleave; a
-/// line left incomplete by a failed write is terminated before the next batch, so only that line
-/// is lost. Writes block and are not bounded by the deadline. force_flush does not fdatasync:
-/// every batch is in the kernel once export_spans returns, which already survives a crash of the
-/// process; fdatasync would only add durability against an OS crash, at the cost of a disk (on
-/// the network filesystems of clusters, a server) round trip on every flush.
+/// Where the JSON Lines exporters (spans, metrics, logs; file or console) write: a file opened for
+/// appending, or a stdio stream. A file gets one write() per line on an O_APPEND descriptor, so a
+/// crash loses at most the line in flight and processes sharing the file do not interleave lines.
+/// Only a short write (which regular files give only on errors such as a full disk) is continued
+/// with further write() calls, which another writer could then interleave; a line left incomplete
+/// by a failed write is terminated before the next one, so only that line is lost. Writes block
+/// and are not bounded by a deadline. There is no fdatasync: every line is in the kernel once
+/// written, which already survives a crash of the process; fdatasync would only add durability
+/// against an OS crash, at the cost of a disk (on the network filesystems of clusters, a server)
+/// round trip per export. One writer at a time.
+class JsonLinesOutput {
+ public:
+  /// Opens (creating, mode 0644) `path` for appending. Throws ConfigError "Cannot open the <what>
+  /// '<path>' (from <origin>): <OS error>" (the origin part left out when empty).
+  JsonLinesOutput(std::string path, std::string_view what, std::string_view origin);
+  /// Writes to `stream` (stdout, say) with one fwrite and fflush per line.
+  explicit JsonLinesOutput(std::FILE* stream) noexcept : stream_(stream) {}
+  ~JsonLinesOutput();
+  JsonLinesOutput(const JsonLinesOutput&) = delete;
+  JsonLinesOutput& operator=(const JsonLinesOutput&) = delete;
+  /// Appends `line` and a newline (added to `line`, which the caller reuses); false on an error.
+  bool write_line(std::string& line) noexcept;
+  /// Closes the file (not a stream). Later writes fail.
+  void close() noexcept;
+  /// Whether writes can still succeed (a stream, or a file not closed).
+  bool is_open() const noexcept { return stream_ != nullptr || fd_ >= 0; }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::FILE* stream_ = nullptr;
+  bool line_open_ = false;  // a failed write left a partial line in the file
+};
+
+/// Appends one OTLP/JSON line per batch to a file (a JsonLinesOutput).
 class FileSpanExporter : public SpanExporter {
  public:
   /// Opens (creating, mode 0644) `path` for appending. Throws ConfigError naming the path, where
   /// it came from (`origin`, e.g. export_path_origin(); left out when empty) and the OS error.
   explicit FileSpanExporter(std::string path, std::string_view origin = {});
-  ~FileSpanExporter() override;
   FileSpanExporter(const FileSpanExporter&) = delete;
   FileSpanExporter& operator=(const FileSpanExporter&) = delete;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
                             std::chrono::steady_clock::time_point deadline) noexcept override;
   bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override;
   void shutdown(std::chrono::steady_clock::time_point deadline) noexcept override;
-  const std::string& path() const noexcept { return path_; }
+  const std::string& path() const noexcept;
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  JsonLinesOutput out_;
   std::string buffer_;
-  bool line_open_ = false;  // a failed write left a partial line in the file
 };
 
 /// The file exporter's path for `rank`: `<PREFIX>_EXPORT_PATH` (default
@@ -93,6 +117,12 @@ std::string export_path(const NemoLensConfig& config, int rank);
 /// Where export_path() came from, for error messages: the variable it was read from, or
 /// "the default of <PREFIX>_EXPORT_PATH".
 std::string export_path_origin(const NemoLensConfig& config);
+
+/// `<PREFIX>_<key>` (else `default_path`) with every "{rank}" replaced by `rank`.
+std::string rank_path(const NemoLensConfig& config, int rank, std::string_view key,
+                      std::string_view default_path);
+/// Where rank_path() came from: the variable it was read from, or "the default of <PREFIX>_<key>".
+std::string path_origin(const NemoLensConfig& config, std::string_view key);
 
 /// The exporter config.exporter names (trimmed, any case): "console" (stdout), "file"
 /// (export_path(config, rank)) or "otlp" (make_otlp_exporter(), settings from OTEL_EXPORTER_OTLP_*). Throws ConfigError naming the

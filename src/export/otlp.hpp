@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -35,9 +37,16 @@ std::string_view protocol_name(OtlpProtocol protocol) noexcept;
 /// True when this build of lens contains the OTLP/gRPC exporter.
 bool grpc_built_in() noexcept;
 
-/// The OTLP exporter's settings, read from the OTEL_EXPORTER_OTLP_TRACES_* variables, else the
-/// general OTEL_EXPORTER_OTLP_* ones, else the OTel defaults.
+/// The signal an OTLP exporter sends.
+enum class OtlpSignal : std::uint8_t { kTraces, kMetrics, kLogs };
+
+/// "v1/traces", "v1/metrics" or "v1/logs": the HTTP path of the signal.
+std::string_view signal_path(OtlpSignal signal) noexcept;
+
+/// The OTLP exporter's settings, read from the signal's OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_*
+/// variables, else the general OTEL_EXPORTER_OTLP_* ones, else the OTel defaults.
 struct OtlpSettings {
+  OtlpSignal signal = OtlpSignal::kTraces;
   OtlpProtocol protocol = OtlpProtocol::kHttpProtobuf;
   /// HTTP: the full URL requests are posted to. gRPC: the target ("http(s)://host:port" or
   /// "host:port").
@@ -60,18 +69,20 @@ struct OtlpSettings {
 /// what is valid: an unknown protocol (or "grpc" in a build without it), an endpoint that is not
 /// an http(s) URL, a malformed header list, a timeout that is not a whole number of milliseconds,
 /// an unknown compression, a certificate file that cannot be read.
-OtlpSettings otlp_settings_from_env();
+OtlpSettings otlp_settings_from_env(OtlpSignal signal = OtlpSignal::kTraces);
 
-/// What the receiver said about a batch it accepted: the partial_success of
-/// ExportTraceServiceResponse.
+/// What the receiver said about a batch it accepted: the partial_success of the signal's export
+/// response (rejected spans, data points or log records).
 struct PartialSuccess {
-  std::int64_t rejected_spans = 0;
+  std::int64_t rejected = 0;
   std::string error_message;
 };
 
-/// Decodes an ExportTraceServiceResponse (protobuf). Empty or undecodable bodies give {}.
+/// Decodes an Export{Trace,Metrics,Logs}ServiceResponse (protobuf: the same field numbers for
+/// every signal). Empty or undecodable bodies give {}.
 PartialSuccess parse_partial_success_proto(std::string_view body);
-/// Decodes an ExportTraceServiceResponse (OTLP/JSON). Empty or undecodable bodies give {}.
+/// Decodes an Export{Trace,Metrics,Logs}ServiceResponse (OTLP/JSON: rejectedSpans,
+/// rejectedDataPoints or rejectedLogRecords). Empty or undecodable bodies give {}.
 PartialSuccess parse_partial_success_json(std::string_view body);
 
 /// The outcome of one attempt to send a batch.
@@ -136,14 +147,50 @@ class InterruptibleExporter {
   virtual void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept = 0;
 };
 
-/// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says, gzip when
-/// asked) and sends it through `transport`, retrying retryable failures with exponential back-off
-/// (from 250 ms, doubling up to 5 s, each wait drawn from the upper half of the current delay) or
-/// the receiver's Retry-After, until the export's deadline (the earlier of the pipeline's and OtlpSettings::timeout). A failed
-/// batch is dropped; each kind of failure is printed to stderr once, with the advice to fix it.
+/// Sends encoded OTLP requests of one signal through a transport (gzip when asked), retrying
+/// retryable failures with exponential back-off (from 250 ms, doubling up to 5 s, each wait drawn
+/// from the upper half of the current delay) or the receiver's Retry-After, until the deadline (the
+/// earlier of the caller's and OtlpSettings::timeout). A failed request is dropped; each kind of
+/// failure is printed to stderr once, with the advice to fix it. One caller at a time.
+class OtlpSender {
+ public:
+  /// `noun` names what a request carries in messages: "spans", "data points", "log records".
+  OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport, std::string_view noun);
+  /// Sends `encoded` (carrying `items` items); true when the receiver accepted it.
+  bool send(const std::string& encoded, std::size_t items,
+            std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Items the receiver reported rejecting (partial success), so far.
+  std::uint64_t rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
+  /// Attempts made so far (first tries and retries), for tests.
+  std::uint64_t attempts() const noexcept { return attempts_.load(std::memory_order_relaxed); }
+  /// From now on, no wait or request lasts past `deadline`.
+  void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept {
+    transport_->interrupt_by(deadline);
+  }
+  const OtlpSettings& settings() const noexcept { return settings_; }
+
+ private:
+  void report_once(const std::string& kind, const std::string& message);
+
+  OtlpSettings settings_;
+  std::unique_ptr<OtlpTransport> transport_;
+  std::string noun_;
+  std::string compressed_;
+  std::minstd_rand rng_;
+  std::set<std::string> reported_;  // failure kinds already printed
+  std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> attempts_{0};
+};
+
+/// A sender for `signal` with settings from the environment and the transport their protocol
+/// needs. Throws ConfigError for bad settings or a protocol this build lacks.
+std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view noun);
+
+/// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says) and sends it
+/// with an OtlpSender.
 class OtlpSpanExporter final : public SpanExporter, public InterruptibleExporter {
  public:
-  OtlpSpanExporter(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport);
+  explicit OtlpSpanExporter(std::unique_ptr<OtlpSender> sender);
   ~OtlpSpanExporter() override;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
                             std::chrono::steady_clock::time_point deadline) noexcept override;
@@ -151,13 +198,11 @@ class OtlpSpanExporter final : public SpanExporter, public InterruptibleExporter
   void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept override;
 
   /// Attempts made so far (first tries and retries), for tests.
-  std::uint64_t attempts() const noexcept { return attempts_.load(std::memory_order_relaxed); }
+  std::uint64_t attempts() const noexcept { return sender_->attempts(); }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  std::atomic<std::uint64_t> rejected_{0};
-  std::atomic<std::uint64_t> attempts_{0};
+  std::unique_ptr<OtlpSender> sender_;
+  std::string encoded_;
 };
 
 /// An HTTP transport (libcurl) for the settings' endpoint and protocol.

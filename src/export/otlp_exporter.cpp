@@ -1,5 +1,6 @@
-// OtlpSpanExporter: encode, compress, send through a transport, retry what the OTLP
-// specification calls retryable with exponential back-off and jitter, and drop the rest.
+// OtlpSender: compress, send through a transport, retry what the OTLP specification calls
+// retryable with exponential back-off and jitter, and drop the rest. OtlpSpanExporter encodes
+// spans and sends them with it; the metric and log exporters do the same with their requests.
 #include <zlib.h>
 
 #include <algorithm>
@@ -54,7 +55,7 @@ PartialSuccess parse_partial_success_proto(std::string_view body) {
     pb::Reader partial(response.bytes());
     while (partial.next()) {
       if (partial.field() == 1 && partial.wire_type() == pb::kVarint) {
-        result.rejected_spans = static_cast<std::int64_t>(partial.varint());
+        result.rejected = static_cast<std::int64_t>(partial.varint());
       } else if (partial.field() == 2 && partial.wire_type() == pb::kLengthDelimited) {
         result.error_message = std::string(partial.bytes());
       }
@@ -71,13 +72,16 @@ PartialSuccess parse_partial_success_json(std::string_view body) {
   if (!doc.is_object()) return result;
   auto it = doc.find("partialSuccess");
   if (it == doc.end() || !it->is_object()) return result;
-  if (auto r = it->find("rejectedSpans"); r != it->end()) {
+  auto r = it->find("rejectedSpans");
+  if (r == it->end()) r = it->find("rejectedDataPoints");
+  if (r == it->end()) r = it->find("rejectedLogRecords");
+  if (r != it->end()) {
     // int64 in the JSON mapping: a decimal string, though numbers are accepted too.
     if (r->is_number_integer()) {
-      result.rejected_spans = r->get<std::int64_t>();
+      result.rejected = r->get<std::int64_t>();
     } else if (r->is_string()) {
       try {
-        result.rejected_spans = std::stoll(r->get<std::string>());
+        result.rejected = std::stoll(r->get<std::string>());
       } catch (...) {
       }
     }
@@ -88,35 +92,15 @@ PartialSuccess parse_partial_success_json(std::string_view body) {
   return result;
 }
 
-struct OtlpSpanExporter::Impl {
-  OtlpSettings settings;
-  std::unique_ptr<OtlpTransport> transport;
-  std::string encoded;
-  std::string compressed;
-  std::minstd_rand rng{std::random_device{}()};
-  std::set<std::string> reported;  // failure kinds already printed
+OtlpSender::OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport,
+                       std::string_view noun)
+    : settings_(std::move(settings)), transport_(std::move(transport)), noun_(noun),
+      rng_(std::random_device{}()) {}
 
-  void report_once(const std::string& kind, const std::string& message) {
-    if (!reported.insert(kind).second) return;
-    std::fprintf(stderr, "lens: %s Later failures of this kind are counted, not printed.\n",
-                 message.c_str());
-  }
-};
-
-OtlpSpanExporter::OtlpSpanExporter(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->settings = std::move(settings);
-  impl_->transport = std::move(transport);
-}
-
-OtlpSpanExporter::~OtlpSpanExporter() = default;
-
-std::uint64_t OtlpSpanExporter::rejected_spans() const noexcept {
-  return rejected_.load(std::memory_order_relaxed);
-}
-
-void OtlpSpanExporter::interrupt_by(Clock::time_point deadline) noexcept {
-  impl_->transport->interrupt_by(deadline);
+void OtlpSender::report_once(const std::string& kind, const std::string& message) {
+  if (!reported_.insert(kind).second) return;
+  std::fprintf(stderr, "lens: %s Later failures of this kind are counted, not printed.\n",
+               message.c_str());
 }
 
 void OtlpTransport::interrupt_by(Clock::time_point deadline) noexcept {
@@ -143,83 +127,73 @@ void OtlpTransport::sleep_until(Clock::time_point until) noexcept {
   }
 }
 
-ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spans,
-                                            const Resource& resource,
-                                            Clock::time_point deadline) noexcept {
-  Impl& m = *impl_;
+bool OtlpSender::send(const std::string& encoded, std::size_t items,
+                      Clock::time_point deadline) noexcept {
   try {
     const Clock::time_point start = Clock::now();
-    if (start + m.settings.timeout < deadline) deadline = start + m.settings.timeout;
-    m.encoded.clear();
-    if (m.settings.protocol == OtlpProtocol::kHttpJson) {
-      append_otlp_json(m.encoded, spans, resource);
-    } else {
-      append_otlp_proto(m.encoded, spans, resource);
-    }
-    const std::string* body = &m.encoded;
+    if (start + settings_.timeout < deadline) deadline = start + settings_.timeout;
+    const std::string* body = &encoded;
     // gRPC compresses its messages itself (the channel's compression); HTTP bodies are ours to.
-    if (m.settings.gzip && m.settings.protocol != OtlpProtocol::kGrpc) {
-      if (!gzip_compress(m.encoded, m.compressed)) {
-        m.report_once("gzip", "OTLP export: gzip compression failed; the batch is dropped.");
-        return ExportResult::kFailure;
+    if (settings_.gzip && settings_.protocol != OtlpProtocol::kGrpc) {
+      if (!gzip_compress(encoded, compressed_)) {
+        report_once("gzip", "OTLP export: gzip compression failed; the " + noun_ +
+                                " are dropped.");
+        return false;
       }
-      body = &m.compressed;
+      body = &compressed_;
     }
-
+    const std::string what = std::to_string(items) + " " + noun_;
     auto delay = kInitialBackOff;
     for (int attempt = 1;; ++attempt) {
-      const Clock::time_point limit = m.transport->cap(deadline);
+      const Clock::time_point limit = transport_->cap(deadline);
       AttemptResult r = AttemptResult::permanent(
           "deadline", "the export deadline passed before the batch could be sent");
       if (Clock::now() < limit) {
         attempts_.fetch_add(1, std::memory_order_relaxed);
-        r = m.transport->send(*body, limit);
+        r = transport_->send(*body, limit);
       }
       if (r.kind == AttemptResult::Kind::kSuccess) {
-        if (r.partial.rejected_spans > 0) {
-          rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected_spans),
+        if (r.partial.rejected > 0) {
+          rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected),
                               std::memory_order_relaxed);
-          m.report_once("partial success",
-                        "OTLP receiver " + m.transport->target() + " rejected " +
-                            std::to_string(r.partial.rejected_spans) + " of " +
-                            std::to_string(spans.size()) + " spans" +
-                            (r.partial.error_message.empty() ? "" : ": " + r.partial.error_message) +
-                            ".");
+          report_once("partial success",
+                      "OTLP receiver " + transport_->target() + " rejected " +
+                          std::to_string(r.partial.rejected) + " of " + what +
+                          (r.partial.error_message.empty() ? "" : ": " + r.partial.error_message) +
+                          ".");
         }
-        return ExportResult::kSuccess;
+        return true;
       }
       if (r.kind == AttemptResult::Kind::kRetryable) {
         // Full jitter over the upper half of the current back-off, unless the receiver said when.
         std::chrono::milliseconds wait = r.retry_after.value_or(std::chrono::milliseconds(
-            std::uniform_int_distribution<std::int64_t>(delay.count() / 2, delay.count())(m.rng)));
+            std::uniform_int_distribution<std::int64_t>(delay.count() / 2, delay.count())(rng_)));
         const Clock::time_point wake = Clock::now() + wait;
-        if (wake < m.transport->cap(deadline)) {
-          m.transport->sleep_until(wake);
+        if (wake < transport_->cap(deadline)) {
+          transport_->sleep_until(wake);
           delay = std::min(kMaxBackOff, 2 * delay);
           continue;
         }
         const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-        m.report_once(r.failure_kind + " (gave up)",
-                      "OTLP export to " + m.transport->target() + " failed: " + r.detail +
-                          "; gave up after " + std::to_string(attempt) + " attempt(s) in " +
-                          std::to_string(waited.count()) + " ms (timeout " +
-                          std::to_string(m.settings.timeout.count()) +
-                          " ms, OTEL_EXPORTER_OTLP_TIMEOUT); " + std::to_string(spans.size()) +
-                          " spans dropped.");
-        return ExportResult::kFailure;
+        report_once(r.failure_kind + " (gave up)",
+                    "OTLP export to " + transport_->target() + " failed: " + r.detail +
+                        "; gave up after " + std::to_string(attempt) + " attempt(s) in " +
+                        std::to_string(waited.count()) + " ms (timeout " +
+                        std::to_string(settings_.timeout.count()) +
+                        " ms, OTEL_EXPORTER_OTLP_TIMEOUT); " + what + " dropped.");
+        return false;
       }
-      m.report_once(r.failure_kind, "OTLP export to " + m.transport->target() + " failed: " +
-                                        r.detail + "; " + std::to_string(spans.size()) +
-                                        " spans dropped, not retried.");
-      return ExportResult::kFailure;
+      report_once(r.failure_kind, "OTLP export to " + transport_->target() + " failed: " +
+                                      r.detail + "; " + what + " dropped, not retried.");
+      return false;
     }
   } catch (...) {
-    return ExportResult::kFailure;
+    return false;
   }
 }
 
-std::shared_ptr<SpanExporter> make_otlp_exporter() {
-  OtlpSettings settings = otlp_settings_from_env();
+std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view noun) {
+  OtlpSettings settings = otlp_settings_from_env(signal);
   std::unique_ptr<OtlpTransport> transport = settings.protocol == OtlpProtocol::kGrpc
                                                  ? make_grpc_transport(settings)
                                                  : make_http_transport(settings);
@@ -227,7 +201,39 @@ std::shared_ptr<SpanExporter> make_otlp_exporter() {
     throw ConfigError("The OTLP protocol '" + std::string(protocol_name(settings.protocol)) +
                       "' is not available in this build of lens.");
   }
-  return std::make_shared<OtlpSpanExporter>(std::move(settings), std::move(transport));
+  return std::make_unique<OtlpSender>(std::move(settings), std::move(transport), noun);
+}
+
+OtlpSpanExporter::OtlpSpanExporter(std::unique_ptr<OtlpSender> sender)
+    : sender_(std::move(sender)) {}
+
+OtlpSpanExporter::~OtlpSpanExporter() = default;
+
+std::uint64_t OtlpSpanExporter::rejected_spans() const noexcept { return sender_->rejected(); }
+
+void OtlpSpanExporter::interrupt_by(Clock::time_point deadline) noexcept {
+  sender_->interrupt_by(deadline);
+}
+
+ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spans,
+                                            const Resource& resource,
+                                            Clock::time_point deadline) noexcept {
+  try {
+    encoded_.clear();
+    if (sender_->settings().protocol == OtlpProtocol::kHttpJson) {
+      append_otlp_json(encoded_, spans, resource);
+    } else {
+      append_otlp_proto(encoded_, spans, resource);
+    }
+  } catch (...) {
+    return ExportResult::kFailure;
+  }
+  return sender_->send(encoded_, spans.size(), deadline) ? ExportResult::kSuccess
+                                                          : ExportResult::kFailure;
+}
+
+std::shared_ptr<SpanExporter> make_otlp_exporter() {
+  return std::make_shared<OtlpSpanExporter>(make_otlp_sender(OtlpSignal::kTraces, "spans"));
 }
 
 }  // namespace nemo::lens::detail

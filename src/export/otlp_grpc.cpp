@@ -21,7 +21,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kExportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+// The Export method of the signal's collector service.
+const char* export_method(OtlpSignal signal) {
+  switch (signal) {
+    case OtlpSignal::kMetrics: return "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+    case OtlpSignal::kLogs: return "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    case OtlpSignal::kTraces: break;
+  }
+  return "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -64,7 +72,8 @@ std::optional<std::chrono::milliseconds> retry_info_delay(std::string_view statu
 
 class GrpcTransport final : public OtlpTransport {
  public:
-  explicit GrpcTransport(const OtlpSettings& s) : target_(s.endpoint), headers_(s.headers) {
+  explicit GrpcTransport(const OtlpSettings& s)
+      : target_(s.endpoint), method_(export_method(s.signal)), headers_(s.headers) {
     std::string host = s.endpoint;
     bool tls = !s.insecure;
     const std::string lower = to_lower(host);
@@ -107,7 +116,7 @@ class GrpcTransport final : public OtlpTransport {
       grpc::ByteBuffer response;
       grpc::Status status;
       bool done = false;
-      stub_->UnaryCall(&context, kExportMethod, grpc::StubOptions(), &request, &response,
+      stub_->UnaryCall(&context, method_, grpc::StubOptions(), &request, &response,
                        [&](grpc::Status s) {
                          std::lock_guard lock(mu_);
                          status = std::move(s);
@@ -179,6 +188,7 @@ class GrpcTransport final : public OtlpTransport {
   }
 
   std::string target_;
+  const char* method_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::unique_ptr<grpc::GenericStub> stub_;
   std::mutex mu_;

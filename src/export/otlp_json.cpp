@@ -1,7 +1,6 @@
 // The OTLP/JSON encoding of a batch of spans (opentelemetry-proto's ExportTraceServiceRequest in
 // the OTLP specification's JSON Protobuf Encoding). See append_otlp_json in exporters.hpp for the
 // shape and the fields left out.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,6 +9,7 @@
 
 #include "export/exporters.hpp"
 #include "export/json_writer.hpp"
+#include "export/otlp_common.hpp"
 #include "nemo/lens/version.hpp"
 
 namespace nemo::lens::detail {
@@ -30,81 +30,10 @@ std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
 }
 
-// fixed64 timestamps: negative values (never produced by the engine) are clamped to 0.
-void append_time(std::string& out, std::int64_t unix_nano) {
-  json::append_quoted_uint(out, static_cast<std::uint64_t>(std::max<std::int64_t>(unix_nano, 0)));
-}
-
-// An AnyValue: {"stringValue":...}, {"intValue":"42"}, {"arrayValue":{"values":[...]}}, ...
-struct AnyValueWriter {
-  std::string& out;
-
-  void operator()(bool v) const {
-    json::append_raw(out, v ? std::string_view("{\"boolValue\":true}")
-                            : std::string_view("{\"boolValue\":false}"));
-  }
-  void operator()(std::int64_t v) const {
-    json::append_raw(out, "{\"intValue\":");
-    json::append_quoted_int(out, v);
-    out.push_back('}');
-  }
-  void operator()(double v) const {
-    json::append_raw(out, "{\"doubleValue\":");
-    json::append_double(out, v);
-    out.push_back('}');
-  }
-  void operator()(const std::string& v) const {
-    json::append_raw(out, "{\"stringValue\":");
-    json::append_string(out, v);
-    out.push_back('}');
-  }
-  void operator()(const std::vector<bool>& v) const { array(v); }
-  void operator()(const std::vector<std::int64_t>& v) const { array(v); }
-  void operator()(const std::vector<double>& v) const { array(v); }
-  void operator()(const std::vector<std::string>& v) const { array(v); }
-
-  template <class Vector>
-  void array(const Vector& v) const {
-    json::append_raw(out, "{\"arrayValue\":{\"values\":[");
-    bool first = true;
-    for (const auto& element : v) {
-      if (!first) out.push_back(',');
-      first = false;
-      (*this)(element);  // exact overloads: no conversion, no copy
-    }
-    json::append_raw(out, "]}}");
-  }
-};
-
-void append_key_value(std::string& out, std::string_view key, const AttributeValue& value) {
-  json::append_raw(out, "{\"key\":");
-  json::append_string(out, key);
-  json::append_raw(out, ",\"value\":");
-  std::visit(AnyValueWriter{out}, value);
-  out.push_back('}');
-}
-
-// `"attributes":[...]`, followed by `,"droppedAttributesCount":N` when N > 0.
-void append_attributes(std::string& out, const std::vector<KeyValue>& attributes,
-                       std::uint32_t dropped) {
-  json::append_raw(out, "\"attributes\":[");
-  bool first = true;
-  for (const KeyValue& kv : attributes) {
-    if (!first) out.push_back(',');
-    first = false;
-    append_key_value(out, kv.key, kv.value);
-  }
-  out.push_back(']');
-  if (dropped != 0) {
-    json::append_raw(out, ",\"droppedAttributesCount\":");
-    json::append_uint(out, dropped);
-  }
-}
-
-bool has_attribute(const std::vector<KeyValue>& attributes, std::string_view key) {
-  return std::any_of(attributes.begin(), attributes.end(),
-                     [key](const KeyValue& kv) { return kv.key == key; });
-}
+using otlp::append_attributes_json;
+using otlp::append_key_value_json;
+using otlp::append_time_json;
+using otlp::has_attribute;
 
 void append_span(std::string& out, const SpanData& span) {
   json::append_raw(out, "{\"traceId\":");
@@ -126,9 +55,9 @@ void append_span(std::string& out, const SpanData& span) {
   json::append_raw(out, ",\"kind\":");
   json::append_uint(out, static_cast<std::uint32_t>(span.kind));
   json::append_raw(out, ",\"startTimeUnixNano\":");
-  append_time(out, span.start_time_unix_nano);
+  append_time_json(out, span.start_time_unix_nano);
   json::append_raw(out, ",\"endTimeUnixNano\":");
-  append_time(out, span.end_time_unix_nano);
+  append_time_json(out, span.end_time_unix_nano);
 
   // The span's own attributes, then the group and thread id unless it already carries those keys
   // (keys must stay unique; an explicit attribute wins).
@@ -137,7 +66,7 @@ void append_span(std::string& out, const SpanData& span) {
   for (const KeyValue& kv : span.attributes) {
     if (!first) out.push_back(',');
     first = false;
-    append_key_value(out, kv.key, kv.value);
+    append_key_value_json(out, kv.key, kv.value);
   }
   if (!span.group.empty() && !has_attribute(span.attributes, kGroupKey)) {
     if (!first) out.push_back(',');
@@ -165,11 +94,11 @@ void append_span(std::string& out, const SpanData& span) {
       if (!first) out.push_back(',');
       first = false;
       json::append_raw(out, "{\"timeUnixNano\":");
-      append_time(out, event.time_unix_nano);
+      append_time_json(out, event.time_unix_nano);
       json::append_raw(out, ",\"name\":");
       json::append_string(out, event.name);
       out.push_back(',');
-      append_attributes(out, event.attributes, event.dropped_attributes_count);
+      append_attributes_json(out, event.attributes, event.dropped_attributes_count);
       out.push_back('}');
     }
     out.push_back(']');
@@ -196,7 +125,7 @@ void append_span(std::string& out, const SpanData& span) {
       json::append_raw(out, ",\"flags\":");
       json::append_uint(out, flags_of(link.context.trace_flags, link.context.is_remote));
       out.push_back(',');
-      append_attributes(out, link.attributes, link.dropped_attributes_count);
+      append_attributes_json(out, link.attributes, link.dropped_attributes_count);
       out.push_back('}');
     }
     out.push_back(']');
@@ -223,7 +152,7 @@ void append_otlp_json(std::string& out, std::span<const SpanData* const> spans,
   // most regrowth on the first batch (exporters reuse their buffer afterwards).
   out.reserve(out.size() + 256 + 64 * resource.attributes.size() + 512 * spans.size());
   json::append_raw(out, "{\"resourceSpans\":[{\"resource\":{");
-  append_attributes(out, resource.attributes, 0);
+  append_attributes_json(out, resource.attributes, 0);
   json::append_raw(
       out,
       "},\"scopeSpans\":[{\"scope\":{\"name\":\"nemo.lens\",\"version\":\"" NEMO_LENS_VERSION_STRING

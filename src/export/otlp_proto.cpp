@@ -2,18 +2,16 @@
 // collector/trace/v1 ExportTraceServiceRequest), written by hand straight from SpanData. The
 // tests decode it with the distribution's protobuf library and .proto files written from the
 // specification. Field numbers are those of opentelemetry-proto v1.
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "export/otlp.hpp"
+#include "export/otlp_common.hpp"
 #include "export/protobuf_wire.hpp"
 #include "nemo/lens/version.hpp"
-#include "strings.hpp"
 
 namespace nemo::lens::detail {
 
@@ -24,12 +22,8 @@ namespace request { constexpr std::uint32_t kResourceSpans = 1; }
 namespace resource_spans {
 constexpr std::uint32_t kResource = 1, kScopeSpans = 2;
 }
-namespace resource { constexpr std::uint32_t kAttributes = 1; }
 namespace scope_spans {
 constexpr std::uint32_t kScope = 1, kSpans = 2;
-}
-namespace scope {
-constexpr std::uint32_t kName = 1, kVersion = 2;
 }
 namespace span {
 constexpr std::uint32_t kTraceId = 1, kSpanId = 2, kTraceState = 3, kParentSpanId = 4, kName = 5,
@@ -47,59 +41,23 @@ constexpr std::uint32_t kTraceId = 1, kSpanId = 2, kTraceState = 3, kAttributes 
 namespace status {
 constexpr std::uint32_t kMessage = 2, kCode = 3;
 }
-namespace key_value {
-constexpr std::uint32_t kKey = 1, kValue = 2;
-}
-namespace any_value {
-constexpr std::uint32_t kString = 1, kBool = 2, kInt = 3, kDouble = 4, kArray = 5;
-}
-namespace array_value { constexpr std::uint32_t kValues = 1; }
+namespace key_value = otlp::key_value;
+namespace any_value = otlp::any_value;
+using otlp::attributes_bound;
+using otlp::bytes_of;
+using otlp::has_attribute;
+using otlp::kMessageOverhead;
+using otlp::string_bound;
+using otlp::string_field;
+using otlp::time_of;
 
 constexpr std::uint32_t kContextHasIsRemote = 0x100;
 constexpr std::uint32_t kContextIsRemote = 0x200;
 constexpr std::string_view kGroupKey = "nemo.span.group";
 constexpr std::string_view kThreadIdKey = "thread.id";
 
-// Room for a nested message's tag and the worst-case growth of its length (end_message may need
-// up to 4 bytes more than begin_message set aside).
-constexpr std::size_t kMessageOverhead = 8;
-
 std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
-}
-
-std::uint64_t time_of(std::int64_t unix_nano) {
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(unix_nano, 0));
-}
-
-template <std::size_t N>
-std::string_view bytes_of(const std::array<std::uint8_t, N>& a) {
-  return {reinterpret_cast<const char*>(a.data()), N};
-}
-
-// The most a string field can take: repairing invalid UTF-8 triples a string at most (one byte
-// becomes U+FFFD's three), plus tag and length.
-std::size_t string_bound(std::string_view s) { return 3 * s.size() + 16; }
-
-struct ValueBound {
-  std::size_t operator()(bool) const { return 16; }
-  std::size_t operator()(std::int64_t) const { return 16; }
-  std::size_t operator()(double) const { return 16; }
-  std::size_t operator()(const std::string& v) const { return string_bound(v); }
-  template <class Vector>
-  std::size_t operator()(const Vector& v) const {
-    std::size_t n = kMessageOverhead;
-    for (const auto& element : v) n += kMessageOverhead + (*this)(element);
-    return n;
-  }
-};
-
-std::size_t attributes_bound(const std::vector<KeyValue>& attributes) {
-  std::size_t n = 0;
-  for (const KeyValue& kv : attributes) {
-    n += 2 * kMessageOverhead + string_bound(kv.key) + std::visit(ValueBound{}, kv.value);
-  }
-  return n;
 }
 
 // An upper bound of the bytes append_span() writes for `s`.
@@ -117,62 +75,8 @@ std::size_t span_bound(const SpanData& s) {
   return n;
 }
 
-// A proto3 string field: valid UTF-8, repaired with U+FFFD where it is not.
-void string_field(pb::Writer& w, std::uint32_t field, std::string_view s) {
-  // ASCII eight bytes at a time; anything else is checked (and, where invalid, repaired).
-  std::size_t i = 0;
-  std::uint64_t high = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, s.data() + i, 8);
-    high |= word;
-  }
-  for (; i < s.size(); ++i) high |= static_cast<unsigned char>(s[i]);
-  if ((high & 0x8080808080808080ULL) != 0) {
-    w.bytes_field(field, valid_utf8(s));  // rare: only non-ASCII strings
-    return;
-  }
-  w.bytes_field(field, s);
-}
-
-// One AnyValue's oneof field, written into an open AnyValue message.
-struct AnyValueWriter {
-  pb::Writer& w;
-
-  void operator()(bool v) const { w.varint_field(any_value::kBool, v ? 1 : 0); }
-  void operator()(std::int64_t v) const {
-    w.varint_field(any_value::kInt, static_cast<std::uint64_t>(v));
-  }
-  void operator()(double v) const { w.double_field(any_value::kDouble, v); }
-  void operator()(const std::string& v) const { string_field(w, any_value::kString, v); }
-  void operator()(const std::vector<bool>& v) const { array(v); }
-  void operator()(const std::vector<std::int64_t>& v) const { array(v); }
-  void operator()(const std::vector<double>& v) const { array(v); }
-  void operator()(const std::vector<std::string>& v) const { array(v); }
-
-  template <class Vector>
-  void array(const Vector& v) const {
-    const auto array_mark = w.begin_message(any_value::kArray, 2);
-    for (const auto& element : v) {
-      const auto mark = w.begin_message(array_value::kValues);
-      (*this)(element);
-      w.end_message(mark);
-    }
-    w.end_message(array_mark);
-  }
-};
-
-void attribute(pb::Writer& w, std::uint32_t field, std::string_view key, const AttributeValue& value) {
-  const auto mark = w.begin_message(field);
-  string_field(w, key_value::kKey, key);
-  const auto value_mark = w.begin_message(key_value::kValue);
-  std::visit(AnyValueWriter{w}, value);
-  w.end_message(value_mark);
-  w.end_message(mark);
-}
-
-// The same for the two attributes the encoder adds, with `write_value` writing the AnyValue's
-// field (no AttributeValue is built for them).
+// One of the two span attributes the encoder adds (as otlp::key_value_field), with `write_value`
+// writing the AnyValue's field (no AttributeValue is built for them).
 template <class WriteValue>
 void added_attribute(pb::Writer& w, std::string_view key, WriteValue write_value) {
   const auto mark = w.begin_message(span::kAttributes);
@@ -181,14 +85,6 @@ void added_attribute(pb::Writer& w, std::string_view key, WriteValue write_value
   write_value();
   w.end_message(value_mark);
   w.end_message(mark);
-}
-
-void attributes(pb::Writer& w, std::uint32_t field, const std::vector<KeyValue>& kvs) {
-  for (const KeyValue& kv : kvs) attribute(w, field, kv.key, kv.value);
-}
-
-bool has_attribute(const std::vector<KeyValue>& kvs, std::string_view key) {
-  return std::any_of(kvs.begin(), kvs.end(), [key](const KeyValue& kv) { return kv.key == key; });
 }
 
 void append_span(pb::Writer& w, const SpanData& s) {
@@ -202,7 +98,7 @@ void append_span(pb::Writer& w, const SpanData& s) {
   w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind));
   w.fixed64_field(span::kStartTime, time_of(s.start_time_unix_nano));
   w.fixed64_field(span::kEndTime, time_of(s.end_time_unix_nano));
-  attributes(w, span::kAttributes, s.attributes);
+  otlp::key_values(w, span::kAttributes, s.attributes);
   if (!s.group.empty() && !has_attribute(s.attributes, kGroupKey)) {
     added_attribute(w, kGroupKey, [&] { string_field(w, any_value::kString, s.group); });
   }
@@ -218,7 +114,7 @@ void append_span(pb::Writer& w, const SpanData& s) {
     const auto event_mark = w.begin_message(span::kEvents);
     w.fixed64_field(event::kTime, time_of(e.time_unix_nano));
     string_field(w, event::kName, e.name);
-    attributes(w, event::kAttributes, e.attributes);
+    otlp::key_values(w, event::kAttributes, e.attributes);
     if (e.dropped_attributes_count != 0) {
       w.varint_field(event::kDroppedAttributes, e.dropped_attributes_count);
     }
@@ -230,7 +126,7 @@ void append_span(pb::Writer& w, const SpanData& s) {
     w.bytes_field(link::kTraceId, bytes_of(l.context.trace_id.bytes));
     w.bytes_field(link::kSpanId, bytes_of(l.context.span_id.bytes));
     if (!l.context.trace_state.empty()) string_field(w, link::kTraceState, l.context.trace_state);
-    attributes(w, link::kAttributes, l.attributes);
+    otlp::key_values(w, link::kAttributes, l.attributes);
     if (l.dropped_attributes_count != 0) {
       w.varint_field(link::kDroppedAttributes, l.dropped_attributes_count);
     }
@@ -255,14 +151,9 @@ void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
   pb::Writer w(out);
   w.reserve(256 + attributes_bound(resource.attributes) + 256 * spans.size());
   const auto rs_mark = w.begin_message(request::kResourceSpans, 3);  // up to 2 MiB
-  const auto resource_mark = w.begin_message(resource_spans::kResource, 2);
-  attributes(w, resource::kAttributes, resource.attributes);
-  w.end_message(resource_mark);
+  otlp::resource_field(w, resource_spans::kResource, resource);
   const auto ss_mark = w.begin_message(resource_spans::kScopeSpans, 3);
-  const auto scope_mark = w.begin_message(scope_spans::kScope);
-  string_field(w, scope::kName, kInstrumentationScope);
-  string_field(w, scope::kVersion, NEMO_LENS_VERSION_STRING);
-  w.end_message(scope_mark);
+  otlp::scope_field(w, scope_spans::kScope, kInstrumentationScope, NEMO_LENS_VERSION_STRING);
   for (const SpanData* s : spans) {
     if (s != nullptr) append_span(w, *s);
   }

@@ -1,6 +1,6 @@
 // OtlpSettings from the standard variables (OpenTelemetry specification, "OTLP Exporter
-// Configuration"): each setting reads OTEL_EXPORTER_OTLP_TRACES_<KEY> first, then
-// OTEL_EXPORTER_OTLP_<KEY>. Values lens cannot use are refused with a ConfigError instead of being
+// Configuration"): each setting reads the signal's OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_<KEY>
+// first, then OTEL_EXPORTER_OTLP_<KEY>. Values lens cannot use are refused with a ConfigError instead of being
 // ignored with a warning, as for every other variable lens reads.
 #include <charconv>
 #include <fstream>
@@ -15,13 +15,24 @@ namespace nemo::lens::detail {
 
 namespace {
 
+std::string_view signal_variable_part(OtlpSignal signal) {
+  switch (signal) {
+    case OtlpSignal::kMetrics: return "METRICS";
+    case OtlpSignal::kLogs: return "LOGS";
+    case OtlpSignal::kTraces: break;
+  }
+  return "TRACES";
+}
+
 struct Found {
   std::string value;
   std::string variable;  // empty when neither variable is set
 };
 
-Found lookup(const std::string& key) {
-  for (const std::string& name : {"OTEL_EXPORTER_OTLP_TRACES_" + key, "OTEL_EXPORTER_OTLP_" + key}) {
+Found lookup(OtlpSignal signal, const std::string& key) {
+  const std::string specific =
+      "OTEL_EXPORTER_OTLP_" + std::string(signal_variable_part(signal)) + "_" + key;
+  for (const std::string& name : {specific, "OTEL_EXPORTER_OTLP_" + key}) {
     if (auto v = env_trimmed(name)) return {*v, name};
   }
   return {};
@@ -121,9 +132,22 @@ std::string_view protocol_name(OtlpProtocol protocol) noexcept {
   return "http/protobuf";
 }
 
-OtlpSettings otlp_settings_from_env() {
+std::string_view signal_path(OtlpSignal signal) noexcept {
+  switch (signal) {
+    case OtlpSignal::kMetrics: return "v1/metrics";
+    case OtlpSignal::kLogs: return "v1/logs";
+    case OtlpSignal::kTraces: break;
+  }
+  return "v1/traces";
+}
+
+OtlpSettings otlp_settings_from_env(OtlpSignal signal) {
   OtlpSettings s;
-  const Found protocol = lookup("PROTOCOL");
+  s.signal = signal;
+  const std::string specific_endpoint =
+      "OTEL_EXPORTER_OTLP_" + std::string(signal_variable_part(signal)) + "_ENDPOINT";
+  const std::string path(signal_path(signal));
+  const Found protocol = lookup(signal, "PROTOCOL");
   if (protocol.variable.empty()) {
     s.protocol = grpc_built_in() ? OtlpProtocol::kGrpc : OtlpProtocol::kHttpProtobuf;
     s.protocol_origin = "default";
@@ -148,30 +172,31 @@ OtlpSettings otlp_settings_from_env() {
 
   // The signal-specific endpoint is used as given; the general one is a base URL to which HTTP
   // appends the signal's path.
-  if (auto specific = env_trimmed("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
+  if (auto specific = env_trimmed(specific_endpoint)) {
     s.endpoint = *specific;
-    s.endpoint_origin = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+    s.endpoint_origin = specific_endpoint;
   } else if (auto general = env_trimmed("OTEL_EXPORTER_OTLP_ENDPOINT")) {
     s.endpoint = *general;
     s.endpoint_origin = "OTEL_EXPORTER_OTLP_ENDPOINT";
-    if (http) s.endpoint += s.endpoint.ends_with('/') ? "v1/traces" : "/v1/traces";
+    if (http) s.endpoint += s.endpoint.ends_with('/') ? path : "/" + path;
   } else {
-    s.endpoint = http ? "http://localhost:4318/v1/traces" : "http://localhost:4317";
+    s.endpoint = http ? "http://localhost:4318/" + path : "http://localhost:4317";
     s.endpoint_origin = "default";
   }
   if (s.endpoint_origin != "default" && http && !is_http_url(s.endpoint)) {
     throw ConfigError("Invalid value for " + s.endpoint_origin + ": '" +
                       std::string(*env_trimmed(s.endpoint_origin)) +
                       "'. Expected an http:// or https:// URL, e.g. http://localhost:4318" +
-                      (s.endpoint_origin == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" ? "/v1/traces" : "") +
-                      ".");
+                      (s.endpoint_origin == specific_endpoint ? "/" + path : "") + ".");
   }
 
-  for (const char* name : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
+  const std::string specific_headers =
+      "OTEL_EXPORTER_OTLP_" + std::string(signal_variable_part(signal)) + "_HEADERS";
+  for (const std::string& name : {std::string("OTEL_EXPORTER_OTLP_HEADERS"), specific_headers}) {
     if (auto v = env_trimmed(name)) parse_headers(Found{*v, name}, s.headers);
   }
 
-  if (const Found t = lookup("TIMEOUT"); !t.variable.empty()) {
+  if (const Found t = lookup(signal, "TIMEOUT"); !t.variable.empty()) {
     long long ms = 0;
     auto [ptr, ec] = std::from_chars(t.value.data(), t.value.data() + t.value.size(), ms);
     if (ec != std::errc() || ptr != t.value.data() + t.value.size() || ms < 1 || ms > 86'400'000) {
@@ -181,7 +206,7 @@ OtlpSettings otlp_settings_from_env() {
     s.timeout = std::chrono::milliseconds(ms);
   }
 
-  if (const Found c = lookup("COMPRESSION"); !c.variable.empty()) {
+  if (const Found c = lookup(signal, "COMPRESSION"); !c.variable.empty()) {
     const std::string v = to_lower(c.value);
     if (v == "gzip") {
       s.gzip = true;
@@ -190,19 +215,19 @@ OtlpSettings otlp_settings_from_env() {
     }
   }
 
-  if (const Found c = lookup("CERTIFICATE"); !c.variable.empty()) {
+  if (const Found c = lookup(signal, "CERTIFICATE"); !c.variable.empty()) {
     check_readable(c);
     s.certificate = c.value;
   }
-  if (const Found c = lookup("CLIENT_KEY"); !c.variable.empty()) {
+  if (const Found c = lookup(signal, "CLIENT_KEY"); !c.variable.empty()) {
     check_readable(c);
     s.client_key = c.value;
   }
-  if (const Found c = lookup("CLIENT_CERTIFICATE"); !c.variable.empty()) {
+  if (const Found c = lookup(signal, "CLIENT_CERTIFICATE"); !c.variable.empty()) {
     check_readable(c);
     s.client_certificate = c.value;
   }
-  if (const Found i = lookup("INSECURE"); !i.variable.empty()) {
+  if (const Found i = lookup(signal, "INSECURE"); !i.variable.empty()) {
     auto b = parse_bool(i.value);
     if (!b) invalid(i, "Expected a boolean: true/false, 1/0, yes/no or on/off.");
     s.insecure = *b;

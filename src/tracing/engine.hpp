@@ -225,6 +225,15 @@ BatchOptions batch_options_from_env();
 SpanLimits span_limits_from_env();
 SamplerConfig sampler_from_env();
 
+/// Stores an attribute argument into `out` in place (reusing its storage where the type matches),
+/// cut to `len_limit` bytes (at a UTF-8 boundary) and "[REDACTED]" for strings when `redact`.
+/// May throw std::bad_alloc.
+void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::size_t len_limit,
+                            bool redact);
+
+/// Whether attribute values of type `t` are strings (and so subject to redaction).
+bool is_string_attribute(AttributeArg::Type t) noexcept;
+
 /// The default redacted attribute keys.
 std::vector<std::string> default_redacted_keys();
 

@@ -8,6 +8,8 @@
 #include <cstdio>
 
 #include "export/otlp.hpp"
+#include "metrics/pipelines.hpp"
+#include "nemo/lens/logs.hpp"
 #include "nemo/lens/state.hpp"
 #include "tracing/engine.hpp"
 
@@ -320,6 +322,11 @@ void parent_after_fork() noexcept {
 
 void child_after_fork() noexcept {
   g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  // The metric reader's and log processor's threads do not exist here: the child records no
+  // metrics and no logs (its values would never be collected).
+  g_metrics_recording.store(false, std::memory_order_relaxed);
+  g_logs_recording.store(false, std::memory_order_relaxed);
+  g_log_processor.store(nullptr, std::memory_order_relaxed);
   reset_thread_states_in_child();
   unlock_clock_after_fork();
   unlock_state_after_fork();

@@ -12,19 +12,6 @@ namespace nemo::lens::detail {
 
 namespace {
 
-std::optional<std::uint64_t> env_uint(const char* name, std::uint64_t min, std::uint64_t max,
-                                      const char* what) {
-  auto v = env_trimmed(name);
-  if (!v) return std::nullopt;
-  std::uint64_t out = 0;
-  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (ec != std::errc() || ptr != v->data() + v->size() || out < min || out > max) {
-    throw ConfigError(std::string("Invalid value for ") + name + ": '" + *v + "'. Expected " + what +
-                      ".");
-  }
-  return out;
-}
-
 std::uint32_t count_limit(const char* specific, std::uint32_t general) {
   return static_cast<std::uint32_t>(
       env_uint(specific, 0, UINT32_MAX, "a whole number of attributes, events or links >= 0")

@@ -27,14 +27,15 @@ std::string truncated_string(std::string_view s, std::size_t limit) {
   return std::string(s.substr(0, n));
 }
 
-bool is_string_type(AttributeArg::Type t) noexcept {
+}  // namespace
+
+bool is_string_attribute(AttributeArg::Type t) noexcept {
   using T = AttributeArg::Type;
   return t == T::kString || t == T::kStringArray || t == T::kStringViewArray;
 }
 
-// Stores an argument into `out` in place (reusing its storage where the type matches), applying
-// the length limit and redaction.
-void assign_value(AttributeValue& out, const AttributeArg& a, std::size_t len_limit, bool redact) {
+void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::size_t len_limit,
+                            bool redact) {
   using T = AttributeArg::Type;
   switch (a.type()) {
     case T::kBool:
@@ -85,6 +86,8 @@ void assign_value(AttributeValue& out, const AttributeArg& a, std::size_t len_li
   }
 }
 
+namespace {
+
 // The first `used` elements of `list` are the attributes; the elements after them are kept from
 // the record's previous span so that their storage is reused, not freed and allocated again.
 struct AttributeSlots {
@@ -95,10 +98,10 @@ struct AttributeSlots {
 // Sets `key` (replacing an existing value), or counts a drop past `count_limit`.
 void put_attribute(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count_limit,
                    const Pipeline& p, std::string_view key, const AttributeArg& value) {
-  const bool redact = is_string_type(value.type()) && p.redacted(key);
+  const bool redact = is_string_attribute(value.type()) && p.redacted(key);
   for (std::uint32_t i = 0; i < a.used; ++i) {
     if (a.list[i].key == key) {
-      assign_value(a.list[i].value, value, p.limits.attribute_value_length, redact);
+      assign_attribute_value(a.list[i].value, value, p.limits.attribute_value_length, redact);
       return;
     }
   }
@@ -108,7 +111,7 @@ void put_attribute(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count
   }
   KeyValue& kv = a.used < a.list.size() ? a.list[a.used] : a.list.emplace_back();
   kv.key.assign(key);
-  assign_value(kv.value, value, p.limits.attribute_value_length, redact);
+  assign_attribute_value(kv.value, value, p.limits.attribute_value_length, redact);
   ++a.used;
 }
 

@@ -1,5 +1,6 @@
 // The built `lens report` and `lens convert` on real files: the three-rank job of
-// report_fixture.hpp (a straggler, nested spans, a truncated span, malformed lines, four files).
+// report_fixture.hpp (a straggler, nested spans, a truncated span, malformed lines, four files),
+// and the metrics and logs lines of metrics_fixture.hpp.
 // Text output is checked byte for byte, --json and the Chrome trace field by field.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics_fixture.hpp"
 #include "report_fixture.hpp"
 
 namespace {
@@ -106,8 +108,14 @@ TEST_F(ReportCli, JsonReport) {
   EXPECT_EQ(j["format"], "lens.report");
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["files"], json({"rank0.jsonl", "rank1.jsonl", "rank2-a.jsonl", "rank2-b.jsonl"}));
-  EXPECT_EQ(j["input"],
-            json({{"lines", 15}, {"requests", 12}, {"spans", 59}, {"malformed_lines", 3}}));
+  EXPECT_EQ(j["input"], json({{"lines", 15},
+                              {"requests", 12},
+                              {"spans", 59},
+                              {"metric_lines", 0},
+                              {"data_points", 0},
+                              {"log_lines", 0},
+                              {"malformed_lines", 3}}));
+  EXPECT_EQ(j["metrics"], json::array());
   EXPECT_EQ(j["run_ids"], json({"run-42"}));
   EXPECT_EQ(j["step"], json({{"group", "step"}, {"count", 9}, {"total_ns", 1'050'000'000}}));
   ASSERT_EQ(j["names"].size(), 8u);
@@ -140,6 +148,137 @@ TEST_F(ReportCli, JsonReport) {
   EXPECT_EQ(j["malformed"]["lines"][1], json::parse(R"({"file":"rank1.jsonl","line":7,
       "error":"span 1: spanId 'not-a-span-id!!!' is not 16 hex digits"})"));
   EXPECT_EQ(j["ancestry"]["evicted"], 0);
+}
+
+constexpr std::string_view kExpectedMetricsText =
+    R"(lens report: 3 files, 6 lines (0 malformed, 5 of metrics, 1 of logs), 0 spans, 0 ranks
+run: run-42
+
+Time by span group and name
+  no spans
+
+Step time per rank (top-level spans of group step)
+  no spans of group step
+
+Stragglers (median step time more than 20% above the median across ranks): none
+
+Truncated spans: none
+
+Metrics: sums and gauges (a sum's last cumulative value, or its deltas added up; a gauge's last value)
+  metric       rank      kind         unit      value
+  gpu.memory   0         gauge        By         2000
+  loss         0         gauge        1          2.25
+  loss         1         gauge        1           2.3
+  queue.depth  worker-a  gauge                      3
+  samples      0         sum (delta)  {sample}    128
+  tokens       0         sum          {token}    2500
+  tokens       1         sum          {token}    2400
+
+Metrics: histograms (p50, p95 and max estimated from the buckets when not recorded)
+  metric         rank      kind                   unit  count  sum  mean     p50     p95  max
+  latency        worker-a  exponential_histogram  ms        4   10   2.5       -       -  7.5
+  step.duration  0         histogram              s        10  0.9  0.09  0.0925   0.175  0.2
+  step.duration  1         histogram              s        10  1.6  0.16   0.175  0.8125    1
+
+Malformed lines: none
+)";
+
+TEST_F(ReportCli, MetricsAndLogsLines) {
+  const std::vector<std::string> files = report_test::write_metrics_fixture(dir_);
+  std::vector<std::string> args = {"report"};
+  args.insert(args.end(), files.begin(), files.end());
+  auto r = lens(args);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, kExpectedMetricsText);
+  EXPECT_EQ(r.err, "");  // lines of logs are not malformed
+
+  args.push_back("--json");
+  r = lens(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["input"], json({{"lines", 6},
+                              {"requests", 0},
+                              {"spans", 0},
+                              {"metric_lines", 5},
+                              {"data_points", 16},
+                              {"log_lines", 1},
+                              {"malformed_lines", 0}}));
+  ASSERT_EQ(j["metrics"].size(), 10u);
+  EXPECT_EQ(j["metrics"][0], json::parse(R"({"name":"gpu.memory","unit":"By","type":"gauge",
+      "rank":0,"instance_id":"run-42-rank0","temporality":null,"monotonic":false,"series":2,
+      "points":2,"value":2000.0})"));
+  EXPECT_EQ(j["metrics"][2]["value"], 2.25);
+  EXPECT_EQ(j["metrics"][3]["value"], 2.3);
+  EXPECT_EQ(j["metrics"][4], json::parse(R"({"name":"queue.depth","unit":"","type":"gauge",
+      "rank":null,"instance_id":"worker-a","temporality":null,"monotonic":false,"series":1,
+      "points":1,"value":3})"));
+  EXPECT_TRUE(j["metrics"][4]["value"].is_number_integer());
+  EXPECT_EQ(j["metrics"][5], json::parse(R"({"name":"samples","unit":"{sample}","type":"sum",
+      "rank":0,"instance_id":"run-42-rank0","temporality":"delta","monotonic":true,"series":1,
+      "points":2,"value":128})"));
+  EXPECT_EQ(j["metrics"][1], json::parse(R"({"name":"latency","unit":"ms",
+      "type":"exponential_histogram","rank":null,"instance_id":"worker-a",
+      "temporality":"cumulative","monotonic":false,"series":1,"points":1,"count":4,"sum":10.0,
+      "mean":2.5,"p50":null,"p95":null,"max":7.5})"));
+  const json& step0 = j["metrics"][6];
+  EXPECT_EQ(step0["name"], "step.duration");
+  EXPECT_EQ(step0["rank"], 0);
+  EXPECT_EQ(step0["count"], 10);
+  EXPECT_DOUBLE_EQ(step0["sum"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(step0["mean"].get<double>(), 0.09);
+  EXPECT_DOUBLE_EQ(step0["p50"].get<double>(), 0.0925);
+  EXPECT_DOUBLE_EQ(step0["p95"].get<double>(), 0.175);
+  EXPECT_EQ(step0["max"], 0.2);
+  EXPECT_EQ(j["metrics"][7]["max"], 1.0);  // estimated: the highest non-empty bucket's bound
+  EXPECT_EQ(j["metrics"][8], json::parse(R"({"name":"tokens","unit":"{token}","type":"sum",
+      "rank":0,"instance_id":"run-42-rank0","temporality":"cumulative","monotonic":true,
+      "series":1,"points":2,"value":2500})"));
+  EXPECT_EQ(j["metrics"][9]["value"], 2400);  // the latest point, not the last line
+
+  // lens convert has nothing to draw from them, and nothing to complain about.
+  r = lens({"convert", "--to", "chrome", files[0], files[2], "-o", "-"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(json::parse(r.out)["traceEvents"], json::array());
+}
+
+TEST_F(ReportCli, MetricsLeaveTheSpanReportAsItWas) {
+  const std::vector<std::string> metric_files = report_test::write_metrics_fixture(dir_);
+  std::vector<std::string> flags(metric_files.begin(), metric_files.end());
+  const auto r = lens(report_args(flags));
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::string expected(kExpectedText);
+  expected.replace(0, expected.find('\n'),
+                   "lens report: 7 files, 21 lines (3 malformed, 5 of metrics, 1 of logs), 59 "
+                   "spans, 3 ranks");
+  const std::string_view metrics_part =
+      kExpectedMetricsText.substr(kExpectedMetricsText.find("\nMetrics: sums"),
+                                  kExpectedMetricsText.find("\nMalformed lines") -
+                                      kExpectedMetricsText.find("\nMetrics: sums"));
+  expected.insert(expected.find("\nMalformed lines"), metrics_part);
+  EXPECT_EQ(r.out, expected);
+  EXPECT_EQ(r.err, "lens report: skipped 3 malformed lines (listed in the report)\n");
+}
+
+TEST_F(ReportCli, MalformedMetricsLinesAreListed) {
+  report_test::write_file(
+      dir_ + "/bad.jsonl",
+      report_test::metrics_line(report_test::rank_resource(0),
+                                {R"({"name":"h","histogram":{"dataPoints":[{"bucketCounts":["1"],)"
+                                 R"("explicitBounds":[1.0]}]}})"}) +
+          "\n" + R"({"resourceLogs":{}})" + "\n");
+  const auto r = lens({"report", dir_ + "/bad.jsonl"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("lens report: 1 file, 2 lines (2 malformed), 0 spans, 0 ranks\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Malformed lines (2, skipped)\n"
+                       "  bad.jsonl:1: metric 'h': dataPoints[0]: 1 bucketCounts for 1 "
+                       "explicitBounds (expected one more)\n"
+                       "  bad.jsonl:2: resourceLogs is not an array\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Metrics:"), std::string::npos);
 }
 
 TEST_F(ReportCli, TopLimitsTheNameTable) {

@@ -1,6 +1,7 @@
 // The parts of `lens report` one at a time: DurationSketch against exact percentiles, the OTLP/JSON
-// line reader (valid, malformed, serial against parallel) and ReportBuilder's rules for top-level
-// steps, in-step time, self time and stragglers.
+// line reader (valid, malformed, serial against parallel; spans, metrics and logs lines),
+// ReportBuilder's rules for top-level steps, in-step time, self time and stragglers, and the
+// metrics aggregation (bucket quantiles, cumulative and delta points, series, ranks).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,13 +9,18 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "convert_chrome.hpp"
+#include "metrics_fixture.hpp"
 #include "otlp_lines.hpp"
 #include "report_builder.hpp"
+#include "report_metrics.hpp"
 #include "report_sketch.hpp"
 #include "span_reader.hpp"
 
@@ -481,6 +487,329 @@ TEST(ReportBuilder, TimelineIsThinnedEvenly) {
 }
 
 // ---- the Chrome trace writer ----
+
+// ---- metrics lines ----
+
+std::string one_metric_line(const std::string& metric, int rank = 0) {
+  return report_test::metrics_line(report_test::rank_resource(rank), {metric});
+}
+
+TEST(SpanLineReader, ReadsMetricsLines) {
+  const std::string line = report_test::metrics_line(
+      report_test::rank_resource(4),
+      {R"({"name":"tokens","unit":"{token}","sum":{"dataPoints":[{"attributes":[
+          {"key":"z","value":{"intValue":"2"}},{"key":"a","value":{"stringValue":"x"}}],
+          "startTimeUnixNano":"5","timeUnixNano":10,"asInt":"-7"},
+          {"timeUnixNano":"11","asDouble":"NaN"},{"timeUnixNano":"12","asDouble":1.5,"flags":1}],
+          "aggregationTemporality":"AGGREGATION_TEMPORALITY_DELTA","isMonotonic":true}})",
+       R"({"name":"h","histogram":{"dataPoints":[{"count":"3","sum":1.5,"bucketCounts":["1",2],
+          "explicitBounds":[0.5],"min":0.1,"max":"Infinity"}],"aggregationTemporality":2}})",
+       R"({"name":"e","exponentialHistogram":{"dataPoints":[{"count":"4","sum":2}]}})",
+       R"({"name":"s","summary":{"dataPoints":[{"count":"9","sum":3,"quantileValues":[]}]}})",
+       R"({"name":"nodata","description":"x"})"});
+  SpanLineReader reader({.threads = 1, .metrics = true});
+  ParsedRequest out;
+  ASSERT_EQ(reader.parse_line(line, out), "");
+  EXPECT_TRUE(out.has_metrics);
+  EXPECT_FALSE(out.has_spans);
+  EXPECT_FALSE(out.has_logs);
+  EXPECT_EQ(out.data_points, 6u);
+  ASSERT_EQ(out.metrics.size(), 5u);
+  const MetricRecord& sum = out.metrics[0];
+  EXPECT_EQ(out.resources[sum.resource].rank, 4);
+  EXPECT_EQ(sum.name, "tokens");
+  EXPECT_EQ(sum.unit, "{token}");
+  EXPECT_EQ(sum.type, MetricType::kSum);
+  EXPECT_EQ(sum.temporality, 1);
+  EXPECT_TRUE(sum.monotonic);
+  ASSERT_EQ(sum.points.size(), 3u);
+  EXPECT_EQ(sum.points[0].series, "a=x, z=2");  // sorted by key, plain values
+  EXPECT_EQ(sum.points[0].start_ns, 5u);
+  EXPECT_EQ(sum.points[0].time_ns, 10u);
+  EXPECT_TRUE(sum.points[0].has_value && sum.points[0].is_int);
+  EXPECT_EQ(sum.points[0].int_value, -7);
+  EXPECT_TRUE(std::isnan(sum.points[1].value));
+  EXPECT_FALSE(sum.points[1].is_int);
+  EXPECT_FALSE(sum.points[2].has_value);  // flagged as no recorded value
+  const MetricPoint& h = out.metrics[1].points[0];
+  EXPECT_EQ(out.metrics[1].type, MetricType::kHistogram);
+  EXPECT_EQ(h.count, 3u);
+  EXPECT_EQ(h.sum, 1.5);
+  EXPECT_EQ(h.bucket_counts, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(h.explicit_bounds, (std::vector<double>{0.5}));
+  EXPECT_EQ(h.min, 0.1);
+  EXPECT_EQ(h.max, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(out.metrics[2].type, MetricType::kExponentialHistogram);
+  EXPECT_EQ(out.metrics[2].points[0].count, 4u);
+  EXPECT_EQ(out.metrics[3].type, MetricType::kSummary);
+  EXPECT_EQ(out.metrics[3].points[0].sum, 3.0);
+  EXPECT_EQ(out.metrics[4].type, MetricType::kNone);
+
+  // Without ReaderOptions::metrics the line is only checked and counted.
+  SpanLineReader plain({.threads = 1});
+  ASSERT_EQ(plain.parse_line(line, out), "");
+  EXPECT_TRUE(out.has_metrics);
+  EXPECT_TRUE(out.metrics.empty());
+}
+
+TEST(SpanLineReader, LinesOfEachSignalAreCounted) {
+  const std::string dir = ::testing::TempDir() + "report_unit_signals";
+  std::filesystem::create_directories(dir);
+  const std::string spans =
+      request_line(report_test::rank_resource(0), {make_span(1, 0, "a", "step", kT0, kT0 + 1, 1)});
+  const std::string metric =
+      one_metric_line(R"({"name":"g","gauge":{"dataPoints":[{"asInt":"1"},{"asInt":"2"}]}})");
+  const std::string logs = report_test::logs_line(report_test::rank_resource(0), "hello");
+  report_test::write_file(dir + "/in.jsonl", spans + "\n" + metric + "\n" + logs + "\n" + logs +
+                                                 "\n{}\n" + R"({"resourceLogs":null})" + "\n" +
+                                                 R"({"resourceLogs":{}})" + "\n");
+  for (unsigned threads : {1u, 2u}) {
+    SpanLineReader reader({.threads = threads, .metrics = true});
+    InputFile file(dir + "/in.jsonl");
+    std::vector<std::string> bad;
+    reader.read(
+        file, [](const ParsedRequest&) {}, [&](const MalformedLine& m) { bad.push_back(m.error); });
+    EXPECT_EQ(bad, std::vector<std::string>{"resourceLogs is not an array"});
+    EXPECT_EQ(reader.counts().lines, 7u);
+    EXPECT_EQ(reader.counts().requests, 2u);  // the spans and {}
+    EXPECT_EQ(reader.counts().spans, 1u);
+    EXPECT_EQ(reader.counts().metric_lines, 1u);
+    EXPECT_EQ(reader.counts().data_points, 2u);
+    EXPECT_EQ(reader.counts().log_lines, 3u);
+    EXPECT_EQ(reader.counts().malformed, 1u);
+  }
+}
+
+TEST(SpanLineReader, MalformedMetricsLinesSayWhy) {
+  struct Case {
+    std::string line;
+    std::string error;
+  };
+  const std::string sum = R"({"name":"s","sum":{"dataPoints":[POINT]}})";
+  auto with_point = [&](const std::string& point) {
+    std::string m = sum;
+    m.replace(m.find("POINT"), 5, point);
+    return one_metric_line(m);
+  };
+  auto with_histogram = [&](const std::string& point) {
+    return one_metric_line(R"({"name":"h","histogram":{"dataPoints":[)" + point + "]}}");
+  };
+  const Case cases[] = {
+      {R"({"resourceMetrics":{}})", "resourceMetrics is not an array"},
+      {R"({"resourceMetrics":7})", "resourceMetrics is not an array"},
+      {R"({"resourceMetrics":[1]})", "an element of resourceMetrics is not an object"},
+      {R"({"resourceMetrics":[{"scopeMetrics":{}}]})",
+       "resourceMetrics[].scopeMetrics is not an array"},
+      {R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[3]}]}]})",
+       "an element of resourceMetrics[].scopeMetrics[].metrics is not an object"},
+      {R"({"resourceMetrics":[{"resource":[],"scopeMetrics":[]}]})",
+       "resourceMetrics: resource is not an object"},
+      {one_metric_line(R"({"sum":{}})"), "metric 1: no name"},
+      {one_metric_line(R"({"name":"x","gauge":[]})"), "metric 'x': gauge is not an object"},
+      {one_metric_line(R"({"name":"x","gauge":{"dataPoints":{}}})"),
+       "metric 'x': gauge.dataPoints is not an array"},
+      {with_point("3"), "metric 's': dataPoints[0]: is not an object"},
+      {with_point(R"({"timeUnixNano":"-1"})"),
+       "metric 's': dataPoints[0]: timeUnixNano '-1' is not a decimal integer"},
+      {with_point(R"({"asInt":"1.5"})"), "metric 's': dataPoints[0]: asInt '1.5' is not a decimal"},
+      {with_point(R"({"asDouble":"lots"})"), "dataPoints[0]: asDouble 'lots' is not a number"},
+      {with_point(R"({"attributes":[{"value":{"intValue":"1"}}]})"), "an attribute has no key"},
+      {with_point(R"({"attributes":[{"key":"k","value":{"intValue":"x"}}]})"),
+       "attribute 'k': intValue is not a 64-bit integer"},
+      {with_histogram(R"({"count":"2","bucketCounts":["1","1"],"explicitBounds":[]})"),
+       "metric 'h': dataPoints[0]: 2 bucketCounts for 0 explicitBounds (expected one more)"},
+      {with_histogram(R"({"bucketCounts":["x"]})"),
+       "bucketCounts holds 'x', not a decimal integer"},
+      {with_histogram(R"({"explicitBounds":[true]})"), "explicitBounds holds true, not a number"},
+      {with_histogram(R"({"sum":"x"})"), "dataPoints[0]: sum 'x' is not a number"},
+      {one_metric_line(R"({"name":"x","sum":{"aggregationTemporality":"x2","isMonotonic":1}})"),
+       "metric 'x': sum.isMonotonic is not a boolean"},
+  };
+  for (const Case& c : cases) {
+    SpanLineReader reader({.threads = 1, .metrics = true});
+    ParsedRequest out;
+    const std::string error = reader.parse_line(c.line, out);
+    EXPECT_NE(error.find(c.error), std::string::npos)
+        << "line: " << c.line << "\nerror: " << error << "\nexpected: " << c.error;
+  }
+}
+
+// ---- metrics aggregation ----
+
+MetricPoint histogram_point(std::vector<std::uint64_t> counts, std::vector<double> bounds,
+                            std::optional<double> min = {}, std::optional<double> max = {}) {
+  MetricPoint p;
+  for (std::uint64_t c : counts) p.count += c;
+  p.bucket_counts = std::move(counts);
+  p.explicit_bounds = std::move(bounds);
+  p.min = min;
+  p.max = max;
+  p.sum = 0;
+  return p;
+}
+
+TEST(BucketHistogram, QuantilesInterpolateInsideTheirBucket) {
+  const BucketHistogram h =
+      BucketHistogram::of(histogram_point({0, 2, 6, 2, 0}, {0.05, 0.1, 0.25, 1}));
+  EXPECT_DOUBLE_EQ(*h.quantile(0.5), 0.175);    // rank 5: 3 of the 6 values in (0.1, 0.25]
+  EXPECT_DOUBLE_EQ(*h.quantile(0.95), 0.8125);  // rank 9.5: 1.5 of 2 in (0.25, 1]
+  EXPECT_DOUBLE_EQ(*h.quantile(0), 0.05);
+  EXPECT_DOUBLE_EQ(*h.quantile(1), 1.0);
+  EXPECT_DOUBLE_EQ(*h.max_estimate(), 1.0);  // the highest non-empty bucket's bound
+  // min and max clamp the estimates; max is then exact.
+  const BucketHistogram c =
+      BucketHistogram::of(histogram_point({0, 8, 2, 0, 0}, {0.05, 0.1, 0.25, 1}, 0.08, 0.2));
+  EXPECT_DOUBLE_EQ(*c.quantile(0.5), 0.08 + 0.02 * 5 / 8);
+  EXPECT_DOUBLE_EQ(*c.quantile(0.95), 0.175);
+  EXPECT_DOUBLE_EQ(*c.max_estimate(), 0.2);
+  // The first bucket starts at 0 (positive bounds) and the overflow bucket ends at the last bound.
+  const BucketHistogram edges = BucketHistogram::of(histogram_point({2, 0, 2}, {10, 20}));
+  EXPECT_DOUBLE_EQ(*edges.quantile(0.25), 5.0);
+  EXPECT_DOUBLE_EQ(*edges.quantile(1), 20.0);
+  EXPECT_DOUBLE_EQ(*edges.max_estimate(), 20.0);
+  // Nothing to estimate from.
+  EXPECT_FALSE(BucketHistogram::of(histogram_point({}, {})).quantile(0.5));
+  EXPECT_FALSE(BucketHistogram::of(histogram_point({0, 0}, {1})).quantile(0.5));
+  EXPECT_FALSE(BucketHistogram::of(histogram_point({3}, {})).quantile(0.5));
+  EXPECT_DOUBLE_EQ(*BucketHistogram::of(histogram_point({3}, {}, 1.0, 4.0)).quantile(0.5), 2.5);
+}
+
+TEST(BucketHistogram, MergeAddsBucketsAndRebucketsOtherBounds) {
+  BucketHistogram h = BucketHistogram::of(histogram_point({1, 1, 1}, {1, 2}, 0.5, 3.0));
+  h.merge(BucketHistogram::of(histogram_point({0, 2, 0}, {1, 2}, 1.5, 1.7)));
+  EXPECT_EQ(h.counts, (std::vector<std::uint64_t>{1, 3, 1}));
+  EXPECT_EQ(h.count, 5u);
+  EXPECT_EQ(h.min, 0.5);
+  EXPECT_EQ(h.max, 3.0);
+  // Other bounds: each bucket goes to the one holding its upper bound (2.0 -> (1, 2], 5 -> +inf).
+  h.merge(BucketHistogram::of(histogram_point({4, 1, 6}, {2.0, 5.0})));
+  EXPECT_EQ(h.counts, (std::vector<std::uint64_t>{1, 7, 8}));
+  EXPECT_EQ(h.count, 16u);
+  EXPECT_FALSE(h.min.has_value());  // not every point knew it
+  BucketHistogram without_sum;
+  MetricPoint p = histogram_point({1}, {});
+  p.sum.reset();
+  without_sum.merge(BucketHistogram::of(p));
+  without_sum.merge(BucketHistogram::of(histogram_point({1}, {})));
+  EXPECT_FALSE(without_sum.has_sum);
+}
+
+// A request of one metric on one resource, built directly.
+ParsedRequest metric_request(MetricRecord metric, std::optional<std::int64_t> rank,
+                             std::string instance_id = {}) {
+  ParsedRequest r;
+  SpanResource& resource = r.resources.emplace_back();
+  resource.rank = rank;
+  resource.instance_id = std::move(instance_id);
+  metric.resource = 0;
+  r.metrics.push_back(std::move(metric));
+  r.has_metrics = true;
+  return r;
+}
+
+MetricRecord number_metric(const std::string& name, MetricType type, int temporality,
+                           std::vector<std::tuple<std::string, std::uint64_t, double>> points,
+                           bool ints = false) {
+  MetricRecord m;
+  m.name = name;
+  m.type = type;
+  m.temporality = temporality;
+  for (const auto& [series, time, value] : points) {
+    MetricPoint& p = m.points.emplace_back();
+    p.series = series;
+    p.time_ns = time;
+    p.has_value = true;
+    p.is_int = ints;
+    p.int_value = static_cast<std::int64_t>(value);
+    p.value = value;
+  }
+  return m;
+}
+
+TEST(MetricAggregator, SumsGaugesAndRanks) {
+  MetricAggregator agg;
+  // Cumulative: the latest point of each series, added up; a point older than one seen is not
+  // the last value.
+  agg.add(metric_request(
+      number_metric("c", MetricType::kSum, 2, {{"", 10, 5}, {"a=1", 10, 7}}, true), 0));
+  agg.add(metric_request(
+      number_metric("c", MetricType::kSum, 2, {{"", 30, 9}, {"a=1", 5, 100}}, true), 0));
+  // Delta: every point added up.
+  agg.add(
+      metric_request(number_metric("d", MetricType::kSum, 1, {{"", 1, 0.5}, {"x=y", 2, 0.25}}), 0));
+  agg.add(metric_request(number_metric("d", MetricType::kSum, 1, {{"", 3, 1.0}}), 0));
+  // Gauge: the latest point of any series.
+  agg.add(metric_request(
+      number_metric("g", MetricType::kGauge, 0, {{"gpu=0", 20, 1}, {"gpu=1", 10, 2}}), 0));
+  agg.add(metric_request(number_metric("g", MetricType::kGauge, 0, {{"gpu=1", 20, 3}}), 0));
+  // Ranks: dl.rank, else service.instance.id, else unknown; int sums past INT64_MAX turn double.
+  const double big = 9.0e18;
+  agg.add(
+      metric_request(number_metric("c", MetricType::kSum, 2, {{"", 1, big}, {"b", 1, big}}, true),
+                     std::nullopt, "w"));
+  agg.add(
+      metric_request(number_metric("c", MetricType::kSum, 0, {{"", 1, 1}}, true), std::nullopt));
+  agg.add(metric_request(number_metric("c", MetricType::kSum, 2, {{"", 1, 2}}, true), -1));
+  const std::vector<MetricRow> rows = agg.finish();
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0].name, "c");
+  EXPECT_EQ(rows[0].rank, -1);
+  EXPECT_EQ(rows[1].rank, 0);
+  EXPECT_TRUE(rows[1].is_int);
+  EXPECT_EQ(rows[1].int_value, 16);  // 9 + 7
+  EXPECT_EQ(rows[1].series, 2u);
+  EXPECT_EQ(rows[1].points, 4u);
+  EXPECT_EQ(rows[1].temporality, "cumulative");
+  EXPECT_EQ(rows[2].instance_id, "w");
+  EXPECT_FALSE(rows[2].rank.has_value());
+  EXPECT_FALSE(rows[2].is_int);
+  EXPECT_DOUBLE_EQ(rows[2].value, 2 * big);
+  EXPECT_FALSE(rows[3].rank.has_value());
+  EXPECT_EQ(rows[3].instance_id, "");
+  EXPECT_EQ(rows[3].int_value, 1);
+  EXPECT_EQ(rows[4].name, "d");
+  EXPECT_DOUBLE_EQ(rows[4].value, 1.75);
+  EXPECT_EQ(rows[4].temporality, "delta");
+  EXPECT_EQ(rows[5].name, "g");
+  EXPECT_EQ(rows[5].value, 3.0);  // gpu=1 at 20, read after gpu=0 at 20
+  EXPECT_EQ(rows[5].temporality, "");
+  EXPECT_EQ(rows[5].series, 2u);
+}
+
+TEST(MetricAggregator, HistogramsCumulativeAndDelta) {
+  MetricAggregator agg;
+  auto histogram = [](int temporality, std::uint64_t time, std::vector<std::uint64_t> counts,
+                      double sum, std::string series = "") {
+    MetricRecord m;
+    m.name = "h";
+    m.type = MetricType::kHistogram;
+    m.temporality = temporality;
+    MetricPoint p = histogram_point(std::move(counts), {1, 2});
+    p.time_ns = time;
+    p.sum = sum;
+    p.series = std::move(series);
+    m.points.push_back(p);
+    return m;
+  };
+  agg.add(metric_request(histogram(2, 10, {1, 1, 0}, 2.0), 0));
+  agg.add(metric_request(histogram(2, 20, {2, 2, 0}, 5.0), 0));           // cumulative: replaces
+  agg.add(metric_request(histogram(2, 15, {9, 9, 9}, 99.0), 0));          // older: ignored
+  agg.add(metric_request(histogram(2, 20, {0, 0, 2}, 6.0, "other"), 0));  // another series: added
+  agg.add(metric_request(histogram(1, 10, {1, 0, 0}, 0.5), 1));
+  agg.add(metric_request(histogram(1, 20, {1, 2, 0}, 3.5), 1));  // delta: added
+  const std::vector<MetricRow> rows = agg.finish();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].count, 6u);
+  EXPECT_EQ(rows[0].sum, 11.0);
+  EXPECT_DOUBLE_EQ(*rows[0].mean, 11.0 / 6);
+  EXPECT_DOUBLE_EQ(*rows[0].p50, 1.5);  // rank 3: 1 of the 2 values in (1, 2]
+  EXPECT_DOUBLE_EQ(*rows[0].max, 2.0);  // the overflow bucket ends at the last bound
+  EXPECT_EQ(rows[0].series, 2u);
+  EXPECT_EQ(rows[1].count, 4u);
+  EXPECT_EQ(rows[1].sum, 4.0);
+  EXPECT_EQ(rows[1].temporality, "delta");
+  EXPECT_DOUBLE_EQ(*rows[1].p50, 1.0);  // rank 2: the top of (0, 1]
+}
 
 TEST(ChromeTrace, MicrosecondsAreExactDecimalText) {
   EXPECT_EQ(micros_text(0), "0");

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "cli.hpp"
@@ -56,19 +57,88 @@ bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_la
 
 }  // namespace
 
-CollectorSink::CollectorSink(const std::string& path, std::size_t max_body) : max_body_(max_body) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw ConfigError("Cannot open --out file '" + path + "' for appending: " + std::strerror(errno) + ".");
+const std::string& CollectorOutputs::path(Signal signal) const {
+  switch (signal) {
+    case Signal::kMetrics:
+      return metrics;
+    case Signal::kLogs:
+      return logs;
+    case Signal::kTraces:
+      break;
+  }
+  return traces;
+}
+
+std::string_view output_option(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "--metrics-out";
+    case Signal::kLogs:
+      return "--logs-out";
+    case Signal::kTraces:
+      break;
+  }
+  return "--out";
+}
+
+std::string_view http_path(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "/v1/metrics";
+    case Signal::kLogs:
+      return "/v1/logs";
+    case Signal::kTraces:
+      break;
+  }
+  return "/v1/traces";
+}
+
+std::string_view grpc_method(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+    case Signal::kLogs:
+      return "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    case Signal::kTraces:
+      break;
+  }
+  return "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+}
+
+std::string not_collected_message(Signal signal) {
+  return std::string("lens collect is not collecting ") + lens_cli::signal_name(signal) +
+         ": start it with " + std::string(output_option(signal)) + " FILE";
+}
+
+CollectorSink::Output::~Output() {
+  if (fd >= 0) ::close(fd);
+}
+
+CollectorSink::CollectorSink(const CollectorOutputs& outputs, std::size_t max_body)
+    : max_body_(max_body) {
+  for (const Signal signal : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+    Output& o = out_[index(signal)];
+    o.path = outputs.path(signal);
+    if (o.path.empty()) continue;
+    o.fd = ::open(o.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (o.fd < 0) {  // the outputs opened so far are closed by their destructors
+      throw ConfigError("Cannot open " + std::string(output_option(signal)) + " file '" + o.path +
+                        "' for appending: " + std::strerror(errno) + ".");
+    }
   }
 }
 
-CollectorSink::~CollectorSink() {
-  if (fd_ >= 0) ::close(fd_);
-}
+CollectorSink::~CollectorSink() = default;
 
-Acceptance CollectorSink::accept(std::string_view body, bool json, bool gzip) {
+Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json, bool gzip) {
   Acceptance a;
+  Output& output = out_[index(signal)];
+  if (output.fd < 0) {
+    a.status = 404;
+    a.error = not_collected_message(signal);
+    rejected_.fetch_add(1);
+    return a;
+  }
   // Buffers kept per server thread: a fresh multi-megabyte string per request costs page faults.
   thread_local std::string inflated;
   thread_local std::string line;
@@ -84,8 +154,8 @@ Acceptance CollectorSink::accept(std::string_view body, bool json, bool gzip) {
     body = inflated;
   }
   line.clear();
-  const lens_cli::TranscodeResult r =
-      json ? lens_cli::json_to_json(body, line) : lens_cli::protobuf_to_json(body, line);
+  const lens_cli::TranscodeResult r = json ? lens_cli::json_to_json(body, line, signal)
+                                           : lens_cli::protobuf_to_json(body, line, signal);
   if (!r.ok) {
     a.status = 400;
     a.error = (json ? "undecodable OTLP/JSON: " : "undecodable OTLP protobuf: ") + r.error;
@@ -98,7 +168,7 @@ Acceptance CollectorSink::accept(std::string_view body, bool json, bool gzip) {
     std::lock_guard lock(write_mu_);
     std::string_view rest = line;
     while (!rest.empty()) {
-      const ssize_t n = ::write(fd_, rest.data(), rest.size());
+      const ssize_t n = ::write(output.fd, rest.data(), rest.size());
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         a.status = 500;
@@ -109,10 +179,29 @@ Acceptance CollectorSink::accept(std::string_view body, bool json, bool gzip) {
       rest.remove_prefix(static_cast<std::size_t>(n));
     }
   }
-  requests_.fetch_add(1);
-  spans_.fetch_add(r.spans);
-  a.spans = r.spans;
+  a.items = r.spans + r.points + r.records;  // the one of the signal
+  output.requests.fetch_add(1);
+  output.items.fetch_add(a.items);
   return a;
+}
+
+std::string CollectorSink::summary() const {
+  std::string counts;
+  std::string files;
+  for (const Signal signal : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+    const Output& o = out_[index(signal)];
+    if (o.fd < 0) continue;
+    const char* what = signal == Signal::kTraces    ? " requests, "
+                       : signal == Signal::kMetrics ? " metrics requests, "
+                                                    : " logs requests, ";
+    const char* items = signal == Signal::kTraces    ? " spans, "
+                        : signal == Signal::kMetrics ? " data points, "
+                                                     : " log records, ";
+    counts += std::to_string(o.requests.load()) + what + std::to_string(o.items.load()) + items;
+    files += (files.empty() ? "" : ", ") + o.path;
+  }
+  return "lens collect: " + counts + std::to_string(rejected_.load()) + " rejected; written to " +
+         files;
 }
 
 std::string ListenAddress::to_string() const {
@@ -162,9 +251,18 @@ struct Request {
   std::string body;
   int refuse_status = 0;  // set when the request is refused before its body is read
   std::string refuse_reason;
+  Signal signal = Signal::kTraces;
   bool json = false;
   bool gzip = false;
 };
+
+// The signal whose OTLP/HTTP path `url` is.
+std::optional<Signal> signal_at(std::string_view url) {
+  for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+    if (url == http_path(s)) return s;
+  }
+  return std::nullopt;
+}
 
 // google.rpc.Status {code = 1, message = 2}, the body OTLP/HTTP gives refused protobuf requests.
 std::string rpc_status_proto(int code, const std::string& message) {
@@ -238,9 +336,18 @@ struct HttpReceiver::Impl {
           MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
       const bool has_length = length_header != nullptr;
       const std::uint64_t length = has_length ? std::strtoull(length_header, nullptr, 10) : 0;
-      if (std::string_view(url) != "/v1/traces") {
+      const std::optional<Signal> signal = signal_at(url);
+      if (!signal) {
         request->refuse_status = 404;
-        request->refuse_reason = "not found: lens collect serves POST /v1/traces";
+        std::string paths;
+        for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+          if (!self->sink.collects(s)) continue;
+          paths += (paths.empty() ? "" : ", ") + std::string(http_path(s));
+        }
+        request->refuse_reason = "not found: lens collect serves POST " + paths;
+      } else if (!self->sink.collects(*signal)) {
+        request->refuse_status = 404;
+        request->refuse_reason = not_collected_message(*signal);
       } else if (std::string_view(method) != "POST") {
         request->refuse_status = 405;
         request->refuse_reason = "method not allowed: use POST";
@@ -258,6 +365,7 @@ struct HttpReceiver::Impl {
       } else if (has_length) {
         request->body.reserve(length);  // at most max_body, checked above
       }
+      if (signal) request->signal = *signal;
       if (request->refuse_status != 0) {  // answer now, without reading the body
         self->sink.count_rejected();
         return respond_error(connection, request->refuse_status, request->refuse_reason, request->json);
@@ -284,9 +392,10 @@ struct HttpReceiver::Impl {
       self->sink.count_rejected();
       return respond_error(connection, request->refuse_status, request->refuse_reason, request->json);
     }
-    const Acceptance a = self->sink.accept(request->body, request->json, request->gzip);
+    const Acceptance a =
+        self->sink.accept(request->signal, request->body, request->json, request->gzip);
     if (a.status != 200) return respond_error(connection, a.status, a.error, request->json);
-    // The OTLP success answer: an empty ExportTraceServiceResponse in the request's encoding.
+    // The OTLP success answer: an empty Export<Signal>ServiceResponse in the request's encoding.
     return request->json ? respond(connection, 200, "{}", "application/json")
                          : respond(connection, 200, "", "application/x-protobuf");
   }

@@ -7,23 +7,32 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
+#include <string>
+
 #include "nemo/lens/errors.hpp"
 
 namespace nemo::lens::cli {
 
 namespace {
 
-constexpr const char* kExportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-
 class ExportReactor final : public grpc::ServerGenericBidiReactor {
  public:
   ExportReactor(grpc::GenericCallbackServerContext* context, CollectorSink& sink) : sink_(sink) {
-    if (context->method() != kExportMethod) {
+    std::optional<Signal> signal;
+    std::string served;
+    for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+      if (context->method() == grpc_method(s)) signal = s;
+      if (sink_.collects(s)) served += (served.empty() ? "" : ", ") + std::string(grpc_method(s));
+    }
+    if (!signal || !sink_.collects(*signal)) {
       sink_.count_rejected();
-      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "lens collect serves " + std::string(kExportMethod) + " only"));
+      Finish(grpc::Status(
+          grpc::StatusCode::UNIMPLEMENTED,
+          signal ? not_collected_message(*signal) : "lens collect serves " + served + " only"));
       return;
     }
+    signal_ = *signal;
     StartRead(&request_);
   }
 
@@ -37,15 +46,16 @@ class ExportReactor final : public grpc::ServerGenericBidiReactor {
     if (request_.Dump(&slices).ok()) {
       for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
-    const Acceptance a = sink_.accept(bytes, /*json=*/false, /*gzip=*/false);
+    const Acceptance a = sink_.accept(signal_, bytes, /*json=*/false, /*gzip=*/false);
     if (a.status != 200) {
-      Finish(grpc::Status(a.status == 413 ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                          : grpc::StatusCode::INVALID_ARGUMENT,
+      Finish(grpc::Status(a.status == 413   ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                          : a.status >= 500 ? grpc::StatusCode::INTERNAL
+                                            : grpc::StatusCode::INVALID_ARGUMENT,
                           a.error));
       return;
     }
     grpc::Slice empty;
-    response_ = grpc::ByteBuffer(&empty, 1);  // an empty ExportTraceServiceResponse
+    response_ = grpc::ByteBuffer(&empty, 1);  // an empty Export<Signal>ServiceResponse
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
@@ -53,6 +63,7 @@ class ExportReactor final : public grpc::ServerGenericBidiReactor {
 
  private:
   CollectorSink& sink_;
+  Signal signal_ = Signal::kTraces;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };

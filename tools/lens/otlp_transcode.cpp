@@ -50,6 +50,57 @@ constexpr const char* kKeyValueName = "KeyValue";
 constexpr const char* kAnyValueName = "AnyValue";
 constexpr const char* kArrayValueName = "ArrayValue";
 constexpr const char* kKeyValueListName = "KeyValueList";
+constexpr const char* kMetricName = "Metric";
+constexpr const char* kGaugeName = "Gauge";
+constexpr const char* kSumName = "Sum";
+constexpr const char* kHistogramName = "Histogram";
+constexpr const char* kExponentialHistogramName = "ExponentialHistogram";
+constexpr const char* kSummaryName = "Summary";
+constexpr const char* kNumberPointName = "NumberDataPoint";
+constexpr const char* kHistogramPointName = "HistogramDataPoint";
+constexpr const char* kExponentialPointName = "ExponentialHistogramDataPoint";
+constexpr const char* kBucketsName = "ExponentialHistogramDataPoint.Buckets";
+constexpr const char* kSummaryPointName = "SummaryDataPoint";
+constexpr const char* kQuantileName = "SummaryDataPoint.ValueAtQuantile";
+constexpr const char* kExemplarName = "Exemplar";
+constexpr const char* kLogRecordName = "LogRecord";
+
+// What differs between the three requests above the signal's own items.
+struct SignalShape {
+  const char* request;          // message names, as errors spell them
+  const char* resource_group;   // ResourceSpans
+  const char* scope_group;      // ScopeSpans
+  std::string_view root_key;    // "resourceSpans"
+  std::string_view scopes_key;  // "scopeSpans"
+  std::string_view items_key;   // "spans"
+};
+
+constexpr SignalShape kTraceShape{kRequestName,    kResourceSpansName, kScopeSpansName,
+                                  "resourceSpans", "scopeSpans",       "spans"};
+constexpr SignalShape kMetricShape{"ExportMetricsServiceRequest",
+                                   "ResourceMetrics",
+                                   "ScopeMetrics",
+                                   "resourceMetrics",
+                                   "scopeMetrics",
+                                   "metrics"};
+constexpr SignalShape kLogShape{"ExportLogsServiceRequest",
+                                "ResourceLogs",
+                                "ScopeLogs",
+                                "resourceLogs",
+                                "scopeLogs",
+                                "logRecords"};
+
+const SignalShape& shape_of(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return kMetricShape;
+    case Signal::kLogs:
+      return kLogShape;
+    case Signal::kTraces:
+      break;
+  }
+  return kTraceShape;
+}
 
 // One decoded field: its number, wire type and payload.
 struct Field {
@@ -132,18 +183,24 @@ class ProtobufToJson {
 
   std::string error;
   std::uint64_t spans = 0;
+  std::uint64_t points = 0;
+  std::uint64_t records = 0;
 
-  bool request(const Byte* p, const Byte* end) {
-    json::append_raw(out_, "{\"resourceSpans\":[");
+  bool request(Signal signal, const Byte* p, const Byte* end) {
+    signal_ = signal;
+    const SignalShape& shape = shape_of(signal);
+    out_.push_back('{');
+    json::append_key(out_, shape.root_key);
+    out_.push_back('[');
     bool first = true;
     while (p < end) {
       Field f;
-      if (!next(p, end, f, kRequestName)) return false;
+      if (!next(p, end, f, shape.request)) return false;
       if (f.number != 1) continue;
-      if (!expect(f, kLen, kRequestName)) return false;
+      if (!expect(f, kLen, shape.request)) return false;
       if (!first) out_.push_back(',');
       first = false;
-      if (!resource_spans(f, 1)) return false;
+      if (!resource_group(f, 1)) return false;
     }
     json::append_raw(out_, "]}");
     return true;
@@ -152,6 +209,7 @@ class ProtobufToJson {
  private:
   const Byte* base_;
   std::string& out_;
+  Signal signal_ = Signal::kTraces;
 
   std::size_t offset(const Byte* at) const { return static_cast<std::size_t>(at - base_); }
 
@@ -302,8 +360,12 @@ class ProtobufToJson {
   template <class Emit>
   bool check_only(Emit&& emit) {
     const std::size_t mark = out_.size();
+    const std::uint64_t counts[3] = {spans, points, records};
     const bool ok = emit();
     out_.resize(mark);
+    spans = counts[0];
+    points = counts[1];
+    records = counts[2];
     return ok;
   }
 
@@ -345,7 +407,8 @@ class ProtobufToJson {
     json::append_int(out_, static_cast<std::int32_t>(static_cast<std::uint32_t>(varint_value)));
   }
 
-  bool resource_spans(const Field& m, int depth) {
+  bool resource_group(const Field& m, int depth) {
+    const SignalShape& shape = shape_of(signal_);
     if (depth > kMaxDepth) return too_deep(m);
     const Byte* p = m.data;
     const Byte* const end = p + m.size;
@@ -355,10 +418,10 @@ class ProtobufToJson {
     std::string_view schema_url;
     while (p < end) {
       Field f;
-      if (!next(p, end, f, kResourceSpansName)) return false;
+      if (!next(p, end, f, shape.resource_group)) return false;
       switch (f.number) {
         case 1:
-          if (!expect(f, kLen, kResourceSpansName)) return false;
+          if (!expect(f, kLen, shape.resource_group)) return false;
           if (has_resource && !check_only([&] { return resource(resource_field, depth + 1); })) {
             return false;
           }
@@ -366,34 +429,43 @@ class ProtobufToJson {
           has_resource = true;
           break;
         case 2:
-          if (!expect(f, kLen, kResourceSpansName)) return false;
+          if (!expect(f, kLen, shape.resource_group)) return false;
           scopes.note(f, p);
           break;
         case 3:
-          if (!expect(f, kLen, kResourceSpansName)) return false;
+          if (!expect(f, kLen, shape.resource_group)) return false;
           schema_url = f.text();
           break;
         default:
           break;
       }
     }
-    json::append_raw(out_, "{\"resource\":");
-    if (has_resource) {
-      if (!resource(resource_field, depth + 1)) return false;
-    } else {
-      json::append_raw(out_, "{\"attributes\":[]}");
+    // Spans: the resource (possibly {"attributes":[]}) and the scope groups always, as the
+    // library's span writer does; metrics and logs: what is present.
+    const bool traces = signal_ == Signal::kTraces;
+    Object o{out_};
+    if (has_resource || traces) {
+      o.key("resource");
+      if (has_resource) {
+        if (!resource(resource_field, depth + 1)) return false;
+      } else {
+        json::append_raw(out_, "{\"attributes\":[]}");
+      }
     }
-    json::append_raw(out_, ",\"scopeSpans\":[");
-    if (!each(scopes, 2, kResourceSpansName,
-              [&](const Field& f) { return scope_spans(f, depth + 1); })) {
-      return false;
+    if (traces || !scopes.empty()) {
+      o.key(shape.scopes_key);
+      out_.push_back('[');
+      if (!each(scopes, 2, shape.resource_group,
+                [&](const Field& f) { return scope_group(f, depth + 1); })) {
+        return false;
+      }
+      out_.push_back(']');
     }
-    out_.push_back(']');
     if (!schema_url.empty()) {
-      json::append_raw(out_, ",\"schemaUrl\":");
+      o.key("schemaUrl");
       json::append_string(out_, schema_url);
     }
-    out_.push_back('}');
+    o.close();
     return true;
   }
 
@@ -415,27 +487,30 @@ class ProtobufToJson {
       }
     }
     Object o{out_};
-    o.key("attributes");
-    if (!key_values(attributes, 1, kResourceName, depth + 1)) return false;
+    if (signal_ == Signal::kTraces || !attributes.empty()) {  // spans: always, possibly []
+      o.key("attributes");
+      if (!key_values(attributes, 1, kResourceName, depth + 1)) return false;
+    }
     append_count(o, "droppedAttributesCount", dropped);
     o.close();
     return true;
   }
 
-  bool scope_spans(const Field& m, int depth) {
+  bool scope_group(const Field& m, int depth) {
+    const SignalShape& shape = shape_of(signal_);
     if (depth > kMaxDepth) return too_deep(m);
     const Byte* p = m.data;
     const Byte* const end = p + m.size;
     Field scope_field;
     bool has_scope = false;
-    Repeated span_fields;
+    Repeated items;
     std::string_view schema_url;
     while (p < end) {
       Field f;
-      if (!next(p, end, f, kScopeSpansName)) return false;
+      if (!next(p, end, f, shape.scope_group)) return false;
       switch (f.number) {
         case 1:
-          if (!expect(f, kLen, kScopeSpansName)) return false;
+          if (!expect(f, kLen, shape.scope_group)) return false;
           if (has_scope && !check_only([&] { return scope(scope_field, depth + 1); })) {
             return false;
           }
@@ -443,11 +518,11 @@ class ProtobufToJson {
           has_scope = true;
           break;
         case 2:
-          if (!expect(f, kLen, kScopeSpansName)) return false;
-          span_fields.note(f, p);
+          if (!expect(f, kLen, shape.scope_group)) return false;
+          items.note(f, p);
           break;
         case 3:
-          if (!expect(f, kLen, kScopeSpansName)) return false;
+          if (!expect(f, kLen, shape.scope_group)) return false;
           schema_url = f.text();
           break;
         default:
@@ -459,13 +534,24 @@ class ProtobufToJson {
       o.key("scope");
       if (!scope(scope_field, depth + 1)) return false;
     }
-    o.key("spans");
-    out_.push_back('[');
-    if (!each(span_fields, 2, kScopeSpansName,
-              [&](const Field& f) { return span(f, depth + 1); })) {
-      return false;
+    if (signal_ == Signal::kTraces || !items.empty()) {  // spans: always, possibly []
+      o.key(shape.items_key);
+      out_.push_back('[');
+      if (!each(items, 2, shape.scope_group, [&](const Field& f) {
+            switch (signal_) {
+              case Signal::kMetrics:
+                return metric(f, depth + 1);
+              case Signal::kLogs:
+                return log_record(f, depth + 1);
+              case Signal::kTraces:
+                break;
+            }
+            return span(f, depth + 1);
+          })) {
+        return false;
+      }
+      out_.push_back(']');
     }
-    out_.push_back(']');
     if (!schema_url.empty()) {
       o.key("schemaUrl");
       json::append_string(out_, schema_url);
@@ -799,6 +885,780 @@ class ProtobufToJson {
     return true;
   }
 
+  // ---- metrics ----
+
+  // A double carried in a fixed64 payload.
+  static double as_double(std::uint64_t bits) {
+    double d = 0;
+    static_assert(sizeof d == sizeof bits);
+    std::memcpy(&d, &bits, sizeof d);
+    return d;
+  }
+
+  // A sint32's varint: zigzag-decoded from its low 32 bits.
+  static std::int32_t zigzag32(std::uint64_t varint_value) {
+    const auto n = static_cast<std::uint32_t>(varint_value);
+    return static_cast<std::int32_t>((n >> 1) ^ (~(n & 1) + 1));
+  }
+
+  [[gnu::cold, gnu::noinline]] bool bad_repeated_wire(const Field& f, std::uint32_t element_wire,
+                                                      const char* message) {
+    return fail(field_of(f, message) + " has wire type " + std::to_string(f.wire) + ", expected " +
+                    std::to_string(element_wire) + " (or 2, packed)",
+                f.tag);
+  }
+
+  [[gnu::cold, gnu::noinline]] bool bad_packed_size(const Field& f, const char* message) {
+    return fail("packed " + field_of(f, message) + " is " + std::to_string(f.size) +
+                    " bytes long, not a multiple of 8",
+                f.tag);
+  }
+
+  // Checks one occurrence of a repeated scalar field whose elements have wire type
+  // `element_wire` (kFixed64 or kVarint): unpacked, or packed in a length-delimited run.
+  bool check_repeated_scalar(const Field& f, std::uint32_t element_wire, const char* message) {
+    if (f.wire == element_wire) return true;
+    if (f.wire != kLen) return bad_repeated_wire(f, element_wire, message);
+    if (element_wire == kFixed64) return f.size % 8 == 0 || bad_packed_size(f, message);
+    const Byte* p = f.data;
+    const Byte* const end = p + f.size;
+    std::uint64_t ignored = 0;
+    while (p < end) {
+      if (!varint(p, end, ignored)) return false;
+    }
+    return true;
+  }
+
+  // Writes the elements of the repeated scalar field `number` (checked by
+  // check_repeated_scalar) as a JSON array, each with `emit(value)`. `fixed`: 8-byte elements
+  // (fixed64, double), else varints.
+  template <class Emit>
+  bool repeated_scalar(const Repeated& r, std::uint32_t number, bool fixed, const char* message,
+                       Emit&& emit) {
+    out_.push_back('[');
+    bool first = true;
+    auto element = [&](std::uint64_t v) {
+      if (!first) out_.push_back(',');
+      first = false;
+      emit(v);
+    };
+    const Byte* p = r.first;
+    while (p != nullptr && p < r.end) {
+      Field f;
+      if (!next(p, r.end, f, message)) return false;
+      if (f.number != number) continue;
+      if (f.wire != kLen) {
+        element(f.value);
+        continue;
+      }
+      const Byte* q = f.data;
+      const Byte* const end = q + f.size;
+      while (q < end) {
+        std::uint64_t v = 0;
+        if (fixed) {
+          v = load_le(q, 8);
+          q += 8;
+        } else if (!varint(q, end, v)) {
+          return false;
+        }
+        element(v);
+      }
+    }
+    out_.push_back(']');
+    return true;
+  }
+
+  // Metrics and logs follow libprotobuf's JSON printer: a field is written when present (a
+  // message or a oneof member or an optional field that occurs, a scalar that is not 0 or
+  // empty, a repeated field that is not empty), in field-number order.
+
+  bool metric(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::string_view name, description, unit;
+    Field data;
+    bool has_data = false;
+    Repeated metadata;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kMetricName)) return false;
+      switch (f.number) {
+        case 1:
+          if (!expect(f, kLen, kMetricName)) return false;
+          name = f.text();
+          break;
+        case 2:
+          if (!expect(f, kLen, kMetricName)) return false;
+          description = f.text();
+          break;
+        case 3:
+          if (!expect(f, kLen, kMetricName)) return false;
+          unit = f.text();
+          break;
+        case 5:
+        case 7:
+        case 9:
+        case 10:
+        case 11:  // the data oneof: the last member present wins
+          if (!expect(f, kLen, kMetricName)) return false;
+          if (has_data && !check_only([&] { return metric_data(data, depth + 1); })) return false;
+          data = f;
+          has_data = true;
+          break;
+        case 12:
+          if (!expect(f, kLen, kMetricName)) return false;
+          metadata.note(f, p);
+          break;
+        default:
+          break;
+      }
+    }
+    Object o{out_};
+    string_member(o, "name", name);
+    string_member(o, "description", description);
+    string_member(o, "unit", unit);
+    if (has_data) {
+      switch (data.number) {
+        case 5:
+          o.key("gauge");
+          break;
+        case 7:
+          o.key("sum");
+          break;
+        case 9:
+          o.key("histogram");
+          break;
+        case 10:
+          o.key("exponentialHistogram");
+          break;
+        default:
+          o.key("summary");
+          break;
+      }
+      if (!metric_data(data, depth + 1)) return false;
+    }
+    if (!metadata.empty()) {
+      o.key("metadata");
+      if (!key_values(metadata, 12, kMetricName, depth + 1)) return false;
+    }
+    o.close();
+    return true;
+  }
+
+  void string_member(Object& o, std::string_view key, std::string_view value) {
+    if (value.empty()) return;
+    o.key(key);
+    json::append_string(out_, value);
+  }
+
+  void fixed64_member(Object& o, std::string_view key, std::uint64_t value) {
+    if (value == 0) return;
+    o.key(key);
+    json::append_quoted_uint(out_, value);
+  }
+
+  // A double with explicit presence (proto3 optional, a oneof member): written when present.
+  void double_member(Object& o, std::string_view key, bool present, std::uint64_t bits) {
+    if (!present) return;
+    o.key(key);
+    json::append_double(out_, as_double(bits));
+  }
+
+  // A plain proto3 double: written unless its bits are all 0 (so -0.0 is written, as protobuf
+  // serializes it).
+  void implicit_double_member(Object& o, std::string_view key, std::uint64_t bits) {
+    double_member(o, key, bits != 0, bits);
+  }
+
+  // A repeated message field, when it occurs.
+  template <class Emit>
+  bool messages_member(Object& o, std::string_view key, const Repeated& r, std::uint32_t number,
+                       const char* message, Emit&& emit) {
+    if (r.empty()) return true;
+    o.key(key);
+    out_.push_back('[');
+    if (!each(r, number, message, emit)) return false;
+    out_.push_back(']');
+    return true;
+  }
+
+  bool attributes_member(Object& o, std::string_view key, const Repeated& r, std::uint32_t number,
+                         const char* message, int depth) {
+    if (r.empty()) return true;
+    o.key(key);
+    return key_values(r, number, message, depth);
+  }
+
+  // Gauge, Sum, Histogram, ExponentialHistogram or Summary (the Metric field number of `m`).
+  bool metric_data(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    const char* message = kGaugeName;
+    bool temporal = false, monotonic_field = false;
+    switch (m.number) {
+      case 7:
+        message = kSumName;
+        temporal = monotonic_field = true;
+        break;
+      case 9:
+        message = kHistogramName;
+        temporal = true;
+        break;
+      case 10:
+        message = kExponentialHistogramName;
+        temporal = true;
+        break;
+      case 11:
+        message = kSummaryName;
+        break;
+      default:
+        break;
+    }
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    Repeated data_points;
+    std::uint64_t temporality = 0, monotonic = 0;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, message)) return false;
+      if (f.number == 1) {
+        if (!expect(f, kLen, message)) return false;
+        data_points.note(f, p);
+      } else if (f.number == 2 && temporal) {
+        if (!expect(f, kVarint, message)) return false;
+        temporality = f.value;
+      } else if (f.number == 3 && monotonic_field) {
+        if (!expect(f, kVarint, message)) return false;
+        monotonic = f.value;
+      }
+    }
+    Object o{out_};
+    if (!messages_member(o, "dataPoints", data_points, 1, message, [&](const Field& f) {
+          switch (m.number) {
+            case 9:
+              return histogram_point(f, depth + 1);
+            case 10:
+              return exponential_point(f, depth + 1);
+            case 11:
+              return summary_point(f, depth + 1);
+            default:
+              return number_point(f, depth + 1);
+          }
+        })) {
+      return false;
+    }
+    if (static_cast<std::uint32_t>(temporality) != 0) {
+      o.key("aggregationTemporality");
+      append_enum(temporality);
+    }
+    if (monotonic != 0) {
+      o.key("isMonotonic");
+      json::append_raw(out_, "true");
+    }
+    o.close();
+    return true;
+  }
+
+  bool number_point(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    ++points;
+    // Expected wire type per field number 1..8 (1 is reserved: skipped whatever its type).
+    static constexpr std::uint32_t kWire[9] = {0,    0,        kFixed64, kFixed64, kFixed64,
+                                               kLen, kFixed64, kLen,     kVarint};
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t start = 0, time = 0, value = 0, flags = 0;
+    std::uint32_t value_field = 0;  // 4 (asDouble) or 6 (asInt): the oneof's last member
+    Repeated attributes, exemplars;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kNumberPointName)) return false;
+      if (f.number > 8 || f.number == 1) continue;
+      if (!expect(f, kWire[f.number], kNumberPointName)) return false;
+      switch (f.number) {
+        case 2:
+          start = f.value;
+          break;
+        case 3:
+          time = f.value;
+          break;
+        case 4:
+        case 6:
+          value = f.value;
+          value_field = f.number;
+          break;
+        case 5:
+          exemplars.note(f, p);
+          break;
+        case 7:
+          attributes.note(f, p);
+          break;
+        default:  // 8
+          flags = f.value;
+          break;
+      }
+    }
+    Object o{out_};
+    fixed64_member(o, "startTimeUnixNano", start);
+    fixed64_member(o, "timeUnixNano", time);
+    double_member(o, "asDouble", value_field == 4, value);
+    if (!exemplars_member(o, exemplars, 5, kNumberPointName, depth + 1)) return false;
+    if (value_field == 6) {
+      o.key("asInt");
+      json::append_quoted_int(out_, static_cast<std::int64_t>(value));
+    }
+    if (!attributes_member(o, "attributes", attributes, 7, kNumberPointName, depth + 1)) {
+      return false;
+    }
+    append_count(o, "flags", flags);
+    o.close();
+    return true;
+  }
+
+  bool exemplars_member(Object& o, const Repeated& exemplars, std::uint32_t number,
+                        const char* message, int depth) {
+    return messages_member(o, "exemplars", exemplars, number, message,
+                           [&](const Field& f) { return exemplar(f, depth); });
+  }
+
+  bool histogram_point(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    ++points;
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t start = 0, time = 0, count = 0, sum = 0, min = 0, max = 0, flags = 0;
+    bool has_sum = false, has_min = false, has_max = false;
+    Repeated attributes, exemplars, bucket_counts, bounds;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kHistogramPointName)) return false;
+      switch (f.number) {
+        case 2:
+        case 3:
+        case 4:
+        case 5:
+        case 11:
+        case 12:
+          if (!expect(f, kFixed64, kHistogramPointName)) return false;
+          if (f.number == 2) start = f.value;
+          if (f.number == 3) time = f.value;
+          if (f.number == 4) count = f.value;
+          if (f.number == 5) {
+            sum = f.value;
+            has_sum = true;
+          }
+          if (f.number == 11) {
+            min = f.value;
+            has_min = true;
+          }
+          if (f.number == 12) {
+            max = f.value;
+            has_max = true;
+          }
+          break;
+        case 6:
+        case 7:
+          if (!check_repeated_scalar(f, kFixed64, kHistogramPointName)) return false;
+          (f.number == 6 ? bucket_counts : bounds).note(f, p);
+          break;
+        case 8:
+        case 9:
+          if (!expect(f, kLen, kHistogramPointName)) return false;
+          (f.number == 8 ? exemplars : attributes).note(f, p);
+          break;
+        case 10:
+          if (!expect(f, kVarint, kHistogramPointName)) return false;
+          flags = f.value;
+          break;
+        default:
+          break;
+      }
+    }
+    Object o{out_};
+    fixed64_member(o, "startTimeUnixNano", start);
+    fixed64_member(o, "timeUnixNano", time);
+    fixed64_member(o, "count", count);
+    double_member(o, "sum", has_sum, sum);
+    if (!bucket_counts.empty()) {
+      o.key("bucketCounts");
+      if (!repeated_scalar(bucket_counts, 6, true, kHistogramPointName,
+                           [&](std::uint64_t v) { json::append_quoted_uint(out_, v); })) {
+        return false;
+      }
+    }
+    if (!bounds.empty()) {
+      o.key("explicitBounds");
+      if (!repeated_scalar(bounds, 7, true, kHistogramPointName,
+                           [&](std::uint64_t v) { json::append_double(out_, as_double(v)); })) {
+        return false;
+      }
+    }
+    if (!exemplars_member(o, exemplars, 8, kHistogramPointName, depth + 1)) return false;
+    if (!attributes_member(o, "attributes", attributes, 9, kHistogramPointName, depth + 1)) {
+      return false;
+    }
+    append_count(o, "flags", flags);
+    double_member(o, "min", has_min, min);
+    double_member(o, "max", has_max, max);
+    o.close();
+    return true;
+  }
+
+  bool exponential_point(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    ++points;
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t start = 0, time = 0, count = 0, sum = 0, scale = 0, zero_count = 0;
+    std::uint64_t flags = 0, min = 0, max = 0, zero_threshold = 0;
+    bool has_sum = false, has_min = false, has_max = false;
+    Field positive, negative;
+    bool has_positive = false, has_negative = false;
+    Repeated attributes, exemplars;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kExponentialPointName)) return false;
+      switch (f.number) {
+        case 1:
+        case 11:
+          if (!expect(f, kLen, kExponentialPointName)) return false;
+          (f.number == 1 ? attributes : exemplars).note(f, p);
+          break;
+        case 2:
+        case 3:
+        case 4:
+        case 5:
+        case 7:
+        case 12:
+        case 13:
+        case 14:
+          if (!expect(f, kFixed64, kExponentialPointName)) return false;
+          if (f.number == 2) start = f.value;
+          if (f.number == 3) time = f.value;
+          if (f.number == 4) count = f.value;
+          if (f.number == 5) {
+            sum = f.value;
+            has_sum = true;
+          }
+          if (f.number == 7) zero_count = f.value;
+          if (f.number == 12) {
+            min = f.value;
+            has_min = true;
+          }
+          if (f.number == 13) {
+            max = f.value;
+            has_max = true;
+          }
+          if (f.number == 14) zero_threshold = f.value;
+          break;
+        case 6:
+        case 10:
+          if (!expect(f, kVarint, kExponentialPointName)) return false;
+          (f.number == 6 ? scale : flags) = f.value;
+          break;
+        case 8:
+        case 9: {
+          if (!expect(f, kLen, kExponentialPointName)) return false;
+          Field& slot = f.number == 8 ? positive : negative;
+          bool& has = f.number == 8 ? has_positive : has_negative;
+          if (has && !check_only([&] { return buckets(slot, depth + 1); })) return false;
+          slot = f;
+          has = true;
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    Object o{out_};
+    if (!attributes_member(o, "attributes", attributes, 1, kExponentialPointName, depth + 1)) {
+      return false;
+    }
+    fixed64_member(o, "startTimeUnixNano", start);
+    fixed64_member(o, "timeUnixNano", time);
+    fixed64_member(o, "count", count);
+    double_member(o, "sum", has_sum, sum);
+    if (zigzag32(scale) != 0) {
+      o.key("scale");
+      json::append_int(out_, zigzag32(scale));
+    }
+    fixed64_member(o, "zeroCount", zero_count);
+    if (has_positive) {
+      o.key("positive");
+      if (!buckets(positive, depth + 1)) return false;
+    }
+    if (has_negative) {
+      o.key("negative");
+      if (!buckets(negative, depth + 1)) return false;
+    }
+    append_count(o, "flags", flags);
+    if (!exemplars_member(o, exemplars, 11, kExponentialPointName, depth + 1)) return false;
+    double_member(o, "min", has_min, min);
+    double_member(o, "max", has_max, max);
+    implicit_double_member(o, "zeroThreshold", zero_threshold);
+    o.close();
+    return true;
+  }
+
+  bool buckets(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t offset = 0;
+    Repeated counts;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kBucketsName)) return false;
+      if (f.number == 1) {
+        if (!expect(f, kVarint, kBucketsName)) return false;
+        offset = f.value;
+      } else if (f.number == 2) {
+        if (!check_repeated_scalar(f, kVarint, kBucketsName)) return false;
+        counts.note(f, p);
+      }
+    }
+    Object o{out_};
+    if (zigzag32(offset) != 0) {
+      o.key("offset");
+      json::append_int(out_, zigzag32(offset));
+    }
+    if (!counts.empty()) {
+      o.key("bucketCounts");
+      if (!repeated_scalar(counts, 2, false, kBucketsName,
+                           [&](std::uint64_t v) { json::append_quoted_uint(out_, v); })) {
+        return false;
+      }
+    }
+    o.close();
+    return true;
+  }
+
+  bool summary_point(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    ++points;
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t start = 0, time = 0, count = 0, sum = 0, flags = 0;
+    Repeated attributes, quantiles;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kSummaryPointName)) return false;
+      switch (f.number) {
+        case 2:
+        case 3:
+        case 4:
+        case 5:
+          if (!expect(f, kFixed64, kSummaryPointName)) return false;
+          if (f.number == 2) start = f.value;
+          if (f.number == 3) time = f.value;
+          if (f.number == 4) count = f.value;
+          if (f.number == 5) sum = f.value;
+          break;
+        case 6:
+        case 7:
+          if (!expect(f, kLen, kSummaryPointName)) return false;
+          (f.number == 6 ? quantiles : attributes).note(f, p);
+          break;
+        case 8:
+          if (!expect(f, kVarint, kSummaryPointName)) return false;
+          flags = f.value;
+          break;
+        default:
+          break;
+      }
+    }
+    Object o{out_};
+    fixed64_member(o, "startTimeUnixNano", start);
+    fixed64_member(o, "timeUnixNano", time);
+    fixed64_member(o, "count", count);
+    implicit_double_member(o, "sum", sum);
+    if (!messages_member(o, "quantileValues", quantiles, 6, kSummaryPointName,
+                         [&](const Field& f) { return quantile(f, depth + 1); })) {
+      return false;
+    }
+    if (!attributes_member(o, "attributes", attributes, 7, kSummaryPointName, depth + 1)) {
+      return false;
+    }
+    append_count(o, "flags", flags);
+    o.close();
+    return true;
+  }
+
+  bool quantile(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t q = 0, value = 0;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kQuantileName)) return false;
+      if (f.number == 1 || f.number == 2) {
+        if (!expect(f, kFixed64, kQuantileName)) return false;
+        (f.number == 1 ? q : value) = f.value;
+      }
+    }
+    Object o{out_};
+    implicit_double_member(o, "quantile", q);
+    implicit_double_member(o, "value", value);
+    o.close();
+    return true;
+  }
+
+  bool exemplar(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t time = 0, value = 0;
+    std::uint32_t value_field = 0;  // 3 (asDouble) or 6 (asInt)
+    Field span_id, trace_id;
+    Repeated attributes;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kExemplarName)) return false;
+      switch (f.number) {
+        case 2:
+        case 3:
+        case 6:
+          if (!expect(f, kFixed64, kExemplarName)) return false;
+          if (f.number == 2) {
+            time = f.value;
+          } else {
+            value = f.value;
+            value_field = f.number;
+          }
+          break;
+        case 4:
+          if (!expect(f, kLen, kExemplarName) || !check_id(f, kSpanIdSize, "Exemplar.span_id")) {
+            return false;
+          }
+          span_id = f;
+          break;
+        case 5:
+          if (!expect(f, kLen, kExemplarName) || !check_id(f, kTraceIdSize, "Exemplar.trace_id")) {
+            return false;
+          }
+          trace_id = f;
+          break;
+        case 7:
+          if (!expect(f, kLen, kExemplarName)) return false;
+          attributes.note(f, p);
+          break;
+        default:
+          break;
+      }
+    }
+    Object o{out_};
+    fixed64_member(o, "timeUnixNano", time);
+    double_member(o, "asDouble", value_field == 3, value);
+    if (span_id.size != 0) {
+      o.key("spanId");
+      json::append_hex(out_, span_id.bytes());
+    }
+    if (trace_id.size != 0) {
+      o.key("traceId");
+      json::append_hex(out_, trace_id.bytes());
+    }
+    if (value_field == 6) {
+      o.key("asInt");
+      json::append_quoted_int(out_, static_cast<std::int64_t>(value));
+    }
+    if (!attributes_member(o, "filteredAttributes", attributes, 7, kExemplarName, depth + 1)) {
+      return false;
+    }
+    o.close();
+    return true;
+  }
+
+  // ---- logs ----
+
+  bool log_record(const Field& m, int depth) {
+    if (depth > kMaxDepth) return too_deep(m);
+    ++records;
+    // Expected wire type per field number 1..12 (4 is reserved: skipped whatever its type).
+    static constexpr std::uint32_t kWire[13] = {
+        0, kFixed64, kVarint, kLen, 0, kLen, kLen, kVarint, kFixed32, kLen, kLen, kFixed64, kLen};
+    const Byte* p = m.data;
+    const Byte* const end = p + m.size;
+    std::uint64_t time = 0, observed = 0, severity = 0, dropped = 0, flags = 0;
+    std::string_view severity_text, event_name;
+    Field body, trace_id, span_id;
+    bool has_body = false;
+    Repeated attributes;
+    while (p < end) {
+      Field f;
+      if (!next(p, end, f, kLogRecordName)) return false;
+      if (f.number > 12 || f.number == 4) continue;
+      if (!expect(f, kWire[f.number], kLogRecordName)) return false;
+      switch (f.number) {
+        case 1:
+          time = f.value;
+          break;
+        case 2:
+          severity = f.value;
+          break;
+        case 3:
+          severity_text = f.text();
+          break;
+        case 5:
+          if (has_body && !check_only([&] { return any_value(body, depth + 1); })) return false;
+          body = f;
+          has_body = true;
+          break;
+        case 6:
+          attributes.note(f, p);
+          break;
+        case 7:
+          dropped = f.value;
+          break;
+        case 8:
+          flags = f.value;
+          break;
+        case 9:
+          if (!check_id(f, kTraceIdSize, "LogRecord.trace_id")) return false;
+          trace_id = f;
+          break;
+        case 10:
+          if (!check_id(f, kSpanIdSize, "LogRecord.span_id")) return false;
+          span_id = f;
+          break;
+        case 11:
+          observed = f.value;
+          break;
+        default:  // 12
+          event_name = f.text();
+          break;
+      }
+    }
+    Object o{out_};
+    fixed64_member(o, "timeUnixNano", time);
+    if (static_cast<std::uint32_t>(severity) != 0) {
+      o.key("severityNumber");
+      append_enum(severity);
+    }
+    string_member(o, "severityText", severity_text);
+    if (has_body) {
+      o.key("body");
+      if (!any_value(body, depth + 1)) return false;
+    }
+    if (!attributes_member(o, "attributes", attributes, 6, kLogRecordName, depth + 1)) {
+      return false;
+    }
+    append_count(o, "droppedAttributesCount", dropped);
+    append_count(o, "flags", flags);
+    if (trace_id.size != 0) {
+      o.key("traceId");
+      json::append_hex(out_, trace_id.bytes());
+    }
+    if (span_id.size != 0) {
+      o.key("spanId");
+      json::append_hex(out_, span_id.bytes());
+    }
+    fixed64_member(o, "observedTimeUnixNano", observed);
+    string_member(o, "eventName", event_name);
+    o.close();
+    return true;
+  }
+
   bool key_value(const Field& m, int depth) {
     if (depth > kMaxDepth) return too_deep(m);
     const Byte* p = m.data;
@@ -941,19 +1801,27 @@ class ProtobufToJson {
 
 constexpr int kMaxJsonDepth = 128;
 
-// Where a value sits in the request, for the shape checks and the span count.
+// Where a value sits in the request, for the shape checks and the item count.
 enum class Role : std::uint8_t {
   kOther,
   kRoot,           // the body's object
-  kResourceSpans,  // its resourceSpans array
-  kResourceSpan,   // an element of that
-  kScopeSpans,
-  kScopeSpan,
-  kSpans,  // whose elements are counted
+  kResourceList,   // its resourceSpans (resourceMetrics, resourceLogs) array
+  kResourceGroup,  // an element of that
+  kScopeList,      // scopeSpans
+  kScopeGroup,
+  kItems,       // spans or logRecords, whose elements are counted
+  kMetricList,  // metrics
+  kMetric,      // an element of that
+  kMetricData,  // a metric's gauge, sum, histogram, exponentialHistogram or summary
+  kDataPoints,  // its dataPoints, whose elements are counted
 };
 
 // What a value must be where it appears.
-enum class Shape : std::uint8_t { kAny, kObject, kArrayOrNull };
+enum class Shape : std::uint8_t { kAny, kObject, kArrayOrNull, kObjectOrNull };
+
+// The members of a Metric's data oneof, as OTLP/JSON spells them.
+constexpr std::string_view kMetricDataKeys[] = {"gauge", "sum", "histogram", "exponentialHistogram",
+                                                "summary"};
 
 // The bytes a JSON string holds as they are: printable ASCII except '"' and '\'.
 constexpr std::array<bool, 256> kPlainStringBytes = [] {
@@ -1013,11 +1881,16 @@ bool overflows_double(std::string_view number) {
 // request's shape on the way.
 class JsonCompactor {
  public:
-  JsonCompactor(std::string_view body, std::string& out)
-      : begin_(body.data()), p_(begin_), end_(begin_ + body.size()), out_(out) {}
+  JsonCompactor(std::string_view body, std::string& out, Signal signal)
+      : begin_(body.data()),
+        p_(begin_),
+        end_(begin_ + body.size()),
+        out_(out),
+        signal_(signal),
+        shape_(shape_of(signal)) {}
 
   std::string error;
-  std::uint64_t spans = 0;
+  std::uint64_t items = 0;  // spans, data points or log records
 
   bool body() {
     if (end_ - p_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0) p_ += 3;  // a UTF-8 BOM
@@ -1029,7 +1902,7 @@ class JsonCompactor {
                                c == 't' || c == 'f' || c == 'n';
       return value_start ? fail("the body is not a JSON object") : unexpected();
     }
-    if (!value(Shape::kObject, Role::kRoot, 0)) return false;
+    if (!value(Role::kRoot, 0)) return false;
     skip_space();
     return p_ == end_ || unexpected();
   }
@@ -1039,6 +1912,9 @@ class JsonCompactor {
   const char* p_;
   const char* const end_;
   std::string& out_;
+  const Signal signal_;
+  const SignalShape& shape_;
+  std::string_view data_key_;  // the metric data member being read (for its error messages)
 
   bool fail(std::string message) {
     error = std::move(message);
@@ -1063,14 +1939,26 @@ class JsonCompactor {
     while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
 
-  static Role array_role(Role object, std::string_view key) {
+  // The role of the member `key` (as written) of an object of role `object`.
+  Role child_role(Role object, std::string_view key) {
     switch (object) {
       case Role::kRoot:
-        return key_is(key, "resourceSpans") ? Role::kResourceSpans : Role::kOther;
-      case Role::kResourceSpan:
-        return key_is(key, "scopeSpans") ? Role::kScopeSpans : Role::kOther;
-      case Role::kScopeSpan:
-        return key_is(key, "spans") ? Role::kSpans : Role::kOther;
+        return key_is(key, shape_.root_key) ? Role::kResourceList : Role::kOther;
+      case Role::kResourceGroup:
+        return key_is(key, shape_.scopes_key) ? Role::kScopeList : Role::kOther;
+      case Role::kScopeGroup:
+        if (!key_is(key, shape_.items_key)) return Role::kOther;
+        return signal_ == Signal::kMetrics ? Role::kMetricList : Role::kItems;
+      case Role::kMetric:
+        for (const std::string_view data : kMetricDataKeys) {
+          if (key_is(key, data)) {
+            data_key_ = data;
+            return Role::kMetricData;
+          }
+        }
+        return Role::kOther;
+      case Role::kMetricData:
+        return key_is(key, "dataPoints") ? Role::kDataPoints : Role::kOther;
       default:
         return Role::kOther;
     }
@@ -1095,29 +1983,55 @@ class JsonCompactor {
     return n == name.size();
   }
 
-  static const char* shape_error(Shape shape, Role role) {
-    if (shape == Shape::kObject) {
-      return role == Role::kResourceSpan
-                 ? "an element of resourceSpans is not an object"
-                 : "an element of resourceSpans[].scopeSpans is not an object";
-    }
+  std::string shape_error(Role role) const {
+    const std::string resources(shape_.root_key);
+    const std::string scopes = resources + "[]." + std::string(shape_.scopes_key);
+    const std::string list = scopes + "[]." + std::string(shape_.items_key);
     switch (role) {
-      case Role::kResourceSpans:
-        return "resourceSpans is not an array";
-      case Role::kScopeSpans:
-        return "resourceSpans[].scopeSpans is not an array";
+      case Role::kResourceGroup:
+        return "an element of " + resources + " is not an object";
+      case Role::kScopeGroup:
+        return "an element of " + scopes + " is not an object";
+      case Role::kMetric:
+        return "an element of " + list + " is not an object";
+      case Role::kResourceList:
+        return resources + " is not an array";
+      case Role::kScopeList:
+        return scopes + " is not an array";
+      case Role::kMetricData:
+        return list + "[]." + std::string(data_key_) + " is not an object";
+      case Role::kDataPoints:
+        return list + "[]." + std::string(data_key_) + ".dataPoints is not an array";
       default:
-        return "resourceSpans[].scopeSpans[].spans is not an array";
+        return list + " is not an array";
+    }
+  }
+
+  static Shape shape_for(Role role) {
+    switch (role) {
+      case Role::kOther:
+        return Shape::kAny;
+      case Role::kRoot:
+      case Role::kResourceGroup:
+      case Role::kScopeGroup:
+      case Role::kMetric:
+        return Shape::kObject;
+      case Role::kMetricData:
+        return Shape::kObjectOrNull;
+      default:
+        return Shape::kArrayOrNull;
     }
   }
 
   // The value at p_ (after any whitespace); `depth` is that of the container holding it.
-  bool value(Shape shape, Role role, int depth) {
+  bool value(Role role, int depth) {
     if (p_ == end_) return unexpected();
     const char c = *p_;
+    const Shape shape = shape_for(role);
     if ((shape == Shape::kObject && c != '{') ||
-        (shape == Shape::kArrayOrNull && c != '[' && c != 'n')) {
-      return fail(shape_error(shape, role));
+        (shape == Shape::kArrayOrNull && c != '[' && c != 'n') ||
+        (shape == Shape::kObjectOrNull && c != '{' && c != 'n')) {
+      return fail(shape_error(role));
     }
     switch (c) {
       case '{':
@@ -1158,10 +2072,8 @@ class JsonCompactor {
       ++p_;
       out_.push_back(':');
       skip_space();
-      const Role child = role == Role::kOther ? Role::kOther : array_role(role, key);
-      if (!value(child == Role::kOther ? Shape::kAny : Shape::kArrayOrNull, child, depth)) {
-        return false;
-      }
+      const Role child = role == Role::kOther ? Role::kOther : child_role(role, key);
+      if (!value(child, depth)) return false;
       skip_space();
       if (p_ == end_) return unexpected();
       if (*p_ == '}') {
@@ -1187,18 +2099,18 @@ class JsonCompactor {
       out_.push_back(']');
       return true;
     }
-    Shape shape = Shape::kAny;
     Role child = Role::kOther;
-    if (role == Role::kResourceSpans) {
-      shape = Shape::kObject;
-      child = Role::kResourceSpan;
-    } else if (role == Role::kScopeSpans) {
-      shape = Shape::kObject;
-      child = Role::kScopeSpan;
+    if (role == Role::kResourceList) {
+      child = Role::kResourceGroup;
+    } else if (role == Role::kScopeList) {
+      child = Role::kScopeGroup;
+    } else if (role == Role::kMetricList) {
+      child = Role::kMetric;
     }
+    const bool counted = role == Role::kItems || role == Role::kDataPoints;
     for (;;) {
-      if (role == Role::kSpans) ++spans;
-      if (!value(shape, child, depth)) return false;
+      if (counted) ++items;
+      if (!value(child, depth)) return false;
       skip_space();
       if (p_ == end_) return unexpected();
       if (*p_ == ']') {
@@ -1328,37 +2240,76 @@ class JsonCompactor {
 
 }  // namespace
 
-TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out) {
+namespace {
+
+TranscodeResult refused(std::string error) {
+  TranscodeResult r;
+  r.error = std::move(error);
+  return r;
+}
+
+TranscodeResult accepted(Signal signal, std::uint64_t items) {
+  TranscodeResult r;
+  r.ok = true;
+  switch (signal) {
+    case Signal::kTraces:
+      r.spans = items;
+      break;
+    case Signal::kMetrics:
+      r.points = items;
+      break;
+    case Signal::kLogs:
+      r.records = items;
+      break;
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* signal_name(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "metrics";
+    case Signal::kLogs:
+      return "logs";
+    case Signal::kTraces:
+      break;
+  }
+  return "traces";
+}
+
+TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out, Signal signal) {
   const std::size_t mark = out.size();
   try {
     // OTLP/JSON of a typical request is 1.5-3 times its protobuf size (lens' spans: 2.7).
     out.reserve(mark + 3 * bytes.size() + 32);
     ProtobufToJson transcoder(bytes, out);
     const auto* p = reinterpret_cast<const Byte*>(bytes.data());
-    if (!transcoder.request(p, p + bytes.size())) {
+    if (!transcoder.request(signal, p, p + bytes.size())) {
       out.resize(mark);
-      return {false, std::move(transcoder.error), 0};
+      return refused(std::move(transcoder.error));
     }
-    return {true, {}, transcoder.spans};
+    return accepted(signal, transcoder.spans + transcoder.points + transcoder.records);
   } catch (const std::exception& e) {  // std::bad_alloc, std::length_error
     out.resize(mark);
-    return {false, std::string("out of memory: ") + e.what(), 0};
+    return refused(std::string("out of memory: ") + e.what());
   }
 }
 
-TranscodeResult json_to_json(std::string_view body, std::string& out) {
+TranscodeResult json_to_json(std::string_view body, std::string& out, Signal signal) {
   const std::size_t mark = out.size();
   try {
     out.reserve(mark + body.size());
-    JsonCompactor compactor(body, out);
+    JsonCompactor compactor(body, out, signal);
     if (!compactor.body()) {
       out.resize(mark);
-      return {false, std::move(compactor.error), 0};
+      return refused(std::move(compactor.error));
     }
-    return {true, {}, compactor.spans};
+    return accepted(signal, compactor.items);
   } catch (const std::exception& e) {  // std::bad_alloc, std::length_error
     out.resize(mark);
-    return {false, std::string("out of memory: ") + e.what(), 0};
+    return refused(std::string("out of memory: ") + e.what());
   }
 }
 

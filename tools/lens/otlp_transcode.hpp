@@ -1,11 +1,12 @@
-// What `lens collect` does with a request body: OTLP protobuf (or OTLP/JSON) in, one line of
-// OTLP/JSON out, in the shape the library's own file exporter writes, so `lens report` and `jq`
-// read the receiver's output and the exporter's the same way.
+// What `lens collect` does with a request body (traces, metrics or logs): OTLP protobuf (or
+// OTLP/JSON) in, one line of OTLP/JSON out, in the shape the library's own file exporter writes,
+// so `lens report` and `jq` read the receiver's output and the exporter's the same way.
 //
 //   std::string line;
 //   const lens_cli::TranscodeResult r = lens_cli::protobuf_to_json(body, line);
 //   if (!r.ok) return reply_400(r.error);  // `line` is left as it was
 //   line += '\n';                          // r.spans spans received
+//   lens_cli::protobuf_to_json(body, line, lens_cli::Signal::kMetrics);  // r.points data points
 #pragma once
 
 #include <cstdint>
@@ -14,14 +15,22 @@
 
 namespace lens_cli {
 
+/// The OTLP signal a request carries: ExportTraceServiceRequest, ExportMetricsServiceRequest or
+/// ExportLogsServiceRequest.
+enum class Signal : std::uint8_t { kTraces, kMetrics, kLogs };
+
 /// The outcome of one transcoding call.
 struct TranscodeResult {
   /// True when the input was accepted and its JSON appended.
   bool ok = false;
   /// Why the input was refused (empty when ok), naming the field or byte offset at fault.
   std::string error;
-  /// The number of spans in the request (0 when refused).
+  /// The number of spans in a trace request (0 for the other signals, and when refused).
   std::uint64_t spans = 0;
+  /// The number of data points (of every kind) in a metrics request.
+  std::uint64_t points = 0;
+  /// The number of log records in a logs request.
+  std::uint64_t records = 0;
 };
 
 /// Decodes an OTLP ExportTraceServiceRequest in protobuf binary form and appends it to `out` as
@@ -52,7 +61,26 @@ struct TranscodeResult {
 ///
 /// Single pass over the input (each message's repeated fields are re-walked once to group them);
 /// allocates nothing but `out`'s growth.
-TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out);
+///
+/// Metrics and logs (`signal`) use the messages of opentelemetry/proto/metrics/v1 and logs/v1
+/// and the rules libprotobuf's JSON printer follows, which the library's metrics and logs
+/// writers (src/export/otlp_metrics.cpp, otlp_logs.cpp) follow too:
+/// - Keys in field-number order; a field is written when present: a message field, a oneof
+///   member (Metric's gauge/sum/histogram/exponentialHistogram/summary, the last one wins;
+///   asDouble/asInt) or a proto3 `optional` field (a histogram's sum, min, max) that occurs, even
+///   at 0; another scalar when not 0 (a double: when its bits are not all 0) nor empty; a
+///   repeated field when not empty. Except the request's resourceMetrics / resourceLogs, always
+///   written (possibly []) so that every line names its signal. The common messages (KeyValue,
+///   AnyValue and its arrays, InstrumentationScope) are written as in spans.
+/// - fixed64, sfixed64 and uint64 values (times, counts, asInt, bucketCounts) are decimal
+///   strings; doubles (asDouble, sum, explicitBounds, ...) JSON numbers or "NaN", "Infinity",
+///   "-Infinity"; sint32 (scale, offset) zigzag-decoded numbers; enums (aggregationTemporality,
+///   severityNumber) numbers; exemplars' and log records' ids hex (8 or 16 bytes, or empty).
+/// - Repeated scalars (bucketCounts, explicitBounds, Buckets.bucketCounts) are accepted packed
+///   and unpacked, mixed; a packed fixed64/double run must be a multiple of 8 bytes long.
+/// - Spans, data points (of every kind) and log records are counted in the result.
+TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out,
+                                 Signal signal = Signal::kTraces);
 
 /// Checks an OTLP/JSON ExportTraceServiceRequest body and appends it to `out` on one line (no
 /// trailing newline) with the whitespace between tokens removed, counting its spans. Every token
@@ -65,6 +93,14 @@ TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out);
 ///   128 is refused. Errors name the byte offset ("invalid JSON: expected ':' at byte 12").
 /// - On failure `out` is left unchanged. Never throws, as protobuf_to_json. One pass; allocates
 ///   nothing but `out`'s growth.
-TranscodeResult json_to_json(std::string_view body, std::string& out);
+/// - Metrics: resourceMetrics, scopeMetrics and metrics must be arrays (or null) of objects; a
+///   metric's gauge, sum, histogram, exponentialHistogram and summary objects (or null), and
+///   their dataPoints arrays (or null), whose elements are counted. Logs: resourceLogs,
+///   scopeLogs and logRecords as resourceSpans, scopeSpans and spans; log records are counted.
+TranscodeResult json_to_json(std::string_view body, std::string& out,
+                             Signal signal = Signal::kTraces);
+
+/// "traces", "metrics" or "logs".
+const char* signal_name(Signal signal);
 
 }  // namespace lens_cli

@@ -69,6 +69,7 @@ void ReportBuilder::add(const ParsedRequest& request) {
       run_ids_.push_back(r.run_id);
     }
   }
+  if (!request.metrics.empty()) metrics_.add(request);
   for (const SpanRecord& span : request.spans()) {
     const SpanResource& resource = request.resources[span.resource];
     const RankKey rank = resource.rank.value_or(kUnknownRank);
@@ -242,6 +243,7 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
   report.truncated = truncated_;
   report.malformed = malformed_;
   report.ancestry = ancestry_;
+  report.metrics = metrics_.finish();
 
   std::map<std::string, GroupRow> groups;
   for (const NameStats& s : names_) {

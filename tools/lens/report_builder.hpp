@@ -1,9 +1,10 @@
 // What `lens report` computes from the spans it streams: time per span group and name, the step
-// time of every rank, stragglers, truncated spans and malformed lines. Memory grows with the
-// number of distinct (group, name) pairs, ranks and step names, never with the number of spans:
-// durations go into DurationSketch summaries, and the parent/child relation needed to find the
-// top-level step spans and the time inside them is kept only for spans whose parent has not been
-// seen yet, as per-parent aggregates (docs/report.md has the rules and the limits).
+// time of every rank, stragglers, truncated spans and malformed lines (and the metrics of the
+// metrics lines, report_metrics.hpp). Memory grows with the number of distinct (group, name)
+// pairs, ranks and step names, never with the number of spans: durations go into DurationSketch
+// summaries, and the parent/child relation needed to find the top-level step spans and the time
+// inside them is kept only for spans whose parent has not been seen yet, as per-parent
+// aggregates (docs/report.md has the rules and the limits).
 //
 //   ReportBuilder builder;
 //   reader.read(file, [&](const ParsedRequest& r) { builder.add(r); },
@@ -19,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "report_metrics.hpp"
 #include "report_sketch.hpp"
 #include "span_reader.hpp"
 
@@ -156,6 +158,7 @@ struct Report {
   std::vector<TruncatedRow> truncated;  // the first kMaxTruncatedRows
   std::vector<MalformedRow> malformed;  // the first kMaxMalformedRows
   AncestryCounts ancestry;
+  std::vector<MetricRow> metrics;  // the metrics of the input's metrics lines (report_metrics.hpp)
 };
 
 /// Aggregates requests into a Report. Not thread-safe.
@@ -258,6 +261,7 @@ class ReportBuilder {
   std::vector<TruncatedRow> truncated_;
   std::vector<MalformedRow> malformed_;
   AncestryCounts ancestry_;
+  MetricAggregator metrics_;
 };
 
 }  // namespace nemo::lens::cli

@@ -28,9 +28,14 @@ per rank, are read as one job; - is standard input) and prints where the time we
     step with no ancestor of group step on that rank);
   - stragglers: ranks whose median step time exceeds the median across ranks by more than PCT
     percent;
-  - truncated spans (nemo.span.truncated) and malformed lines, which are skipped.
+  - truncated spans (nemo.span.truncated) and malformed lines, which are skipped;
+  - metrics (lines of OTLP metrics, as `lens collect --metrics-out` writes), per metric name and
+    rank (dl.rank, else service.instance.id): a sum's last cumulative value (or its deltas
+    added up), a gauge's last value, a histogram's count, sum, mean, and p50, p95 and max
+    estimated from its buckets. Lines of logs are counted and skipped.
 Percentiles are exact up to 256 values, then within 1 %. The files are streamed: memory grows
-with the number of distinct groups, names and ranks, not with the number of spans.
+with the number of distinct groups, names, ranks and metric series, not with the number of
+spans or points.
 
 options:
   --json                     print one JSON object on one line instead (docs/report.md)
@@ -69,7 +74,7 @@ int run_report(std::span<const std::string_view> args) {
     files.reserve(in.files.size());
     for (const std::string& path : in.files) files.emplace_back(path);
 
-    SpanLineReader reader;
+    SpanLineReader reader({.metrics = true});
     ReportBuilder builder;
     for (InputFile& file : files) {
       builder.add_file(file.path());

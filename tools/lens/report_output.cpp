@@ -94,6 +94,104 @@ ojson share_json(std::uint64_t ns, std::uint64_t step_total_ns) {
   return round_to(static_cast<double>(ns) / static_cast<double>(step_total_ns), 1e6);
 }
 
+// A metric's value for people: integers (up to 10^15) in full, other numbers with six
+// significant digits.
+std::string metric_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return printf_string("%.0f", v);
+  return printf_string("%.6g", v);
+}
+
+std::string metric_number(const std::optional<double>& v) {
+  return v ? metric_number(*v) : std::string("-");
+}
+
+std::string metric_rank_label(const MetricRow& m) {
+  if (m.rank) return std::to_string(*m.rank);
+  return m.instance_id.empty() ? std::string("?") : m.instance_id;
+}
+
+bool is_distribution(const MetricRow& m) {
+  return m.type != MetricType::kGauge && m.type != MetricType::kSum;
+}
+
+std::string metrics_text(const std::vector<MetricRow>& metrics) {
+  std::string out;
+  TextTable values(
+      {{"metric", false}, {"rank", false}, {"kind", false}, {"unit", false}, {"value", true}});
+  TextTable distributions({{"metric", false},
+                           {"rank", false},
+                           {"kind", false},
+                           {"unit", false},
+                           {"count", true},
+                           {"sum", true},
+                           {"mean", true},
+                           {"p50", true},
+                           {"p95", true},
+                           {"max", true}});
+  bool have_values = false, have_distributions = false;
+  for (const MetricRow& m : metrics) {
+    const std::string kind = m.type == MetricType::kSum && m.temporality == "delta"
+                                 ? "sum (delta)"
+                                 : metric_type_name(m.type);
+    if (!is_distribution(m)) {
+      have_values = true;
+      values.add({m.name, metric_rank_label(m), kind, m.unit,
+                  !m.has_value ? std::string("-")
+                  : m.is_int   ? std::to_string(m.int_value)
+                               : metric_number(m.value)});
+    } else {
+      have_distributions = true;
+      distributions.add({m.name, metric_rank_label(m), kind, m.unit, std::to_string(m.count),
+                         metric_number(m.sum), metric_number(m.mean), metric_number(m.p50),
+                         metric_number(m.p95), metric_number(m.max)});
+    }
+  }
+  if (have_values) {
+    out +=
+        "\nMetrics: sums and gauges (a sum's last cumulative value, or its deltas added up; a "
+        "gauge's last value)\n";
+    out += values.str();
+  }
+  if (have_distributions) {
+    out +=
+        "\nMetrics: histograms (p50, p95 and max estimated from the buckets when not "
+        "recorded)\n";
+    out += distributions.str();
+  }
+  return out;
+}
+
+ojson optional_json(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
+
+ojson metrics_json(const std::vector<MetricRow>& metrics) {
+  ojson rows = ojson::array();
+  for (const MetricRow& m : metrics) {
+    ojson row = {{"name", m.name},
+                 {"unit", m.unit},
+                 {"type", metric_type_name(m.type)},
+                 {"rank", rank_json(m.rank)},
+                 {"instance_id", m.instance_id},
+                 {"temporality", m.temporality.empty() ? ojson(nullptr) : ojson(m.temporality)},
+                 {"monotonic", m.monotonic},
+                 {"series", m.series},
+                 {"points", m.points}};
+    if (!is_distribution(m)) {
+      row["value"] = !m.has_value ? ojson(nullptr) : m.is_int ? ojson(m.int_value) : ojson(m.value);
+    } else {
+      row["count"] = m.count;
+      row["sum"] = optional_json(m.sum);
+      row["mean"] = optional_json(m.mean);
+      row["p50"] = optional_json(m.p50);
+      row["p95"] = optional_json(m.p95);
+      row["max"] = optional_json(m.max);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::string format_duration(double ns) {
@@ -104,9 +202,13 @@ std::string format_duration(double ns) {
 }
 
 std::string report_text(const Report& r, std::size_t top) {
+  std::string lines_detail = std::to_string(r.input.malformed) + " malformed";
+  if (r.input.metric_lines > 0) {
+    lines_detail += ", " + std::to_string(r.input.metric_lines) + " of metrics";
+  }
+  if (r.input.log_lines > 0) lines_detail += ", " + std::to_string(r.input.log_lines) + " of logs";
   std::string out = "lens report: " + plural(r.files.size(), "file", "files") + ", " +
-                    plural(r.input.lines, "line", "lines") + " (" +
-                    std::to_string(r.input.malformed) + " malformed), " +
+                    plural(r.input.lines, "line", "lines") + " (" + lines_detail + "), " +
                     plural(r.input.spans, "span", "spans") + ", " +
                     plural(r.ranks.size(), "rank", "ranks") + "\n";
   if (!r.run_ids.empty()) {
@@ -227,6 +329,8 @@ std::string report_text(const Report& r, std::size_t top) {
     out += t.str();
   }
 
+  out += metrics_text(r.metrics);
+
   // Malformed lines.
   if (r.input.malformed == 0) {
     out += "\nMalformed lines: none\n";
@@ -256,6 +360,9 @@ ojson report_json(const Report& r, std::optional<std::size_t> top) {
   j["input"] = {{"lines", r.input.lines},
                 {"requests", r.input.requests},
                 {"spans", r.input.spans},
+                {"metric_lines", r.input.metric_lines},
+                {"data_points", r.input.data_points},
+                {"log_lines", r.input.log_lines},
                 {"malformed_lines", r.input.malformed}};
   j["run_ids"] = r.run_ids;
   j["step"] = {{"group", kStepGroup}, {"count", r.step_count}, {"total_ns", r.step_total_ns}};
@@ -355,6 +462,7 @@ ojson report_json(const Report& r, std::optional<std::size_t> top) {
   j["ancestry"] = {{"evicted", r.ancestry.evicted},
                    {"unresolved", r.ancestry.unresolved},
                    {"peak_pending", r.ancestry.peak_pending}};
+  j["metrics"] = metrics_json(r.metrics);
   return j;
 }
 

@@ -1,7 +1,8 @@
 // Reading OTLP JSON Lines (what `lens collect` and the `file` exporter write) one line at a time,
-// for `lens report` and `lens convert`: each line is one ExportTraceServiceRequest in the OTLP/JSON
-// encoding; it is parsed with nlohmann/json's SAX interface straight into flat span records, so
-// memory is bounded by the longest line, never by the size of the file.
+// for `lens report` and `lens convert`: each line is one ExportTraceServiceRequest (or a metrics or
+// logs request) in the OTLP/JSON encoding; it is parsed with nlohmann/json's SAX interface
+// straight into flat span records, so memory is bounded by the longest line, never by the size
+// of the file.
 //
 //   SpanLineReader reader({.details = false});
 //   InputFile file("traces-0.jsonl");                // throws FileError naming the file
@@ -85,11 +86,60 @@ struct SpanRecord {
   std::uint64_t duration_ns() const { return end_ns - start_ns; }
 };
 
-/// The spans of one line, valid until the next line is read.
+/// The kind of a metric's data (the member of OTLP's Metric.data oneof).
+enum class MetricType : std::uint8_t {
+  kNone,
+  kGauge,
+  kSum,
+  kHistogram,
+  kExponentialHistogram,
+  kSummary
+};
+
+/// One data point of a metric (read only with ReaderOptions::metrics).
+struct MetricPoint {
+  /// The point's attributes as "key=value" pairs sorted by key and joined by ", " (values as plain
+  /// JSON): what tells the series of a metric apart.
+  std::string series;
+  std::uint64_t start_ns = 0;
+  std::uint64_t time_ns = 0;
+  // Gauges and sums: the value (asInt or asDouble); none for a point without one (or flagged
+  // as having no recorded value).
+  bool has_value = false;
+  bool is_int = false;
+  std::int64_t int_value = 0;
+  double value = 0;  // also set for asInt
+  // Histograms (explicit buckets), exponential histograms and summaries.
+  std::uint64_t count = 0;
+  std::optional<double> sum, min, max;
+  std::vector<std::uint64_t> bucket_counts;  // explicitBounds.size() + 1 entries, or none
+  std::vector<double> explicit_bounds;
+};
+
+/// One metric of a line: its name and type, and its points.
+struct MetricRecord {
+  std::size_t resource = 0;  // index into ParsedRequest::resources
+  std::string name;
+  std::string unit;
+  MetricType type = MetricType::kNone;
+  int temporality = 0;  // AggregationTemporality: 1 delta, 2 cumulative, 0 unspecified
+  bool monotonic = false;
+  std::vector<MetricPoint> points;
+};
+
+/// The spans (and metrics) of one line, valid until the next line is read.
 struct ParsedRequest {
   std::vector<SpanResource> resources;
   std::vector<SpanRecord> span_storage;  // reused between lines: only the first span_count count
   std::size_t span_count = 0;
+  /// The line has a resourceSpans member, or none of the three signals' members (a request).
+  bool has_spans = false;
+  /// The line has a resourceMetrics member; its metrics (ReaderOptions::metrics) follow.
+  bool has_metrics = false;
+  /// The line has a resourceLogs member (log records are not read).
+  bool has_logs = false;
+  std::vector<MetricRecord> metrics;
+  std::size_t data_points = 0;  // in `metrics`
 
   std::span<const SpanRecord> spans() const { return {span_storage.data(), span_count}; }
 };
@@ -108,17 +158,28 @@ struct ReaderOptions {
   /// Threads parsing lines in parallel (requests are still handed on in input order, on the
   /// calling thread). 0: the number of cores, at most 4; 1: parse on the calling thread.
   unsigned threads = 0;
+  /// Also read the metrics of lines with resourceMetrics (ParsedRequest::metrics). Without it
+  /// such lines are only checked to be JSON and counted.
+  bool metrics = false;
 };
 
 /// What a reader has seen so far, over every file it read.
 struct ReaderCounts {
-  std::uint64_t lines = 0;      // non-blank lines
-  std::uint64_t requests = 0;   // lines read as requests
-  std::uint64_t spans = 0;      // spans in those requests
-  std::uint64_t malformed = 0;  // lines skipped
+  std::uint64_t lines = 0;         // non-blank lines
+  std::uint64_t requests = 0;      // lines read as trace requests (ParsedRequest::has_spans)
+  std::uint64_t spans = 0;         // spans in those requests
+  std::uint64_t metric_lines = 0;  // lines with metrics (ParsedRequest::has_metrics)
+  std::uint64_t data_points = 0;   // data points in those (with ReaderOptions::metrics)
+  std::uint64_t log_lines = 0;     // lines with log records (ParsedRequest::has_logs)
+  std::uint64_t malformed = 0;     // lines skipped
 };
 
-/// Reads OTLP JSON Lines. A line is skipped as malformed when it is not one JSON object (syntax
+/// Reads OTLP JSON Lines. Lines of metrics (an object with resourceMetrics) and of logs (with
+/// resourceLogs) are counted and handed on too (with their metrics, see ReaderOptions::metrics),
+/// and are malformed when their structure is broken as described for spans below: arrays of
+/// objects for resourceMetrics, scopeMetrics, metrics and dataPoints, a name for every metric,
+/// decimal integers for times and counts, numbers for values, as many bucketCounts as
+/// explicitBounds plus one. A line is skipped as malformed when it is not one JSON object (syntax
 /// error, a truncated last line, trailing text), when resourceSpans, scopeSpans, spans,
 /// attributes, events or arrayValue/kvlistValue values are not arrays (or null) of objects, or
 /// when one of its spans has no valid spanId (16 hex digits, not all zero) or traceId (32 hex

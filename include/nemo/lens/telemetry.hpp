@@ -19,6 +19,7 @@
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
+#include "nemo/lens/telemetry_data.hpp"
 #include "nemo/lens/groups.hpp"
 #include "nemo/lens/strategies.hpp"
 
@@ -31,6 +32,10 @@ struct SetupOptions {
   /// An exporter used instead of the one config.exporter names. In a forked child it keeps being
   /// used as is, so it must tolerate fork (the built-in exporters are re-created instead).
   std::shared_ptr<SpanExporter> exporter;
+  /// A metric exporter used instead of the one config.exporter names (e.g. InMemoryMetricExporter).
+  std::shared_ptr<MetricExporter> metric_exporter;
+  /// A log exporter used instead of the one config.exporter names (e.g. InMemoryLogExporter).
+  std::shared_ptr<LogExporter> log_exporter;
   /// Attribute keys whose string values are exported as "[REDACTED]", replacing the default set
   /// (prompt, input_text, output_text, text, password, token, secret, key) and
   /// `<PREFIX>_REDACTED_KEYS`.
@@ -63,6 +68,14 @@ struct TelemetryStats {
   std::uint64_t spans_truncated = 0;
   /// export_spans() calls made.
   std::uint64_t export_requests = 0;
+  /// Metric data points exported, and collections whose export failed.
+  std::uint64_t metric_points_exported = 0;
+  std::uint64_t metric_exports_failed = 0;
+  /// Measurements dropped: negative counter increments, NaN, out of memory (process-wide).
+  std::uint64_t metric_measurements_dropped = 0;
+  /// Log records exported, and dropped (queue full or export failed).
+  std::uint64_t log_records_exported = 0;
+  std::uint64_t log_records_dropped = 0;
 };
 
 namespace detail {
@@ -90,14 +103,16 @@ class NEMO_LENS_API TelemetryHandle {
   /// The job's world size, as passed to setup_telemetry().
   int world_size() const noexcept;
 
-  /// Exports everything recorded so far, waiting at most `timeout`. Returns true when done in
-  /// time (always true when not exporting).
+  /// Exports everything recorded so far — queued spans, a collection of every metric, queued log
+  /// records — waiting at most `timeout`. Returns true when done in time (always true when not
+  /// exporting).
   bool force_flush(std::chrono::milliseconds timeout = std::chrono::seconds(30)) noexcept;
 
   /// Switches every span group off, ends still-open spans as truncated (attribute and event
   /// nemo.span.truncated, innermost first), exports everything queued and stops the exporter
-  /// thread, waiting at most `timeout`. Prints a one-line summary to stderr when spans were
-  /// dropped. Idempotent: later calls return true at once. After it, a new setup_telemetry() is
+  /// thread; makes a last metric collection and exports the queued log records, then stops the
+  /// metric reader and the log processor, all within `timeout`. Prints a one-line summary to
+  /// stderr when spans were dropped. Idempotent: later calls return true at once. After it, a new setup_telemetry() is
   /// allowed. Returns false when the timeout expired first.
   bool shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(30)) noexcept;
 

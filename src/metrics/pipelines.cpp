@@ -1,0 +1,438 @@
+// The metric reader, the log processor and their built-in exporters (see pipelines.hpp).
+#include "metrics/pipelines.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "env.hpp"
+#include "export/exporters.hpp"
+#include "export/otlp.hpp"
+#include "metrics/metric_data.hpp"
+#include "nemo/lens/errors.hpp"
+#include "strings.hpp"
+#include "tracing/clock.hpp"
+
+namespace nemo::lens::detail {
+
+using Clock = std::chrono::steady_clock;
+
+constinit std::atomic<LogProcessor*> g_log_processor{nullptr};
+
+MetricSettings metric_settings_from_env() {
+  MetricSettings s;
+  s.interval = std::chrono::milliseconds(
+      env_uint("OTEL_METRIC_EXPORT_INTERVAL", 1, 86'400'000,
+               "an interval in milliseconds from 1 to 86400000")
+          .value_or(static_cast<std::uint64_t>(s.interval.count())));
+  s.timeout = std::chrono::milliseconds(
+      env_uint("OTEL_METRIC_EXPORT_TIMEOUT", 1, 86'400'000,
+               "a timeout in milliseconds from 1 to 86400000")
+          .value_or(static_cast<std::uint64_t>(s.timeout.count())));
+  s.temporality = temporality_preference_from_env();
+  return s;
+}
+
+LogSettings log_settings_from_env() {
+  LogSettings s;
+  s.max_queue_size = env_uint("OTEL_BLRP_MAX_QUEUE_SIZE", 1, 1u << 24,
+                              "a queue size from 1 to 16777216")
+                         .value_or(s.max_queue_size);
+  s.max_export_batch_size = env_uint("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", 1, 1u << 24,
+                                     "a batch size from 1 to 16777216")
+                                .value_or(s.max_export_batch_size);
+  if (s.max_export_batch_size > s.max_queue_size) {
+    throw ConfigError("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE (" + std::to_string(s.max_export_batch_size) +
+                      ") must not exceed OTEL_BLRP_MAX_QUEUE_SIZE (" +
+                      std::to_string(s.max_queue_size) + ").");
+  }
+  s.schedule_delay = std::chrono::milliseconds(
+      env_uint("OTEL_BLRP_SCHEDULE_DELAY", 1, 86'400'000,
+               "a delay in milliseconds from 1 to 86400000")
+          .value_or(static_cast<std::uint64_t>(s.schedule_delay.count())));
+  s.export_timeout = std::chrono::milliseconds(
+      env_uint("OTEL_BLRP_EXPORT_TIMEOUT", 1, 86'400'000,
+               "a timeout in milliseconds from 1 to 86400000")
+          .value_or(static_cast<std::uint64_t>(s.export_timeout.count())));
+  return s;
+}
+
+namespace {
+
+std::size_t point_count(std::span<const MetricData> metrics) {
+  std::size_t n = 0;
+  for (const auto& m : metrics) n += m.number_points.size() + m.histogram_points.size();
+  return n;
+}
+
+// ----- built-in exporters
+
+class OtlpMetricExporter final : public MetricExporter {
+ public:
+  explicit OtlpMetricExporter(std::unique_ptr<OtlpSender> sender) : sender_(std::move(sender)) {}
+  bool export_metrics(std::span<const MetricData> metrics, const Resource& resource,
+                      Clock::time_point deadline) noexcept override {
+    try {
+      encoded_.clear();
+      if (sender_->settings().protocol == OtlpProtocol::kHttpJson) {
+        append_otlp_metrics_json(encoded_, metrics, resource);
+      } else {
+        append_otlp_metrics_proto(encoded_, metrics, resource);
+      }
+    } catch (...) {
+      return false;
+    }
+    return sender_->send(encoded_, point_count(metrics), deadline);
+  }
+  void shutdown(Clock::time_point deadline) noexcept override { sender_->interrupt_by(deadline); }
+
+ private:
+  std::unique_ptr<OtlpSender> sender_;
+  std::string encoded_;
+};
+
+class OtlpLogExporter final : public LogExporter {
+ public:
+  explicit OtlpLogExporter(std::unique_ptr<OtlpSender> sender) : sender_(std::move(sender)) {}
+  bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
+                   Clock::time_point deadline) noexcept override {
+    try {
+      encoded_.clear();
+      if (sender_->settings().protocol == OtlpProtocol::kHttpJson) {
+        append_otlp_logs_json(encoded_, records, resource);
+      } else {
+        append_otlp_logs_proto(encoded_, records, resource);
+      }
+    } catch (...) {
+      return false;
+    }
+    return sender_->send(encoded_, records.size(), deadline);
+  }
+  void shutdown(Clock::time_point deadline) noexcept override { sender_->interrupt_by(deadline); }
+
+ private:
+  std::unique_ptr<OtlpSender> sender_;
+  std::string encoded_;
+};
+
+// One OTLP/JSON line per export, to a file (appended) or to stdout.
+class JsonLinesMetricExporter final : public MetricExporter {
+ public:
+  explicit JsonLinesMetricExporter(std::unique_ptr<JsonLinesOutput> out) : out_(std::move(out)) {}
+  bool export_metrics(std::span<const MetricData> metrics, const Resource& resource,
+                      Clock::time_point) noexcept override {
+    if (metrics.empty()) return true;
+    try {
+      line_.clear();
+      append_otlp_metrics_json(line_, metrics, resource);
+    } catch (...) {
+      return false;
+    }
+    return out_->write_line(line_);
+  }
+
+ private:
+  std::unique_ptr<JsonLinesOutput> out_;
+  std::string line_;
+};
+
+class JsonLinesLogExporter final : public LogExporter {
+ public:
+  explicit JsonLinesLogExporter(std::unique_ptr<JsonLinesOutput> out) : out_(std::move(out)) {}
+  bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
+                   Clock::time_point) noexcept override {
+    if (records.empty()) return true;
+    try {
+      line_.clear();
+      append_otlp_logs_json(line_, records, resource);
+    } catch (...) {
+      return false;
+    }
+    return out_->write_line(line_);
+  }
+
+ private:
+  std::unique_ptr<JsonLinesOutput> out_;
+  std::string line_;
+};
+
+template <class OtlpExporter, class JsonLinesExporter, class Base>
+std::shared_ptr<Base> make_signal_exporter(const NemoLensConfig& config, int rank,
+                                           OtlpSignal signal, std::string_view noun,
+                                           std::string_view path_key,
+                                           std::string_view default_path, std::string_view what) {
+  const std::string value = to_lower(trim(config.exporter));
+  if (value == "otlp") return std::make_shared<OtlpExporter>(make_otlp_sender(signal, noun));
+  if (value == "console") {
+    return std::make_shared<JsonLinesExporter>(std::make_unique<JsonLinesOutput>(stdout));
+  }
+  if (value == "file") {
+    const std::string path = rank_path(config, rank, path_key, default_path);
+    return std::make_shared<JsonLinesExporter>(std::make_unique<JsonLinesOutput>(
+        path, what, path_origin(config, path_key)));
+  }
+  (void)make_exporter(config, rank);  // throws the exporter's usual error for the bad value
+  return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<MetricExporter> make_metric_exporter(const NemoLensConfig& config, int rank) {
+  return make_signal_exporter<OtlpMetricExporter, JsonLinesMetricExporter, MetricExporter>(
+      config, rank, OtlpSignal::kMetrics, "data points", "METRICS_EXPORT_PATH",
+      "lens-metrics-rank{rank}.jsonl", "metrics file");
+}
+
+std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int rank) {
+  return make_signal_exporter<OtlpLogExporter, JsonLinesLogExporter, LogExporter>(
+      config, rank, OtlpSignal::kLogs, "log records", "LOGS_EXPORT_PATH",
+      "lens-logs-rank{rank}.jsonl", "log file");
+}
+
+// ----- the metric reader
+
+MetricReader::MetricReader(MetricSettings settings, std::shared_ptr<MetricExporter> exporter,
+                           Resource resource)
+    : settings_(settings),
+      exporter_(std::move(exporter)),
+      resource_(std::move(resource)),
+      start_unix_nano_(now_unix_nano()),
+      owner_pid_(::getpid()) {
+  thread_ = std::thread([this] { run(); });
+}
+
+bool MetricReader::forked() const noexcept { return ::getpid() != owner_pid_; }
+
+MetricReader::~MetricReader() {
+  shutdown(Clock::now() + settings_.timeout);
+  if (thread_.joinable()) thread_.join();
+}
+
+void MetricReader::collect_and_export() noexcept {
+  try {
+    const std::vector<MetricData> metrics =
+        collect_metrics(settings_.temporality, start_unix_nano_, now_unix_nano());
+    if (metrics.empty()) return;
+    if (exporter_->export_metrics(metrics, resource_, Clock::now() + settings_.timeout)) {
+      points_.fetch_add(point_count(metrics), std::memory_order_relaxed);
+    } else {
+      failed_.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (...) {
+    failed_.fetch_add(1, std::memory_order_relaxed);  // out of memory
+  }
+}
+
+void MetricReader::run() noexcept {
+  auto next = Clock::now() + settings_.interval;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_until(lock, next, [&] { return stop_ || requested_ != done_; });
+    const bool stopping = stop_;
+    const std::uint64_t target = requested_;
+    lock.unlock();
+    collect_and_export();
+    if (stopping) exporter_->shutdown(Clock::now() + settings_.timeout);
+    lock.lock();
+    done_ = target;
+    if (Clock::now() >= next) next = Clock::now() + settings_.interval;
+    if (stopping) {
+      stopped_ = true;
+      cv_.notify_all();
+      return;
+    }
+    cv_.notify_all();
+  }
+}
+
+bool MetricReader::flush(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    if (stopped_) return true;
+    const std::uint64_t ticket = ++requested_;
+    cv_.notify_all();
+    return cv_.wait_until(lock, deadline, [&] { return done_ >= ticket || stopped_; });
+  } catch (...) {
+    return false;
+  }
+}
+
+bool MetricReader::shutdown(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+    if (!cv_.wait_until(lock, deadline, [&] { return stopped_; })) return false;
+  } catch (...) {
+    return false;
+  }
+  if (thread_.joinable()) thread_.join();
+  return true;
+}
+
+// ----- the log processor
+
+LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
+                           std::shared_ptr<LogExporter> exporter, Resource resource)
+    : settings_(settings),
+      limits_(std::move(limits)),
+      owner_pid_(::getpid()),
+      exporter_(std::move(exporter)),
+      resource_(std::move(resource)),
+      queue_(settings.max_queue_size) {
+  thread_ = std::thread([this] { run(); });
+}
+
+bool LogProcessor::forked() const noexcept { return ::getpid() != owner_pid_; }
+
+LogProcessor::~LogProcessor() {
+  shutdown(Clock::now() + settings_.export_timeout);
+  if (thread_.joinable()) thread_.join();
+  LogRecordData* r = nullptr;
+  while (queue_.try_pop(r)) delete r;
+}
+
+bool LogProcessor::redacted(std::string_view key) const noexcept {
+  for (const auto& k : limits_.redacted_keys) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+bool LogProcessor::enqueue(LogRecordData* record) noexcept {
+  std::uint64_t position = 0;
+  if (!queue_.try_push(record, &position)) {
+    delete record;
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  if ((position + 1) % settings_.max_export_batch_size == 0) {
+    // A full batch: wake the thread. try_lock keeps the caller from ever waiting on the thread;
+    // if it is busy, it drains the queue before it sleeps again anyway.
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      wake_ = true;
+      cv_.notify_all();
+    }
+  }
+  return true;
+}
+
+void LogProcessor::drain(Clock::time_point deadline) noexcept {
+  std::vector<LogRecordData> batch;
+  for (;;) {
+    batch.clear();
+    try {
+      batch.reserve(settings_.max_export_batch_size);
+      LogRecordData* r = nullptr;
+      while (batch.size() < settings_.max_export_batch_size && queue_.try_pop(r)) {
+        std::unique_ptr<LogRecordData> owned(r);
+        batch.push_back(std::move(*owned));
+      }
+    } catch (...) {
+      dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
+      return;
+    }
+    if (batch.empty()) return;
+    if (exporter_->export_logs(batch, resource_, std::min(deadline, Clock::now() + settings_.export_timeout))) {
+      exported_.fetch_add(batch.size(), std::memory_order_relaxed);
+    } else {
+      dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
+    }
+  }
+}
+
+void LogProcessor::run() noexcept {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, settings_.schedule_delay,
+                 [&] { return stop_ || wake_ || requested_ != done_; });
+    wake_ = false;
+    const bool stopping = stop_;
+    const std::uint64_t target = requested_;
+    lock.unlock();
+    drain(Clock::now() + settings_.export_timeout);
+    if (stopping) exporter_->shutdown(Clock::now() + settings_.export_timeout);
+    lock.lock();
+    done_ = target;
+    cv_.notify_all();
+    if (stopping) {
+      stopped_ = true;
+      cv_.notify_all();
+      return;
+    }
+  }
+}
+
+bool LogProcessor::flush(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    if (stopped_) return true;
+    const std::uint64_t ticket = ++requested_;
+    cv_.notify_all();
+    return cv_.wait_until(lock, deadline, [&] { return done_ >= ticket || stopped_; });
+  } catch (...) {
+    return false;
+  }
+}
+
+bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+    if (!cv_.wait_until(lock, deadline, [&] { return stopped_; })) return false;
+  } catch (...) {
+    return false;
+  }
+  if (thread_.joinable()) thread_.join();
+  return true;
+}
+
+}  // namespace nemo::lens::detail
+
+namespace nemo::lens {
+
+bool InMemoryMetricExporter::export_metrics(std::span<const MetricData> metrics, const Resource&,
+                                            std::chrono::steady_clock::time_point) noexcept {
+  try {
+    std::lock_guard lock(mu_);
+    collections_.emplace_back(metrics.begin(), metrics.end());
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::vector<MetricData>> InMemoryMetricExporter::collections() const {
+  std::lock_guard lock(mu_);
+  return collections_;
+}
+
+std::optional<MetricData> InMemoryMetricExporter::latest(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  for (auto c = collections_.rbegin(); c != collections_.rend(); ++c) {
+    for (const MetricData& m : *c) {
+      if (m.name == name) return m;
+    }
+  }
+  return std::nullopt;
+}
+
+bool InMemoryLogExporter::export_logs(std::span<const LogRecordData> records, const Resource&,
+                                      std::chrono::steady_clock::time_point) noexcept {
+  try {
+    std::lock_guard lock(mu_);
+    records_.insert(records_.end(), records.begin(), records.end());
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::vector<LogRecordData> InMemoryLogExporter::records() const {
+  std::lock_guard lock(mu_);
+  return records_;
+}
+
+}  // namespace nemo::lens
