@@ -10,26 +10,11 @@
 #include "nemo/lens/lens.hpp"
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/metrics.hpp"
+#include "null_exporters.hpp"
 
 namespace {
 
 using namespace nemo::lens;
-
-class NullMetricExporter : public MetricExporter {
- public:
-  bool export_metrics(std::span<const MetricData>, const Resource&,
-                      std::chrono::steady_clock::time_point) noexcept override {
-    return true;
-  }
-};
-
-class NullLogExporter : public LogExporter {
- public:
-  bool export_logs(std::span<const LogRecordData>, const Resource&,
-                   std::chrono::steady_clock::time_point) noexcept override {
-    return true;
-  }
-};
 
 TelemetryHandle start(bool on) {
   setenv("NEMO_LENS_CONTROL", "off", 1);
@@ -41,8 +26,8 @@ TelemetryHandle start(bool on) {
   c.metrics_enabled = on;
   c.logs_enabled = on;
   SetupOptions o;
-  o.metric_exporter = std::make_shared<NullMetricExporter>();
-  o.log_exporter = std::make_shared<NullLogExporter>();
+  o.metric_exporter = std::make_shared<lens_bench::NullMetricExporter>();
+  o.log_exporter = std::make_shared<lens_bench::NullLogExporter>();
   o.allow_reinit = true;
   return setup_telemetry(c, 0, 1, o);
 }

@@ -9,18 +9,12 @@
 #include <cstdlib>
 
 #include "nemo/lens/lens.hpp"
+#include "null_exporters.hpp"
 
 namespace {
 
 using namespace nemo::lens;
 
-class NullExporter : public SpanExporter {
- public:
-  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
-                            std::chrono::steady_clock::time_point) noexcept override {
-    return ExportResult::kSuccess;
-  }
-};
 
 TelemetryHandle start(bool exporting) {
   // A queue deep enough that the exporter keeps up and no span is dropped (dropped spans would
@@ -33,7 +27,7 @@ TelemetryHandle start(bool exporting) {
   c.export_rank = exporting ? 0 : 1;
   c.span_groups = "per_step";
   SetupOptions o;
-  o.exporter = std::make_shared<NullExporter>();
+  o.exporter = std::make_shared<lens_bench::NullSpanExporter>();
   o.allow_reinit = true;
   return setup_telemetry(c, 0, 2, o);
 }

@@ -9,18 +9,11 @@
 #include <cstdlib>
 
 #include "nemo/lens/lens.hpp"
+#include "null_exporters.hpp"
 
 namespace {
 
 using namespace nemo::lens;
-
-class NullExporter : public SpanExporter {
- public:
-  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
-                            std::chrono::steady_clock::time_point) noexcept override {
-    return ExportResult::kSuccess;
-  }
-};
 
 const char* mode_name(std::int64_t mode) {
   return mode == 0 ? "off" : mode == 1 ? "enabled" : "all";
@@ -38,7 +31,7 @@ TelemetryHandle start(std::int64_t mode, bool exporting) {
   c.export_rank = exporting ? 0 : 1;
   c.span_groups = "per_step";
   SetupOptions o;
-  o.exporter = std::make_shared<NullExporter>();
+  o.exporter = std::make_shared<lens_bench::NullSpanExporter>();
   o.allow_reinit = true;
   return setup_telemetry(c, 0, 2, o);
 }

@@ -49,8 +49,8 @@ TEST(ControlConcurrency, DumpsAreConsistentWhileSpansOpenEndAndGroupsSwitch) {
   int dumps = 0, spans_seen = 0;
   for (int round = 0; round < 60; ++round) {
     if (round % 10 == 5) {
-      lens_test::control_request(sockets[0], round % 20 == 5 ? "lens-ctl/1 groups all"
-                                                             : "lens-ctl/1 groups-reset");
+      lens_test::control_request(
+          sockets[0], round % 20 == 5 ? "lens-ctl/1 groups all" : "lens-ctl/1 groups-reset");
     }
     const auto dump = lens_test::control_request(sockets[0], "lens-ctl/1 dump");
     ASSERT_EQ(dump["ok"], true) << dump.dump();

@@ -2,12 +2,11 @@
 // protocol, live group switches, the open-span dump on exporting and non-exporting ranks, the
 // hang watchdog and fork.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -138,8 +137,7 @@ TEST_F(Control, EndpointIsPrivateNamedByRunRankPidAndRemovedAtShutdown) {
   EXPECT_EQ(dir.st_mode & 0777, 0700u);
   const std::string path = socket();
   ASSERT_FALSE(path.empty());
-  EXPECT_EQ(fs::path(path).filename().string(),
-            "run-42.2." + std::to_string(::getpid()) + ".sock");
+  EXPECT_EQ(fs::path(path).filename().string(), "run-42.2." + std::to_string(::getpid()) + ".sock");
   struct stat sock {};
   ASSERT_EQ(::stat(path.c_str(), &sock), 0);
   EXPECT_TRUE(S_ISSOCK(sock.st_mode));
@@ -180,7 +178,8 @@ TEST_F(Control, DumpShowsEveryThreadsOpenSpansAndHowLongTheyHaveBeenOpen) {
   LENS_SPAN(step, "step", "train_step");
   const json first = request("lens-ctl/1 dump");
   ASSERT_EQ(first["ok"], true) << first.dump();
-  EXPECT_EQ(stack_of(first, this_tid()), (std::vector<std::string>{"/pretrain", "step/train_step"}));
+  EXPECT_EQ(stack_of(first, this_tid()),
+            (std::vector<std::string>{"/pretrain", "step/train_step"}));
   EXPECT_EQ(stack_of(first, blocked.tid()),
             (std::vector<std::string>{"step/train_step", "communication/all_reduce"}));
   double first_open = -1;
@@ -338,8 +337,8 @@ TEST_F(Control, SpansDeeperThanTheRegistryAreCountedAndEndInAnyOrder) {
 TEST_F(Control, MalformedOversizedAndSlowRequestsGetErrorsAndTheProgramRunsOn) {
   start("default");
   const std::string path = socket();
-  for (const char* line : {"hello", "lens-ctl/2 info", "lens-ctl/1 frobnicate",
-                                  "lens-ctl/1 groups", "lens-ctl/1 info extra"}) {
+  for (const char* line : {"hello", "lens-ctl/2 info", "lens-ctl/1 frobnicate", "lens-ctl/1 groups",
+                           "lens-ctl/1 info extra"}) {
     const json r = control_request(path, line);
     EXPECT_EQ(r["ok"], false) << line;
     EXPECT_FALSE(r["error"].get<std::string>().empty()) << line;

@@ -10,6 +10,7 @@
 
 #include "child_process.hpp"
 #include "control_client.hpp"
+#include "ctl_run.hpp"
 #include "scoped_env.hpp"
 
 namespace {
@@ -17,10 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-struct Output {
-  int status = -1;
-  std::string out, err;
-};
+using lens_test::words;
 
 class CtlLive : public ::testing::Test {
  protected:
@@ -43,17 +41,9 @@ class CtlLive : public ::testing::Test {
     return target_->wait(30s);
   }
 
-  Output ctl(std::vector<std::string> args) {
-    const std::string out_path = (dir_.path() / ("out" + std::to_string(calls_++))).string();
-    args.insert(args.begin(), {LENS_BINARY, "ctl"});
+  lens_test::CtlOutput ctl(std::vector<std::string> args) {
     args.insert(args.end(), {"--dir", ctl_dir_, "--run", run_});
-    lens_test::ChildProcess p(args, out_path);
-    Output o;
-    o.status = p.wait(30s);
-    o.err = p.stderr_text();
-    std::ifstream in(out_path);
-    o.out.assign(std::istreambuf_iterator<char>(in), {});
-    return o;
+    return lens_test::run_lens_ctl(dir_.path(), std::move(args));
   }
 
   // The exported spans named `name`.
@@ -77,15 +67,7 @@ class CtlLive : public ::testing::Test {
   const std::string ctl_dir_ = (dir_.path() / "ctl").string();
   const std::string spans_path_ = (dir_.path() / "spans.jsonl").string();
   std::unique_ptr<lens_test::ChildProcess> target_;
-  int calls_ = 0;
 };
-
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
 
 // The innermost span's open_s of the thread inside communication/all_reduce.
 double blocked_open_s(const std::string& json_lines) {
@@ -98,11 +80,11 @@ double blocked_open_s(const std::string& json_lines) {
 }
 
 TEST_F(CtlLive, DumpPutsTheBlockedCommunicationSpanFirstAndItsAgeGrows) {
-  const Output first = ctl({"dump", "--json"});
+  const auto first = ctl({"dump", "--json"});
   ASSERT_EQ(first.status, 0) << first.err;
-  const Output table = ctl({"dump"});
+  const auto table = ctl({"dump"});
   ASSERT_EQ(table.status, 0) << table.err;
-  const Output second = ctl({"dump", "--json"});
+  const auto second = ctl({"dump", "--json"});
   ASSERT_EQ(second.status, 0) << second.err;
 
   std::istringstream lines(table.out);
@@ -124,21 +106,21 @@ TEST_F(CtlLive, DumpPutsTheBlockedCommunicationSpanFirstAndItsAgeGrows) {
 }
 
 TEST_F(CtlLive, GroupSwitchReachesTheRunningProgramAndResetUndoesIt) {
-  const Output on = ctl({"groups", "all"});
+  const auto on = ctl({"groups", "all"});
   ASSERT_EQ(on.status, 0) << on.out << on.err;
   EXPECT_NE(on.out.find("-> activation_offload,checkpoint,communication"), std::string::npos)
       << on.out;
   ASSERT_TRUE(target_->wait_for_line("layer on")) << target_->stderr_text();
 
   // An invalid spec is refused with set-up's message; the program keeps `all`.
-  const Output bad = ctl({"groups", "per_stepp"});
+  const auto bad = ctl({"groups", "per_stepp"});
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("refused: Unknown span group"), std::string::npos) << bad.out;
-  const Output list = ctl({"list", "--json"});
+  const auto list = ctl({"list", "--json"});
   ASSERT_EQ(list.status, 0) << list.err;
   EXPECT_EQ(Json::parse(list.out)["groups"].size(), 14u) << list.out;
 
-  const Output reset = ctl({"groups", "--reset"});
+  const auto reset = ctl({"groups", "--reset"});
   ASSERT_EQ(reset.status, 0) << reset.out << reset.err;
   ASSERT_TRUE(target_->wait_for_line("layer off")) << target_->stderr_text();
   ASSERT_EQ(finish(), 0) << target_->stderr_text();

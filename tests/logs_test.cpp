@@ -1,17 +1,17 @@
 // Logs: records carry the ids of the span they were written in (and none outside one), severity,
 // attributes with redaction; logs off and non-exporting ranks export nothing; a full queue drops
 // and counts without blocking; the file exporter writes OTLP JSON Lines per rank.
-#include <gtest/gtest.h>
+#include "nemo/lens/logs.hpp"
 
-#include <nlohmann/json.hpp>
+#include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "nemo/lens/lens.hpp"
-#include "nemo/lens/logs.hpp"
 #include "nemo/lens/telemetry_data.hpp"
 #include "scoped_env.hpp"
 #include "tracing_fixture.hpp"
@@ -80,8 +80,8 @@ TEST_F(Logs, ARecordInsideASpanCarriesItsIdsOutsideNone) {
 TEST_F(Logs, SeveritiesHaveOpenTelemetrysNumbersAndTexts) {
   start();
   const std::pair<Severity, std::pair<int, const char*>> cases[] = {
-      {Severity::kTrace, {1, "TRACE"}}, {Severity::kDebug, {5, "DEBUG"}},
-      {Severity::kInfo, {9, "INFO"}},   {Severity::kWarn, {13, "WARN"}},
+      {Severity::kTrace, {1, "TRACE"}},  {Severity::kDebug, {5, "DEBUG"}},
+      {Severity::kInfo, {9, "INFO"}},    {Severity::kWarn, {13, "WARN"}},
       {Severity::kError, {17, "ERROR"}}, {Severity::kFatal, {21, "FATAL"}}};
   for (const auto& [s, expected] : cases) log(s, "m");
   const auto r = records();

@@ -1,22 +1,22 @@
 // Metrics: exact values after known recordings (from several threads, in both temporalities),
 // read through an in-memory exporter and through the file exporter; gauges and observable
 // callbacks; instrument names; metrics off and non-exporting ranks.
+#include "nemo/lens/metrics.hpp"
+
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
-#include <condition_variable>
 #include <latch>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
 #include "nemo/lens/lens.hpp"
-#include "nemo/lens/metrics.hpp"
 #include "nemo/lens/telemetry_data.hpp"
 #include "scoped_env.hpp"
 #include "tracing_fixture.hpp"
@@ -128,7 +128,8 @@ TEST_F(Metrics, DeltaTemporalityReportsTheChangeSinceTheLastCollection) {
   start();
   auto& meter = get_meter("metrics_test");
   const auto c = meter.create_counter<std::int64_t>("test.delta_counter");
-  const auto h = meter.create_histogram<double>("test.delta_hist", "s", "", std::vector<double>{1, 2});
+  const auto h =
+      meter.create_histogram<double>("test.delta_hist", "s", "", std::vector<double>{1, 2});
   const auto u = meter.create_up_down_counter<std::int64_t>("test.delta_updown");
   c.add(5);
   h.record(0.5);
@@ -289,8 +290,7 @@ TEST(MetricNames, TheSameInstrumentTwiceIsTheSameOneAnotherKindIsAnError) {
     meter.create_histogram<double>("shared");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("already exists as a counter of int64"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("already exists as a counter of int64"), std::string::npos)
         << e.what();
   }
   EXPECT_THROW(meter.create_counter<double>("shared"), ConfigError);
@@ -382,8 +382,9 @@ TEST(MetricFiles, TheFileExporterWritesOtlpJsonLinesPerRank) {
   o.allow_reinit = true;
   auto h = setup_telemetry(c, 3, 4, o);
   const auto c1 = get_meter("metrics_file").create_counter<std::int64_t>("file.steps");
-  const auto h1 = get_meter("metrics_file").create_histogram<double>("file.step_time", "s", "",
-                                                                    std::vector<double>{0.1, 1});
+  const auto h1 =
+      get_meter("metrics_file")
+          .create_histogram<double>("file.step_time", "s", "", std::vector<double>{0.1, 1});
   c1.add(7, {{"phase", "train"}});
   h1.record(0.5);
   h.shutdown();
@@ -443,8 +444,9 @@ TEST_F(Metrics, TrainingMetricsRecordOneStepInOneCall) {
   EXPECT_EQ(d.histogram_points[0].count, 2u);
   EXPECT_DOUBLE_EQ(d.histogram_points[0].sum, 1.0);
   EXPECT_EQ(std::get<double>(memory_->latest("dl.loss").value().number_points.at(0).value), 2.25);
-  EXPECT_EQ(std::get<double>(memory_->latest("dl.throughput.tokens").value().number_points.at(0).value),
-            8192.0);
+  EXPECT_EQ(
+      std::get<double>(memory_->latest("dl.throughput.tokens").value().number_points.at(0).value),
+      8192.0);
   EXPECT_FALSE(memory_->latest("dl.grad_norm").has_value()) << "never set: not exported";
   EXPECT_FALSE(memory_->latest("dl.throughput.samples").has_value());
 }

@@ -2,11 +2,11 @@
 // span (tests/mpi/mpi_hang_job.cpp), the others waiting for it in MPI_Allreduce. Only rank 3
 // exports; every rank tracks every group (NEMO_LENS_TRACK_OPEN=all).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 #include <set>
@@ -16,6 +16,7 @@
 
 #include "child_process.hpp"
 #include "control_client.hpp"
+#include "ctl_run.hpp"
 #include "scoped_env.hpp"
 
 namespace {
@@ -23,30 +24,10 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-struct Output {
-  int status = -1;
-  std::string out, err;
-};
+using lens_test::words;
 
-// Runs `lens ctl ARGS` and returns its exit status, stdout and stderr.
-Output lens_ctl(const lens_test::TempDir& dir, std::vector<std::string> args) {
-  static int counter = 0;
-  const std::string out_path = (dir.path() / ("ctl_out_" + std::to_string(counter++))).string();
-  args.insert(args.begin(), {LENS_BINARY, "ctl"});
-  lens_test::ChildProcess p(args, out_path);
-  Output o;
-  o.status = p.wait(30s);
-  o.err = p.stderr_text();
-  std::ifstream in(out_path);
-  o.out.assign(std::istreambuf_iterator<char>(in), {});
-  return o;
-}
-
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
+lens_test::CtlOutput lens_ctl(const lens_test::TempDir& dir, std::vector<std::string> args) {
+  return lens_test::run_lens_ctl(dir.path(), std::move(args));
 }
 
 // Reads "ready <rank>" lines from `fd` until `count` ranks said so or `timeout` passed.
@@ -78,8 +59,10 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   const std::string ctl_dir = (dir.path() / "ctl").string();
   const std::string ready_fifo = (dir.path() / "ready").string();
   const std::string release_fifo = (dir.path() / "release").string();
+  const std::string proceed_fifo = (dir.path() / "proceed").string();
   ASSERT_EQ(::mkfifo(ready_fifo.c_str(), 0600), 0);
   ASSERT_EQ(::mkfifo(release_fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(proceed_fifo.c_str(), 0600), 0);
   const std::string run = "hang" + std::to_string(::getpid());
   env.set("NEMO_LENS_ENABLED", "1");
   env.set("NEMO_LENS_RUN_ID", run);
@@ -90,25 +73,55 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   env.set("LENS_HANG_RANK", std::to_string(kStuck));
   env.set("LENS_HANG_READY", ready_fifo);
   env.set("LENS_HANG_RELEASE", release_fifo);
+  env.set("LENS_HANG_PROCEED", proceed_fifo);
   // Read and write: the test holds a writer itself, so the FIFO never reports end-of-file
   // between the ranks' writes.
   const int ready_fd = ::open(ready_fifo.c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(ready_fd, 0);
   lens_test::ChildProcess mpirun(
       {MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "4", MPI_HANG_JOB});
-  bool released = false;
-  auto release = [&] {
-    if (released) return;
-    released = true;
-    const int fd = ::open(release_fifo.c_str(), O_WRONLY | O_CLOEXEC);  // the stuck rank reads
+  // Opening a FIFO for writing and closing it lets the stuck rank, blocked reading it, go on.
+  auto signal_fifo = [](const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd >= 0) ::close(fd);
   };
-  const std::set<int> ready = wait_ready(ready_fd, 4, 60s);
+  // Whatever fails below, the job is let go and stopped, so no rank is left blocked on a FIFO.
+  struct Cleanup {
+    lens_test::ChildProcess& job;
+    std::vector<std::string> fifos;
+    bool done = false;
+    ~Cleanup() {
+      if (done) return;
+      for (const auto& f : fifos) {
+        const int fd = ::open(f.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // only if read
+        if (fd >= 0) ::close(fd);
+      }
+      job.signal(SIGTERM);  // mpirun stops its ranks
+      job.wait(std::chrono::seconds(20));
+    }
+  } cleanup{mpirun, {proceed_fifo, release_fifo}};
+  ASSERT_EQ(wait_ready(ready_fd, 1, 60s), std::set<int>{kStuck}) << mpirun.stderr_text();
+  // Alone in its collective: only the stuck rank is inside all_reduce.
+  const auto alone = lens_ctl(dir, {"dump", "--run", run, "--dir", ctl_dir, "--json"});
+  std::istringstream alone_lines(alone.out);
+  int inside = 0;
+  for (std::string line; std::getline(alone_lines, line);) {
+    const Json r = Json::parse(line);
+    for (const auto& t : r["threads"]) {
+      if (!t["spans"].empty() && t["spans"].back()["name"] == "all_reduce") {
+        ++inside;
+        EXPECT_EQ(r["process"]["rank"], kStuck) << line;
+      }
+    }
+  }
+  EXPECT_EQ(inside, 1) << alone.out;
+  signal_fifo(proceed_fifo);
+  const std::set<int> ready = wait_ready(ready_fd, 3, 60s);
   ::close(ready_fd);
-  ASSERT_EQ(ready, (std::set<int>{0, 1, 2, 3})) << mpirun.stderr_text();
+  ASSERT_EQ(ready, (std::set<int>{0, 1, 3})) << mpirun.stderr_text();
 
   // The table: the stuck rank's all-reduce, open longest, is the first row.
-  const Output dump = lens_ctl(dir, {"dump", "--run", run, "--dir", ctl_dir});
+  const auto dump = lens_ctl(dir, {"dump", "--run", run, "--dir", ctl_dir});
   EXPECT_EQ(dump.status, 0) << dump.err;
   std::istringstream table(dump.out);
   std::string header, first;
@@ -125,7 +138,7 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   // The JSON Lines: one reply per rank, every rank inside pretrain > train_step > all_reduce.
   // Only rank 3 exports, and only the ungated pretrain span: step and communication are not in
   // `default`, they are tracked (NEMO_LENS_TRACK_OPEN=all), not exported.
-  const Output json = lens_ctl(dir, {"dump", "--run", run, "--dir", ctl_dir, "--json"});
+  const auto json = lens_ctl(dir, {"dump", "--run", run, "--dir", ctl_dir, "--json"});
   EXPECT_EQ(json.status, 0) << json.err;
   std::istringstream lines(json.out);
   std::set<int> ranks;
@@ -147,10 +160,10 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
 
   // Every rank switches groups at once, and lists itself.
-  const Output groups = lens_ctl(dir, {"groups", "all", "--run", run, "--dir", ctl_dir});
+  const auto groups = lens_ctl(dir, {"groups", "all", "--run", run, "--dir", ctl_dir});
   EXPECT_EQ(groups.status, 0) << groups.out << groups.err;
   EXPECT_EQ(std::count(groups.out.begin(), groups.out.end(), '\n'), 4) << groups.out;
-  const Output list = lens_ctl(dir, {"list", "--run", run, "--dir", ctl_dir, "--json"});
+  const auto list = lens_ctl(dir, {"list", "--run", run, "--dir", ctl_dir, "--json"});
   EXPECT_EQ(list.status, 0) << list.err;
   std::istringstream processes(list.out);
   int listed = 0;
@@ -159,7 +172,8 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   }
   EXPECT_EQ(listed, 4);
 
-  release();
+  signal_fifo(release_fifo);
+  cleanup.done = true;
   EXPECT_EQ(mpirun.wait(60s), 0) << mpirun.stderr_text();
   EXPECT_TRUE(lens_test::control_sockets(ctl_dir).empty()) << "every rank removed its endpoint";
 }

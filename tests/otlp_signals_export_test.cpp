@@ -5,10 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
+#include "export/otlp.hpp"
 #include "http_test_server.hpp"
+#include "lens_collect.hpp"
 #include "nemo/lens/lens.hpp"
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/metrics.hpp"
@@ -76,7 +81,8 @@ TEST(OtlpSignals, MetricsRetryAfterA503AsToldAndArriveOnTheirPath) {
     return Reply{200, "", {{"Content-Type", "application/x-protobuf"}}};
   });
   auto telemetry = setup_signals(env, server);
-  const auto steps = nemo::lens::get_meter("otlp_signals").create_counter<std::int64_t>("sig.steps");
+  const auto steps =
+      nemo::lens::get_meter("otlp_signals").create_counter<std::int64_t>("sig.steps");
   steps.add(41);
   steps.add(1);
   ASSERT_TRUE(telemetry.force_flush(20s));
@@ -117,7 +123,7 @@ TEST(OtlpSignals, A400DropsTheLogBatchWithoutRetryingAndCountsIt) {
   EXPECT_EQ(stats.log_records_exported, 0u);
 }
 
-TEST(OtlpSignals, LogsAndMetricsReachAReceiverThatStartsLate) {
+TEST(OtlpSignals, LogsAndMetricsRetryUntilAStartingReceiverAccepts) {
   ScopedEnv env;
   // The receiver answers "unavailable" (as a proxy in front of a starting collector does) until
   // the program has tried twice, then accepts: everything arrives, once.
@@ -143,6 +149,56 @@ TEST(OtlpSignals, LogsAndMetricsReachAReceiverThatStartsLate) {
   EXPECT_EQ(stats.log_records_exported, 1u);
   EXPECT_EQ(stats.log_records_dropped, 0u);
   EXPECT_EQ(stats.metric_exports_failed, 0u);
+}
+
+// Over gRPC to `lens collect`, which starts a second after the program tried: the channel
+// reconnects, the sender retries UNAVAILABLE, and both signals land in their files.
+TEST(OtlpSignals, GrpcMetricsAndLogsReachLensCollectStartedLate) {
+  if (!nemo::lens::detail::grpc_built_in()) GTEST_SKIP() << "built without gRPC";
+  ScopedEnv env;
+  const int port = lens_test::free_port();
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
+  env.set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:" + std::to_string(port));
+  env.set("OTEL_EXPORTER_OTLP_TIMEOUT", "30000");
+  env.set("OTEL_METRIC_EXPORT_INTERVAL", "3600000");
+  env.set("OTEL_BLRP_SCHEDULE_DELAY", "3600000");
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.traces_enabled = false;
+  c.logs_enabled = true;
+  c.exporter = "otlp";
+  nemo::lens::SetupOptions options;
+  options.allow_reinit = true;
+  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  nemo::lens::log(nemo::lens::Severity::kWarn, "late over grpc", {{"iteration", 5}});
+  nemo::lens::get_meter("otlp_signals").create_counter<std::int64_t>("sig.grpc").add(5);
+  bool flushed = false;
+  std::thread flusher([&] { flushed = telemetry.force_flush(40s); });
+  std::this_thread::sleep_for(1s);  // the fault itself: nobody listens for a second
+  const std::string metrics = lens_test::temp_path("signals_grpc_metrics");
+  const std::string logs = lens_test::temp_path("signals_grpc_logs");
+  std::remove(metrics.c_str());
+  std::remove(logs.c_str());
+  auto collector = lens_test::Collector::with_args(
+      lens_test::temp_path("signals_grpc"),
+      {"--metrics-out", metrics, "--logs-out", logs, "--listen", "127.0.0.1:0", "--grpc-listen",
+       "127.0.0.1:" + std::to_string(port)});
+  flusher.join();
+  EXPECT_TRUE(flushed);
+  const auto stats = telemetry.stats();
+  telemetry.shutdown();
+  EXPECT_EQ(collector->stop(), 0);
+  EXPECT_EQ(stats.log_records_exported, 1u);
+  EXPECT_EQ(stats.metric_exports_failed, 0u);
+  std::ifstream m(metrics), l(logs);
+  const std::string metrics_text((std::istreambuf_iterator<char>(m)), {});
+  const std::string logs_text((std::istreambuf_iterator<char>(l)), {});
+  EXPECT_NE(metrics_text.find("\"name\":\"sig.grpc\""), std::string::npos) << metrics_text;
+  EXPECT_NE(metrics_text.find("\"asInt\":\"5\""), std::string::npos) << metrics_text;
+  EXPECT_NE(logs_text.find("late over grpc"), std::string::npos) << logs_text;
+  std::remove(metrics.c_str());
+  std::remove(logs.c_str());
 }
 
 }  // namespace

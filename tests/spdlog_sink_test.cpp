@@ -1,11 +1,11 @@
 // The spdlog sink: an spdlog logger's records become lens log records with the current span's
 // ids, the logger's name as scope, mapped severities and the source location.
-#include <gtest/gtest.h>
+#include "nemo/lens/spdlog_sink.hpp"
 
+#include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
 #include "nemo/lens/lens.hpp"
-#include "nemo/lens/spdlog_sink.hpp"
 #include "tracing_fixture.hpp"
 
 namespace nemo::lens {

@@ -92,7 +92,8 @@ bool write_all(int fd, std::string_view data, Clock::time_point deadline) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return false;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, POLLOUT, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return false;
@@ -114,7 +115,8 @@ void finish_connection(int fd) {
       continue;
     }
     if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd p{fd, POLLIN, 0};
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
   }
@@ -226,8 +228,7 @@ struct ControlEndpoint::Impl {
     json::append_double(out, target.settings.hang_timeout_s);
     out += ',';
     json::append_key(out, "uptime_s");
-    json::append_double(
-        out, std::chrono::duration<double>(Clock::now() - started).count());
+    json::append_double(out, std::chrono::duration<double>(Clock::now() - started).count());
     out += "}";
   }
 
@@ -334,7 +335,8 @@ struct ControlEndpoint::Impl {
 
   // Logs a change and records it on the job's root span (the oldest open recording root span).
   void announce_change(const GroupSet& before, const GroupSet& after, int peer_pid) {
-    std::fprintf(stderr, "lens: rank %d (pid %d): span groups switched by lens ctl (pid %d): %s -> %s\n",
+    std::fprintf(stderr,
+                 "lens: rank %d (pid %d): span groups switched by lens ctl (pid %d): %s -> %s\n",
                  target.rank, static_cast<int>(owner_pid), peer_pid, join(before).c_str(),
                  join(after).c_str());
     const OpenSpanView* root = nullptr;
@@ -382,17 +384,20 @@ struct ControlEndpoint::Impl {
     const auto space = line.find(' ');
     const std::string_view tag = line.substr(0, space);
     if (tag != kProtocolTag) {
-      return error_reply("not a lens-ctl/1 request: a request is 'lens-ctl/1 <verb> [argument]' "
-                         "with verb info, dump, groups <spec> or groups-reset");
+      return error_reply(
+          "not a lens-ctl/1 request: a request is 'lens-ctl/1 <verb> [argument]' "
+          "with verb info, dump, groups <spec> or groups-reset");
     }
-    std::string_view rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+    std::string_view rest =
+        space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
     const auto verb_end = rest.find(' ');
     const std::string_view verb = rest.substr(0, verb_end);
     const std::string_view arg =
         verb_end == std::string_view::npos ? std::string_view() : trim(rest.substr(verb_end + 1));
     if (verb == "info" && arg.empty()) return reply_head(true) + "}\n";
     if (verb == "dump" && arg.empty()) return dump_reply();
-    if (verb == "groups-reset" && arg.empty()) return switch_groups(target.startup_groups, peer_pid);
+    if (verb == "groups-reset" && arg.empty())
+      return switch_groups(target.startup_groups, peer_pid);
     if (verb == "groups") {
       if (arg.empty()) return error_reply("groups needs a span-group spec, e.g. 'groups all'");
       GroupSet groups;
@@ -447,10 +452,12 @@ struct ControlEndpoint::Impl {
       }
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       pollfd p{fd, POLLIN, 0};
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
-        write_all(fd, error_reply("no complete request line within 2 s"), deadline + kRequestTimeout);
+        write_all(fd, error_reply("no complete request line within 2 s"),
+                  deadline + kRequestTimeout);
         return;
       }
     }
@@ -514,9 +521,8 @@ struct ControlEndpoint::Impl {
     const double open_s = seconds_between(s.start_unix_nano, now);
     std::string text = "lens: hang watchdog: rank " + std::to_string(target.rank) + " pid " +
                        std::to_string(owner_pid) + " thread " + std::to_string(t.tid) + ": '" +
-                       qualified(s) + "' open for " + format_seconds(open_s) +
-                       " (timeout " + format_seconds(target.settings.hang_timeout_s) +
-                       "). Open spans now:\n";
+                       qualified(s) + "' open for " + format_seconds(open_s) + " (timeout " +
+                       format_seconds(target.settings.hang_timeout_s) + "). Open spans now:\n";
     for (const auto& th : threads) {
       text += "lens:   thread " + std::to_string(th.tid) + ": ";
       bool first = true;
@@ -639,8 +645,9 @@ std::unique_ptr<ControlEndpoint> ControlEndpoint::start(ControlTarget target) no
         }
       }
       if (!problem.empty()) {
-        std::fprintf(stderr, "lens: rank %d: no control endpoint (lens ctl will not see this "
-                             "process): %s\n",
+        std::fprintf(stderr,
+                     "lens: rank %d: no control endpoint (lens ctl will not see this "
+                     "process): %s\n",
                      impl->target.rank, problem.c_str());
         impl->path.clear();
       }

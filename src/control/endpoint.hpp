@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "control/settings.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/groups.hpp"
-#include "control/settings.hpp"
 #include "tracing/open_spans.hpp"
 
 namespace nemo::lens::detail {

@@ -62,16 +62,15 @@ ControlSettings control_settings(const NemoLensConfig& config) {
     if (lower != "off") {
       auto d = parse_double(*v);
       if (!d || !(*d >= 0) || *d > 1e9) {
-        throw ConfigError("Invalid value for " + *config.env_variable("HANG_TIMEOUT") + ": '" +
-                          *v + "'. Expected a number of seconds >= 0 (0 or off: no watchdog).");
+        throw ConfigError("Invalid value for " + *config.env_variable("HANG_TIMEOUT") + ": '" + *v +
+                          "'. Expected a number of seconds >= 0 (0 or off: no watchdog).");
       }
       s.hang_timeout_s = *d;
     }
   }
   if (s.hang_timeout_s > 0 && s.track_open == TrackOpen::kOff) {
     throw ConfigError("Invalid combination: " + *config.env_variable("HANG_TIMEOUT") +
-                      " needs open spans to be tracked, but " +
-                      *config.env_variable("TRACK_OPEN") +
+                      " needs open spans to be tracked, but " + *config.env_variable("TRACK_OPEN") +
                       " is off. Set it to enabled or all, or switch the watchdog off.");
   }
   return s;

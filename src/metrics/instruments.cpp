@@ -7,8 +7,8 @@
 #include <limits>
 #include <map>
 
-#include "nemo/lens/errors.hpp"
 #include "env.hpp"
+#include "nemo/lens/errors.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
 
@@ -24,7 +24,7 @@ constexpr std::size_t kCardinalityLimit = 2000;  // OpenTelemetry's default per 
 constexpr std::size_t kTableSize = 4096;         // power of two, at most half full
 constexpr std::size_t kMaxSortedAttributes = 16;
 
-constexpr double kDefaultBoundaries[] = {0,   5,    10,   25,   50,   75,   100, 250,
+constexpr double kDefaultBoundaries[] = {0,   5,   10,   25,   50,   75,   100,  250,
                                          500, 750, 1000, 2500, 5000, 7500, 10000};
 
 std::atomic<std::uint64_t> g_dropped{0};
@@ -53,11 +53,11 @@ struct Instrument {
   std::string name, unit, description;
   InstrumentKind kind;
   bool is_double;
-  std::vector<double> bounds;  // histograms
+  std::vector<double> bounds;                           // histograms
   std::unique_ptr<std::atomic<AttributeSet*>[]> table;  // kTableSize slots, allocated up front
-  std::mutex mu;                                         // inserting sets
-  std::vector<AttributeSet*> sets;                       // guarded by mu; never shrinks
-  AttributeSet* overflow = nullptr;                      // guarded by mu
+  std::mutex mu;                                        // inserting sets
+  std::vector<AttributeSet*> sets;                      // guarded by mu; never shrinks
+  AttributeSet* overflow = nullptr;                     // guarded by mu
 };
 
 struct ObservableRegistration {
@@ -114,10 +114,14 @@ std::uint64_t hash_arg(const AttributeArg& a) noexcept {
   using T = AttributeArg::Type;
   std::uint64_t h = static_cast<std::uint64_t>(a.type()) * 0x2545F4914F6CDD1Dull;
   switch (a.type()) {
-    case T::kBool: return mix(h, a.as_bool() ? 1 : 2);
-    case T::kInt: return mix(h, static_cast<std::uint64_t>(a.as_int()));
-    case T::kDouble: return mix(h, hash_double(a.as_double()));
-    case T::kString: return mix(h, hash_short_string(a.as_string()));
+    case T::kBool:
+      return mix(h, a.as_bool() ? 1 : 2);
+    case T::kInt:
+      return mix(h, static_cast<std::uint64_t>(a.as_int()));
+    case T::kDouble:
+      return mix(h, hash_double(a.as_double()));
+    case T::kString:
+      return mix(h, hash_short_string(a.as_string()));
     case T::kBoolArray:
       for (bool b : a.as_bool_array()) h = mix(h, b ? 1 : 2);
       return h;
@@ -147,7 +151,8 @@ std::uint64_t hash_value_type(const AttributeArg& a) noexcept {
 bool same_value(const AttributeValue& v, const AttributeArg& a) noexcept {
   using T = AttributeArg::Type;
   switch (a.type()) {
-    case T::kBool: return std::holds_alternative<bool>(v) && std::get<bool>(v) == a.as_bool();
+    case T::kBool:
+      return std::holds_alternative<bool>(v) && std::get<bool>(v) == a.as_bool();
     case T::kInt:
       return std::holds_alternative<std::int64_t>(v) && std::get<std::int64_t>(v) == a.as_int();
     case T::kDouble:
@@ -157,13 +162,13 @@ bool same_value(const AttributeValue& v, const AttributeArg& a) noexcept {
              same_short_string(std::get<std::string>(v), a.as_string());
     case T::kBoolArray: {
       const auto* p = std::get_if<std::vector<bool>>(&v);
-      return p != nullptr && std::equal(p->begin(), p->end(), a.as_bool_array().begin(),
-                                        a.as_bool_array().end());
+      return p != nullptr &&
+             std::equal(p->begin(), p->end(), a.as_bool_array().begin(), a.as_bool_array().end());
     }
     case T::kIntArray: {
       const auto* p = std::get_if<std::vector<std::int64_t>>(&v);
-      return p != nullptr && std::equal(p->begin(), p->end(), a.as_int_array().begin(),
-                                        a.as_int_array().end());
+      return p != nullptr &&
+             std::equal(p->begin(), p->end(), a.as_int_array().begin(), a.as_int_array().end());
     }
     case T::kDoubleArray: {
       const auto* p = std::get_if<std::vector<double>>(&v);
@@ -247,7 +252,8 @@ AttributeSet* find_set(Instrument& inst, std::initializer_list<Attribute> attrib
   const SortedArgs args(attributes);
   const std::uint64_t h = args.hash();
   // Lock-free lookup: slots are published once (release) and never change.
-  for (std::size_t i = h & (kTableSize - 1), n = 0; n < kTableSize; i = (i + 1) & (kTableSize - 1), ++n) {
+  for (std::size_t i = h & (kTableSize - 1), n = 0; n < kTableSize;
+       i = (i + 1) & (kTableSize - 1), ++n) {
     AttributeSet* s = inst.table[i].load(std::memory_order_acquire);
     if (s == nullptr) break;
     if (s->hash == h && args.same(*s)) return s;
@@ -313,7 +319,8 @@ bool valid_name(std::string_view name) noexcept {
   const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
   if (!alpha(name[0])) return false;
   for (char c : name) {
-    const bool ok = alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' || c == '/';
+    const bool ok =
+        alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' || c == '/';
     if (!ok) return false;
   }
   return true;
@@ -329,12 +336,18 @@ bool valid_unit(std::string_view unit) noexcept {
 
 std::string_view kind_name(InstrumentKind kind) noexcept {
   switch (kind) {
-    case InstrumentKind::kCounter: return "counter";
-    case InstrumentKind::kUpDownCounter: return "up-down counter";
-    case InstrumentKind::kHistogram: return "histogram";
-    case InstrumentKind::kGauge: return "gauge";
-    case InstrumentKind::kObservableGauge: return "observable gauge";
-    case InstrumentKind::kObservableCounter: return "observable counter";
+    case InstrumentKind::kCounter:
+      return "counter";
+    case InstrumentKind::kUpDownCounter:
+      return "up-down counter";
+    case InstrumentKind::kHistogram:
+      return "histogram";
+    case InstrumentKind::kGauge:
+      return "gauge";
+    case InstrumentKind::kObservableGauge:
+      return "observable gauge";
+    case InstrumentKind::kObservableCounter:
+      return "observable counter";
   }
   return "instrument";
 }
@@ -395,14 +408,16 @@ Instrument* create_instrument(MeterState& meter, std::string_view name, std::str
   inst->is_double = is_double;
   inst->bounds = std::move(bounds);
   inst->table = std::make_unique<std::atomic<AttributeSet*>[]>(kTableSize);
-  for (std::size_t i = 0; i < kTableSize; ++i) inst->table[i].store(nullptr, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kTableSize; ++i)
+    inst->table[i].store(nullptr, std::memory_order_relaxed);
   meter.instruments.reserve(meter.instruments.size() + 1);
   meter.instruments.push_back(std::move(inst));
   return meter.instruments.back().get();
 }
 
 template <class T>
-void instrument_add(Instrument* inst, T value, std::initializer_list<Attribute> attributes) noexcept {
+void instrument_add(Instrument* inst, T value,
+                    std::initializer_list<Attribute> attributes) noexcept {
   if (inst == nullptr) return;
   if constexpr (std::is_same_v<T, double>) {
     if (std::isnan(value)) return drop();
@@ -414,7 +429,8 @@ void instrument_add(Instrument* inst, T value, std::initializer_list<Attribute> 
 }
 
 template <class T>
-void instrument_record(Instrument* inst, T value, std::initializer_list<Attribute> attributes) noexcept {
+void instrument_record(Instrument* inst, T value,
+                       std::initializer_list<Attribute> attributes) noexcept {
   if (inst == nullptr) return;
   const double v = static_cast<double>(value);
   if (std::isnan(v)) return drop();
@@ -422,7 +438,8 @@ void instrument_record(Instrument* inst, T value, std::initializer_list<Attribut
   if (s == nullptr) return drop();
   // Bucket i holds (bounds[i-1], bounds[i]]; the last one everything above the last bound.
   const auto it = std::lower_bound(inst->bounds.begin(), inst->bounds.end(), v);
-  s->buckets[static_cast<std::size_t>(it - inst->bounds.begin())].fetch_add(1, std::memory_order_relaxed);
+  s->buckets[static_cast<std::size_t>(it - inst->bounds.begin())].fetch_add(
+      1, std::memory_order_relaxed);
   s->double_value.fetch_add(v, std::memory_order_relaxed);
   for (double m = s->min.load(std::memory_order_relaxed);
        v < m && !s->min.compare_exchange_weak(m, v, std::memory_order_relaxed);) {
@@ -433,7 +450,8 @@ void instrument_record(Instrument* inst, T value, std::initializer_list<Attribut
 }
 
 template <class T>
-void instrument_set(Instrument* inst, T value, std::initializer_list<Attribute> attributes) noexcept {
+void instrument_set(Instrument* inst, T value,
+                    std::initializer_list<Attribute> attributes) noexcept {
   if (inst == nullptr) return;
   AttributeSet* s = find_set(*inst, attributes);
   if (s == nullptr) return drop();
@@ -441,18 +459,27 @@ void instrument_set(Instrument* inst, T value, std::initializer_list<Attribute> 
 }
 
 template <class T>
-void instrument_observe(Instrument* inst, T value, std::initializer_list<Attribute> attributes) noexcept {
+void instrument_observe(Instrument* inst, T value,
+                        std::initializer_list<Attribute> attributes) noexcept {
   instrument_set(inst, value, attributes);
 }
 
-template void instrument_add<std::int64_t>(Instrument*, std::int64_t, std::initializer_list<Attribute>) noexcept;
-template void instrument_add<double>(Instrument*, double, std::initializer_list<Attribute>) noexcept;
-template void instrument_record<std::int64_t>(Instrument*, std::int64_t, std::initializer_list<Attribute>) noexcept;
-template void instrument_record<double>(Instrument*, double, std::initializer_list<Attribute>) noexcept;
-template void instrument_set<std::int64_t>(Instrument*, std::int64_t, std::initializer_list<Attribute>) noexcept;
-template void instrument_set<double>(Instrument*, double, std::initializer_list<Attribute>) noexcept;
-template void instrument_observe<std::int64_t>(Instrument*, std::int64_t, std::initializer_list<Attribute>) noexcept;
-template void instrument_observe<double>(Instrument*, double, std::initializer_list<Attribute>) noexcept;
+template void instrument_add<std::int64_t>(Instrument*, std::int64_t,
+                                           std::initializer_list<Attribute>) noexcept;
+template void instrument_add<double>(Instrument*, double,
+                                     std::initializer_list<Attribute>) noexcept;
+template void instrument_record<std::int64_t>(Instrument*, std::int64_t,
+                                              std::initializer_list<Attribute>) noexcept;
+template void instrument_record<double>(Instrument*, double,
+                                        std::initializer_list<Attribute>) noexcept;
+template void instrument_set<std::int64_t>(Instrument*, std::int64_t,
+                                           std::initializer_list<Attribute>) noexcept;
+template void instrument_set<double>(Instrument*, double,
+                                     std::initializer_list<Attribute>) noexcept;
+template void instrument_observe<std::int64_t>(Instrument*, std::int64_t,
+                                               std::initializer_list<Attribute>) noexcept;
+template void instrument_observe<double>(Instrument*, double,
+                                         std::initializer_list<Attribute>) noexcept;
 
 // ----- collection
 
@@ -482,11 +509,16 @@ struct Collector {
 
   Temporality temporality_of(InstrumentKind kind) const {
     switch (kind) {
-      case InstrumentKind::kCounter: return preference.counter;
-      case InstrumentKind::kHistogram: return preference.histogram;
-      case InstrumentKind::kObservableCounter: return preference.observable_counter;
-      case InstrumentKind::kUpDownCounter: return preference.up_down_counter;
-      default: return Temporality::kCumulative;
+      case InstrumentKind::kCounter:
+        return preference.counter;
+      case InstrumentKind::kHistogram:
+        return preference.histogram;
+      case InstrumentKind::kObservableCounter:
+        return preference.observable_counter;
+      case InstrumentKind::kUpDownCounter:
+        return preference.up_down_counter;
+      default:
+        return Temporality::kCumulative;
     }
   }
 
@@ -581,8 +613,8 @@ struct Collector {
             s->reported_double = total_sum;
             // The interval's extremes: taken and reset; a concurrent record lands in this or the
             // next interval, never in none.
-            const double mn = s->min.exchange(std::numeric_limits<double>::infinity(),
-                                              std::memory_order_relaxed);
+            const double mn =
+                s->min.exchange(std::numeric_limits<double>::infinity(), std::memory_order_relaxed);
             const double mx = s->max.exchange(-std::numeric_limits<double>::infinity(),
                                               std::memory_order_relaxed);
             if (std::isfinite(mn)) p.min = mn;
@@ -758,9 +790,9 @@ template <class T>
 ObservableInstrument Meter::create_observable_gauge(
     std::string_view name, std::function<void(ObserverResult<T>&)> callback, std::string_view unit,
     std::string_view description) {
-  detail::Instrument* inst = detail::create_instrument(
-      *state_, name, unit, description, detail::InstrumentKind::kObservableGauge,
-      std::is_same_v<T, double>, {});
+  detail::Instrument* inst = detail::create_instrument(*state_, name, unit, description,
+                                                       detail::InstrumentKind::kObservableGauge,
+                                                       std::is_same_v<T, double>, {});
   return register_observable<T>(*state_, inst, std::move(callback));
 }
 
@@ -768,9 +800,9 @@ template <class T>
 ObservableInstrument Meter::create_observable_counter(
     std::string_view name, std::function<void(ObserverResult<T>&)> callback, std::string_view unit,
     std::string_view description) {
-  detail::Instrument* inst = detail::create_instrument(
-      *state_, name, unit, description, detail::InstrumentKind::kObservableCounter,
-      std::is_same_v<T, double>, {});
+  detail::Instrument* inst = detail::create_instrument(*state_, name, unit, description,
+                                                       detail::InstrumentKind::kObservableCounter,
+                                                       std::is_same_v<T, double>, {});
   return register_observable<T>(*state_, inst, std::move(callback));
 }
 
@@ -783,20 +815,20 @@ void ObservableInstrument::unregister() noexcept {
   registration_.reset();
 }
 
-#define NEMO_LENS_METER_INSTANTIATE(T)                                                          \
+#define NEMO_LENS_METER_INSTANTIATE(T)                                                           \
   template NEMO_LENS_API Counter<T> Meter::create_counter<T>(std::string_view, std::string_view, \
-                                                             std::string_view);                 \
-  template NEMO_LENS_API UpDownCounter<T> Meter::create_up_down_counter<T>(                     \
-      std::string_view, std::string_view, std::string_view);                                    \
-  template NEMO_LENS_API Histogram<T> Meter::create_histogram<T>(                               \
-      std::string_view, std::string_view, std::string_view, std::span<const double>);           \
-  template NEMO_LENS_API Gauge<T> Meter::create_gauge<T>(std::string_view, std::string_view,    \
-                                                         std::string_view);                     \
-  template NEMO_LENS_API ObservableInstrument Meter::create_observable_gauge<T>(                \
-      std::string_view, std::function<void(ObserverResult<T>&)>, std::string_view,              \
-      std::string_view);                                                                        \
-  template NEMO_LENS_API ObservableInstrument Meter::create_observable_counter<T>(              \
-      std::string_view, std::function<void(ObserverResult<T>&)>, std::string_view,              \
+                                                             std::string_view);                  \
+  template NEMO_LENS_API UpDownCounter<T> Meter::create_up_down_counter<T>(                      \
+      std::string_view, std::string_view, std::string_view);                                     \
+  template NEMO_LENS_API Histogram<T> Meter::create_histogram<T>(                                \
+      std::string_view, std::string_view, std::string_view, std::span<const double>);            \
+  template NEMO_LENS_API Gauge<T> Meter::create_gauge<T>(std::string_view, std::string_view,     \
+                                                         std::string_view);                      \
+  template NEMO_LENS_API ObservableInstrument Meter::create_observable_gauge<T>(                 \
+      std::string_view, std::function<void(ObserverResult<T>&)>, std::string_view,               \
+      std::string_view);                                                                         \
+  template NEMO_LENS_API ObservableInstrument Meter::create_observable_counter<T>(               \
+      std::string_view, std::function<void(ObserverResult<T>&)>, std::string_view,               \
       std::string_view);
 NEMO_LENS_METER_INSTANTIATE(std::int64_t)
 NEMO_LENS_METER_INSTANTIATE(double)

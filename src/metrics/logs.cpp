@@ -1,8 +1,9 @@
 // log(): records with the current span's context, queued on the set-up's LogProcessor.
+#include "nemo/lens/logs.hpp"
+
 #include <new>
 
 #include "metrics/pipelines.hpp"
-#include "nemo/lens/logs.hpp"
 #include "nemo/lens/span.hpp"
 #include "tracing/clock.hpp"
 #include "tracing/engine.hpp"
@@ -11,12 +12,18 @@ namespace nemo::lens {
 
 std::string_view severity_text(Severity severity) noexcept {
   switch (severity) {
-    case Severity::kTrace: return "TRACE";
-    case Severity::kDebug: return "DEBUG";
-    case Severity::kInfo: return "INFO";
-    case Severity::kWarn: return "WARN";
-    case Severity::kError: return "ERROR";
-    case Severity::kFatal: return "FATAL";
+    case Severity::kTrace:
+      return "TRACE";
+    case Severity::kDebug:
+      return "DEBUG";
+    case Severity::kInfo:
+      return "INFO";
+    case Severity::kWarn:
+      return "WARN";
+    case Severity::kError:
+      return "ERROR";
+    case Severity::kFatal:
+      return "FATAL";
   }
   return "INFO";
 }

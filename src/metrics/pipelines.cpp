@@ -21,30 +21,30 @@ constinit std::atomic<LogProcessor*> g_log_processor{nullptr};
 
 MetricSettings metric_settings_from_env() {
   MetricSettings s;
-  s.interval = std::chrono::milliseconds(
-      env_uint("OTEL_METRIC_EXPORT_INTERVAL", 1, 86'400'000,
-               "an interval in milliseconds from 1 to 86400000")
-          .value_or(static_cast<std::uint64_t>(s.interval.count())));
-  s.timeout = std::chrono::milliseconds(
-      env_uint("OTEL_METRIC_EXPORT_TIMEOUT", 1, 86'400'000,
-               "a timeout in milliseconds from 1 to 86400000")
-          .value_or(static_cast<std::uint64_t>(s.timeout.count())));
+  s.interval =
+      std::chrono::milliseconds(env_uint("OTEL_METRIC_EXPORT_INTERVAL", 1, 86'400'000,
+                                         "an interval in milliseconds from 1 to 86400000")
+                                    .value_or(static_cast<std::uint64_t>(s.interval.count())));
+  s.timeout =
+      std::chrono::milliseconds(env_uint("OTEL_METRIC_EXPORT_TIMEOUT", 1, 86'400'000,
+                                         "a timeout in milliseconds from 1 to 86400000")
+                                    .value_or(static_cast<std::uint64_t>(s.timeout.count())));
   s.temporality = temporality_preference_from_env();
   return s;
 }
 
 LogSettings log_settings_from_env() {
   LogSettings s;
-  s.max_queue_size = env_uint("OTEL_BLRP_MAX_QUEUE_SIZE", 1, 1u << 24,
-                              "a queue size from 1 to 16777216")
-                         .value_or(s.max_queue_size);
-  s.max_export_batch_size = env_uint("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", 1, 1u << 24,
-                                     "a batch size from 1 to 16777216")
-                                .value_or(s.max_export_batch_size);
+  s.max_queue_size =
+      env_uint("OTEL_BLRP_MAX_QUEUE_SIZE", 1, 1u << 24, "a queue size from 1 to 16777216")
+          .value_or(s.max_queue_size);
+  s.max_export_batch_size =
+      env_uint("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", 1, 1u << 24, "a batch size from 1 to 16777216")
+          .value_or(s.max_export_batch_size);
   if (s.max_export_batch_size > s.max_queue_size) {
-    throw ConfigError("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE (" + std::to_string(s.max_export_batch_size) +
-                      ") must not exceed OTEL_BLRP_MAX_QUEUE_SIZE (" +
-                      std::to_string(s.max_queue_size) + ").");
+    throw ConfigError(
+        "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE (" + std::to_string(s.max_export_batch_size) +
+        ") must not exceed OTEL_BLRP_MAX_QUEUE_SIZE (" + std::to_string(s.max_queue_size) + ").");
   }
   s.schedule_delay = std::chrono::milliseconds(
       env_uint("OTEL_BLRP_SCHEDULE_DELAY", 1, 86'400'000,
@@ -67,126 +67,102 @@ std::size_t point_count(std::span<const MetricData> metrics) {
 
 // ----- built-in exporters
 
-class OtlpMetricExporter final : public MetricExporter {
+std::size_t record_count(std::span<const LogRecordData> records) { return records.size(); }
+
+// What a built-in exporter of one signal does: encode the batch, then send it over OTLP (protobuf
+// or JSON, as the protocol says) or write it as one OTLP/JSON line (file, console).
+template <class Data>
+class SignalWriter {
  public:
-  explicit OtlpMetricExporter(std::unique_ptr<OtlpSender> sender) : sender_(std::move(sender)) {}
+  using Encoder = void (*)(std::string&, std::span<const Data>, const Resource&);
+  using Counter = std::size_t (*)(std::span<const Data>);
+
+  SignalWriter(std::unique_ptr<OtlpSender> sender, Encoder proto, Encoder json, Counter count)
+      : sender_(std::move(sender)), proto_(proto), json_(json), count_(count) {}
+  SignalWriter(std::unique_ptr<JsonLinesOutput> out, Encoder json, Counter count)
+      : out_(std::move(out)), proto_(json), json_(json), count_(count) {}
+
+  bool write(std::span<const Data> items, const Resource& resource,
+             Clock::time_point deadline) noexcept {
+    if (items.empty()) return true;
+    try {
+      buffer_.clear();
+      const bool json = !sender_ || sender_->settings().protocol == OtlpProtocol::kHttpJson;
+      (json ? json_ : proto_)(buffer_, items, resource);
+    } catch (...) {
+      return false;
+    }
+    return sender_ ? sender_->send(buffer_, count_(items), deadline) : out_->write_line(buffer_);
+  }
+  void shutdown(Clock::time_point deadline) noexcept {
+    if (sender_) sender_->interrupt_by(deadline);
+  }
+
+ private:
+  std::unique_ptr<OtlpSender> sender_;
+  std::unique_ptr<JsonLinesOutput> out_;
+  Encoder proto_, json_;
+  Counter count_;
+  std::string buffer_;
+};
+
+class BuiltinMetricExporter final : public MetricExporter {
+ public:
+  explicit BuiltinMetricExporter(SignalWriter<MetricData> writer) : writer_(std::move(writer)) {}
   bool export_metrics(std::span<const MetricData> metrics, const Resource& resource,
                       Clock::time_point deadline) noexcept override {
-    try {
-      encoded_.clear();
-      if (sender_->settings().protocol == OtlpProtocol::kHttpJson) {
-        append_otlp_metrics_json(encoded_, metrics, resource);
-      } else {
-        append_otlp_metrics_proto(encoded_, metrics, resource);
-      }
-    } catch (...) {
-      return false;
-    }
-    return sender_->send(encoded_, point_count(metrics), deadline);
+    return writer_.write(metrics, resource, deadline);
   }
-  void shutdown(Clock::time_point deadline) noexcept override { sender_->interrupt_by(deadline); }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
 
  private:
-  std::unique_ptr<OtlpSender> sender_;
-  std::string encoded_;
+  SignalWriter<MetricData> writer_;
 };
 
-class OtlpLogExporter final : public LogExporter {
+class BuiltinLogExporter final : public LogExporter {
  public:
-  explicit OtlpLogExporter(std::unique_ptr<OtlpSender> sender) : sender_(std::move(sender)) {}
+  explicit BuiltinLogExporter(SignalWriter<LogRecordData> writer) : writer_(std::move(writer)) {}
   bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
                    Clock::time_point deadline) noexcept override {
-    try {
-      encoded_.clear();
-      if (sender_->settings().protocol == OtlpProtocol::kHttpJson) {
-        append_otlp_logs_json(encoded_, records, resource);
-      } else {
-        append_otlp_logs_proto(encoded_, records, resource);
-      }
-    } catch (...) {
-      return false;
-    }
-    return sender_->send(encoded_, records.size(), deadline);
+    return writer_.write(records, resource, deadline);
   }
-  void shutdown(Clock::time_point deadline) noexcept override { sender_->interrupt_by(deadline); }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
 
  private:
-  std::unique_ptr<OtlpSender> sender_;
-  std::string encoded_;
+  SignalWriter<LogRecordData> writer_;
 };
 
-// One OTLP/JSON line per export, to a file (appended) or to stdout.
-class JsonLinesMetricExporter final : public MetricExporter {
- public:
-  explicit JsonLinesMetricExporter(std::unique_ptr<JsonLinesOutput> out) : out_(std::move(out)) {}
-  bool export_metrics(std::span<const MetricData> metrics, const Resource& resource,
-                      Clock::time_point) noexcept override {
-    if (metrics.empty()) return true;
-    try {
-      line_.clear();
-      append_otlp_metrics_json(line_, metrics, resource);
-    } catch (...) {
-      return false;
-    }
-    return out_->write_line(line_);
-  }
-
- private:
-  std::unique_ptr<JsonLinesOutput> out_;
-  std::string line_;
-};
-
-class JsonLinesLogExporter final : public LogExporter {
- public:
-  explicit JsonLinesLogExporter(std::unique_ptr<JsonLinesOutput> out) : out_(std::move(out)) {}
-  bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
-                   Clock::time_point) noexcept override {
-    if (records.empty()) return true;
-    try {
-      line_.clear();
-      append_otlp_logs_json(line_, records, resource);
-    } catch (...) {
-      return false;
-    }
-    return out_->write_line(line_);
-  }
-
- private:
-  std::unique_ptr<JsonLinesOutput> out_;
-  std::string line_;
-};
-
-template <class OtlpExporter, class JsonLinesExporter, class Base>
-std::shared_ptr<Base> make_signal_exporter(const NemoLensConfig& config, int rank,
-                                           OtlpSignal signal, std::string_view noun,
-                                           std::string_view path_key,
-                                           std::string_view default_path, std::string_view what) {
+// The writer config.exporter names for a signal.
+template <class Data>
+SignalWriter<Data> make_writer(const NemoLensConfig& config, int rank, OtlpSignal signal,
+                               std::string_view noun, std::string_view path_key,
+                               std::string_view default_path, std::string_view what,
+                               typename SignalWriter<Data>::Encoder proto,
+                               typename SignalWriter<Data>::Encoder json,
+                               typename SignalWriter<Data>::Counter count) {
   const std::string value = to_lower(trim(config.exporter));
-  if (value == "otlp") return std::make_shared<OtlpExporter>(make_otlp_sender(signal, noun));
-  if (value == "console") {
-    return std::make_shared<JsonLinesExporter>(std::make_unique<JsonLinesOutput>(stdout));
-  }
-  if (value == "file") {
-    const std::string path = rank_path(config, rank, path_key, default_path);
-    return std::make_shared<JsonLinesExporter>(std::make_unique<JsonLinesOutput>(
-        path, what, path_origin(config, path_key)));
-  }
-  (void)make_exporter(config, rank);  // throws the exporter's usual error for the bad value
-  return nullptr;
+  if (value == "otlp") return {make_otlp_sender(signal, noun), proto, json, count};
+  if (value == "console") return {std::make_unique<JsonLinesOutput>(stdout), json, count};
+  if (value != "file") (void)make_exporter(config, rank);  // throws the exporters' usual error
+  const std::string path = rank_path(config, rank, path_key, default_path);
+  return {std::make_unique<JsonLinesOutput>(path, what, path_origin(config, path_key)), json,
+          count};
 }
 
 }  // namespace
 
 std::shared_ptr<MetricExporter> make_metric_exporter(const NemoLensConfig& config, int rank) {
-  return make_signal_exporter<OtlpMetricExporter, JsonLinesMetricExporter, MetricExporter>(
+  return std::make_shared<BuiltinMetricExporter>(make_writer<MetricData>(
       config, rank, OtlpSignal::kMetrics, "data points", "METRICS_EXPORT_PATH",
-      "lens-metrics-rank{rank}.jsonl", "metrics file");
+      "lens-metrics-rank{rank}.jsonl", "metrics file", append_otlp_metrics_proto,
+      append_otlp_metrics_json, point_count));
 }
 
 std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int rank) {
-  return make_signal_exporter<OtlpLogExporter, JsonLinesLogExporter, LogExporter>(
-      config, rank, OtlpSignal::kLogs, "log records", "LOGS_EXPORT_PATH",
-      "lens-logs-rank{rank}.jsonl", "log file");
+  return std::make_shared<BuiltinLogExporter>(
+      make_writer<LogRecordData>(config, rank, OtlpSignal::kLogs, "log records", "LOGS_EXPORT_PATH",
+                                 "lens-logs-rank{rank}.jsonl", "log file", append_otlp_logs_proto,
+                                 append_otlp_logs_json, record_count));
 }
 
 // ----- the metric reader
@@ -334,7 +310,8 @@ void LogProcessor::drain(Clock::time_point deadline) noexcept {
       return;
     }
     if (batch.empty()) return;
-    if (exporter_->export_logs(batch, resource_, std::min(deadline, Clock::now() + settings_.export_timeout))) {
+    if (exporter_->export_logs(batch, resource_,
+                               std::min(deadline, Clock::now() + settings_.export_timeout))) {
       exported_.fetch_add(batch.size(), std::memory_order_relaxed);
     } else {
       dropped_.fetch_add(batch.size(), std::memory_order_relaxed);

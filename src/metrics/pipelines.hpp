@@ -47,7 +47,8 @@ std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int
 /// Collects every meter's instruments each interval (and at flush and shutdown) and exports them.
 class MetricReader {
  public:
-  MetricReader(MetricSettings settings, std::shared_ptr<MetricExporter> exporter, Resource resource);
+  MetricReader(MetricSettings settings, std::shared_ptr<MetricExporter> exporter,
+               Resource resource);
   ~MetricReader();
   /// Collects and exports now; false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;

@@ -9,8 +9,8 @@ namespace nemo::lens {
 namespace {
 // From a millisecond to ten minutes: steps of small and large models alike.
 const std::vector<double>& duration_bounds() {
-  static const std::vector<double> bounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                             1,     2.5,   5,    10,    30,    60,  120, 300, 600};
+  static const std::vector<double> bounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                             2.5,   5,     10,   30,    60,   120, 300,  600};
   return bounds;
 }
 }  // namespace
@@ -24,10 +24,10 @@ TrainingMetrics::TrainingMetrics(Meter& meter)
       samples_(meter.create_gauge<double>("dl.throughput.samples", "{sample}/s",
                                           "Samples processed per second in the last step")),
       loss_(meter.create_gauge<double>("dl.loss", "1", "Training loss of the last step")),
-      learning_rate_(meter.create_gauge<double>("dl.learning_rate", "1",
-                                                "Learning rate of the last step")),
-      grad_norm_(meter.create_gauge<double>("dl.grad_norm", "1",
-                                            "Gradient norm of the last step")) {}
+      learning_rate_(
+          meter.create_gauge<double>("dl.learning_rate", "1", "Learning rate of the last step")),
+      grad_norm_(
+          meter.create_gauge<double>("dl.grad_norm", "1", "Gradient norm of the last step")) {}
 
 void TrainingMetrics::record_step(const StepMetrics& step,
                                   std::initializer_list<Attribute> attributes) const noexcept {

@@ -34,7 +34,8 @@ class WriteSection {
 
 void count_untracked(OpenStack& o, int delta) noexcept {
   const std::uint32_t n = o.untracked.load(std::memory_order_relaxed);  // writers hold the lock
-  if (delta > 0 || n > 0) o.untracked.store(n + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
+  if (delta > 0 || n > 0)
+    o.untracked.store(n + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
 }
 
 bool push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::int64_t start,
@@ -94,11 +95,11 @@ bool read_stack(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& 
     }
     out.clear();
     // Acquire loads: a value written after `before` makes the second look at the counter differ.
-    const std::uint32_t d =
-        std::min(o.depth.load(std::memory_order_acquire), OpenStack::kCapacity);
+    const std::uint32_t d = std::min(o.depth.load(std::memory_order_acquire), OpenStack::kCapacity);
     for (std::uint32_t i = 0; i < d; ++i) {
       const OpenEntry& e = o.entries[i];
-      out.push_back({e.site.load(std::memory_order_acquire), e.record.load(std::memory_order_acquire),
+      out.push_back({e.site.load(std::memory_order_acquire),
+                     e.record.load(std::memory_order_acquire),
                      e.start_unix_nano.load(std::memory_order_acquire),
                      e.token.load(std::memory_order_acquire)});
     }

@@ -51,14 +51,14 @@ struct OpenEntry {
   std::atomic<const SpanSite*> site{nullptr};  // light entry: group and name; null for a record
   std::atomic<SpanRecord*> record{nullptr};    // record entry
   std::atomic<std::int64_t> start_unix_nano{0};
-  std::atomic<std::uint32_t> token{0};         // light entry: identifies it to its handle
+  std::atomic<std::uint32_t> token{0};  // light entry: identifies it to its handle
 };
 
 /// A thread's registry. Guarded for writers by the owner's ThreadState::mu.
 struct OpenStack {
   static constexpr std::uint32_t kCapacity = 64;
-  std::atomic<std::uint64_t> sequence{0};  // odd while a write is in progress
-  std::atomic<std::uint32_t> depth{0};     // entries in use
+  std::atomic<std::uint64_t> sequence{0};   // odd while a write is in progress
+  std::atomic<std::uint32_t> depth{0};      // entries in use
   std::atomic<std::uint32_t> untracked{0};  // open spans beyond kCapacity
   std::uint32_t next_token = 1;             // never 0 (0 marks an untracked light handle)
   OpenEntry entries[kCapacity];
@@ -86,9 +86,9 @@ struct OpenSpanView {
   std::string group;
   std::string name;
   std::int64_t start_unix_nano = 0;
-  bool exported = false;  // recorded for export (a record); false for a light entry
-  bool root = false;      // records: the span has no parent
-  SpanContext context;    // records only
+  bool exported = false;             // recorded for export (a record); false for a light entry
+  bool root = false;                 // records: the span has no parent
+  SpanContext context;               // records only
   std::vector<KeyValue> attributes;  // records only
   std::uint32_t token = 0;           // light entries: with the thread state, identifies the span
   SpanRecord* record = nullptr;      // records: valid only while the span is open

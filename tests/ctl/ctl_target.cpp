@@ -19,8 +19,7 @@ namespace lens = nemo::lens;
 using lens::MegatronSpanGroup;
 
 int main() {
-  auto telemetry =
-      lens::setup_telemetry(lens::NemoLensConfig::from_env<MegatronSpanGroup>(), 0, 1);
+  auto telemetry = lens::setup_telemetry(lens::NemoLensConfig::from_env<MegatronSpanGroup>(), 0, 1);
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::condition_variable cv;

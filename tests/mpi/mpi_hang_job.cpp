@@ -1,7 +1,8 @@
 // One rank of the hung-job test (tests/mpi_ctl_test.cpp runs it under mpirun -np 4): rank
 // LENS_HANG_RANK enters an all-reduce span and blocks there until the test releases it (EOF on the
-// FIFO LENS_HANG_RELEASE); the other ranks enter their all-reduce spans after it and wait in
-// MPI_Allreduce. Each rank writes "ready <rank>" to the FIFO LENS_HANG_READY once inside its span.
+// FIFO LENS_HANG_RELEASE); the other ranks enter their all-reduce spans once the test lets it
+// proceed (EOF on LENS_HANG_PROCEED), and wait in MPI_Allreduce. Each rank writes "ready <rank>"
+// to the FIFO LENS_HANG_READY once inside its span.
 // Exit status: 0, or the check that failed.
 #include <fcntl.h>
 #include <mpi.h>
@@ -27,8 +28,9 @@ void say_ready(int rank) {
   ::close(fd);
 }
 
-void wait_for_release() {
-  const int fd = ::open(std::getenv("LENS_HANG_RELEASE"), O_RDONLY | O_CLOEXEC);
+// Blocks until the test opens the FIFO named by `variable` for writing and closes it.
+void wait_for(const char* variable) {
+  const int fd = ::open(std::getenv(variable), O_RDONLY | O_CLOEXEC);
   if (fd < 0) MPI_Abort(MPI_COMM_WORLD, 5);
   char buf[64];
   while (::read(fd, buf, sizeof buf) > 0) {
@@ -44,8 +46,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int stuck = std::atoi(std::getenv("LENS_HANG_RANK"));
-  auto telemetry = lens::setup_telemetry(
-      lens::NemoLensConfig::from_env<lens::MegatronSpanGroup>(), rank, size);
+  auto telemetry =
+      lens::setup_telemetry(lens::NemoLensConfig::from_env<lens::MegatronSpanGroup>(), rank, size);
   {
     auto job = lens::span_cm("pretrain");
     LENS_SPAN(step, lens::MegatronSpanGroup::STEP, "train_step", {"iteration", 0});
@@ -53,11 +55,12 @@ int main(int argc, char** argv) {
     int token = 0;
     if (rank == stuck) {
       LENS_SPAN(ar, lens::MegatronSpanGroup::COMMUNICATION, "all_reduce", {"bytes", 8});
+      say_ready(rank);
+      wait_for("LENS_HANG_PROCEED");  // the test looks at this rank alone in its collective first
       for (int r = 0; r < size; ++r) {
         if (r != rank) MPI_Send(&token, 1, MPI_INT, r, 0, MPI_COMM_WORLD);
       }
-      say_ready(rank);
-      wait_for_release();
+      wait_for("LENS_HANG_RELEASE");
       MPI_Allreduce(&grad, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     } else {
       MPI_Recv(&token, 1, MPI_INT, stuck, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

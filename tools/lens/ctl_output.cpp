@@ -268,7 +268,12 @@ std::string dump_text(std::vector<Json> replies) {
           {&r.at("process"), &thread, &innermost, number(innermost, "open_s").value_or(-1)});
     }
   }
+  // Longest open first: by the innermost span's start time, which the processes of one machine
+  // share, rather than by open_s, which each process measures at a slightly different moment.
   std::stable_sort(rows.begin(), rows.end(), [](const DumpRow& a, const DumpRow& b) {
+    const auto start_a = integer(*a.innermost, "start_unix_nano");
+    const auto start_b = integer(*b.innermost, "start_unix_nano");
+    if (start_a && start_b && *start_a != *start_b) return *start_a < *start_b;
     if (a.open_s != b.open_s) return a.open_s > b.open_s;
     if (process_less(*a.process, *b.process)) return true;
     if (process_less(*b.process, *a.process)) return false;

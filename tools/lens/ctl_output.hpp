@@ -63,7 +63,8 @@ std::string list_text(std::vector<Json> processes);
 std::string groups_line(const Json& reply);
 
 /// `lens ctl dump`: one table of every thread with open spans in the `dump` replies (ok ones),
-/// sorted by its innermost span's open_s, longest first (then run, rank, pid, tid): OPEN, RANK,
+/// sorted by its innermost span's start time, earliest (longest open) first, else by open_s (then
+/// run, rank, pid, tid): OPEN, RANK,
 /// PID, TID, GROUP, NAME and EXPORTED of the innermost span, STACK (outermost to innermost names
 /// joined with " > ", then "(+N untracked)" when spans were too deep to keep) and ATTRIBUTES (the
 /// innermost span's, as k=v). A RUN column comes first when the replies are from several runs.

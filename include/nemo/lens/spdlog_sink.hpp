@@ -29,25 +29,38 @@ class SpdlogSink : public spdlog::sinks::base_sink<Mutex> {
     if (!detail::g_logs_recording.load(std::memory_order_relaxed)) return;
     Severity severity = Severity::kInfo;
     switch (msg.level) {
-      case spdlog::level::trace: severity = Severity::kTrace; break;
-      case spdlog::level::debug: severity = Severity::kDebug; break;
-      case spdlog::level::info: severity = Severity::kInfo; break;
-      case spdlog::level::warn: severity = Severity::kWarn; break;
-      case spdlog::level::err: severity = Severity::kError; break;
-      case spdlog::level::critical: severity = Severity::kFatal; break;
-      default: return;  // off
+      case spdlog::level::trace:
+        severity = Severity::kTrace;
+        break;
+      case spdlog::level::debug:
+        severity = Severity::kDebug;
+        break;
+      case spdlog::level::info:
+        severity = Severity::kInfo;
+        break;
+      case spdlog::level::warn:
+        severity = Severity::kWarn;
+        break;
+      case spdlog::level::err:
+        severity = Severity::kError;
+        break;
+      case spdlog::level::critical:
+        severity = Severity::kFatal;
+        break;
+      default:
+        return;  // off
     }
     const std::string_view body(msg.payload.data(), msg.payload.size());
     const std::string_view logger(msg.logger_name.data(), msg.logger_name.size());
     const std::string_view scope = logger.empty() ? std::string_view("nemo.lens") : logger;
     if (msg.source.filename != nullptr) {
-      detail::emit_log(severity, body,
-                       {{"code.filepath", std::string_view(msg.source.filename)},
-                        {"code.lineno", static_cast<std::int64_t>(msg.source.line)},
-                        {"code.function", std::string_view(msg.source.funcname != nullptr
-                                                               ? msg.source.funcname
-                                                               : "")}},
-                       scope);
+      detail::emit_log(
+          severity, body,
+          {{"code.filepath", std::string_view(msg.source.filename)},
+           {"code.lineno", static_cast<std::int64_t>(msg.source.line)},
+           {"code.function",
+            std::string_view(msg.source.funcname != nullptr ? msg.source.funcname : "")}},
+          scope);
     } else {
       detail::emit_log(severity, body, {}, scope);
     }

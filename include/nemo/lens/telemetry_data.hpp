@@ -58,10 +58,10 @@ struct MetricData {
   std::string description;
   std::string unit;
   MetricKind kind = MetricKind::kSum;
-  bool monotonic = false;                         // kSum only
+  bool monotonic = false;                              // kSum only
   Temporality temporality = Temporality::kCumulative;  // kSum and kHistogram
-  std::vector<NumberPoint> number_points;         // kSum, kGauge
-  std::vector<HistogramPoint> histogram_points;   // kHistogram
+  std::vector<NumberPoint> number_points;              // kSum, kGauge
+  std::vector<HistogramPoint> histogram_points;        // kHistogram
 };
 
 /// One log record, as exporters receive it (OTLP's LogRecord).
