@@ -475,7 +475,17 @@ class StderrCapture {
 TEST_F(Control, HangWatchdogReportsEachStuckSpanOnce) {
   env_.set("NEMO_LENS_HANG_TIMEOUT", "0.2");
   StderrCapture err;
-  start("all");
+  auto logs = std::make_shared<InMemoryLogExporter>();
+  {
+    NemoLensConfig c = lens_test::enabled_config("all");
+    c.span_group_catalog = std::make_shared<SpanGroupCatalog>(MegatronSpanGroup::catalog());
+    c.logs_enabled = true;
+    SetupOptions o;
+    o.exporter = memory_;
+    o.log_exporter = logs;
+    o.allow_reinit = true;
+    handle_ = setup_telemetry(c, 0, 1, o);
+  }
   auto first = std::make_unique<BlockedThread>("communication", "all_reduce");
   ASSERT_TRUE(err.wait_for("'communication/all_reduce' open for", 1)) << err.text();
   // A second stuck span later: the watchdog has run many more checks by the time it reports
@@ -497,6 +507,16 @@ TEST_F(Control, HangWatchdogReportsEachStuckSpanOnce) {
     }
   }
   EXPECT_EQ(hang_events, 2u);
+  // The same reports as log records, with the stuck spans' ids.
+  std::multiset<std::string> logged;
+  for (const auto& r : logs->records()) {
+    EXPECT_EQ(r.severity_text, "WARN");
+    EXPECT_TRUE(r.span_id.is_valid());
+    for (const auto& kv : r.attributes) {
+      if (kv.key == "lens.hang.span") logged.insert(std::get<std::string>(kv.value));
+    }
+  }
+  EXPECT_EQ(logged, (std::multiset<std::string>{"communication/all_reduce", "checkpoint/save"}));
 }
 
 TEST_F(Control, AForkedChildNeverAnswersForItsParent) {

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "export/json_writer.hpp"
+#include "metrics/pipelines.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/state.hpp"
 #include "strings.hpp"
@@ -540,8 +541,21 @@ struct ControlEndpoint::Impl {
                                 {"lens.hang.timeout_s", target.settings.hang_timeout_s},
                                 {"thread.id", t.tid}});
     }
+    if (g_logs_recording.load(std::memory_order_relaxed)) {  // and as a log record
+      const std::string message =
+          "hang watchdog: '" + qualified(s) + "' open for " + format_seconds(open_s);
+      emit_log_for(Severity::kWarn, message,
+                   {{"lens.hang.span", std::string_view(qualified(s))},
+                    {"lens.hang.open_s", open_s},
+                    {"lens.hang.timeout_s", target.settings.hang_timeout_s},
+                    {"thread.id", t.tid}},
+                   "nemo.lens", s.context);
+    }
     std::fwrite(text.data(), 1, text.size(), stderr);
     if (tracing()) target.pipeline->current()->flush(Clock::now() + std::chrono::seconds(5));
+    if (LogProcessor* logs = g_log_processor.load(std::memory_order_acquire)) {
+      logs->flush(Clock::now() + std::chrono::seconds(5));
+    }
   }
 
   static std::string format_seconds(double s) {

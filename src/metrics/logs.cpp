@@ -34,6 +34,12 @@ constinit std::atomic<bool> g_logs_recording{false};
 
 void emit_log(Severity severity, std::string_view message,
               std::initializer_list<Attribute> attributes, std::string_view scope) noexcept {
+  emit_log_for(severity, message, attributes, scope, current_span_context());
+}
+
+void emit_log_for(Severity severity, std::string_view message,
+                  std::initializer_list<Attribute> attributes, std::string_view scope,
+                  const SpanContext& context) noexcept {
   LogProcessor* processor = g_log_processor.load(std::memory_order_acquire);
   if (processor == nullptr) return;
   auto* r = new (std::nothrow) LogRecordData();
@@ -56,7 +62,6 @@ void emit_log(Severity severity, std::string_view message,
       assign_attribute_value(kv.value, a.value, limits.attribute_value_length,
                              is_string_attribute(a.value.type()) && processor->redacted(a.key));
     }
-    const SpanContext context = current_span_context();
     if (context.is_valid()) {
       r->trace_id = context.trace_id;
       r->span_id = context.span_id;

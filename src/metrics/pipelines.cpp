@@ -248,6 +248,20 @@ bool MetricReader::shutdown(Clock::time_point deadline) noexcept {
 
 // ----- the log processor
 
+namespace {
+// Every log processor ever created: they are never freed (a thread may still be logging into
+// one), and this list keeps them reachable so leak checkers know it.
+void remember(LogProcessor* p) noexcept {
+  static auto* mu = new std::mutex();
+  static auto* all = new std::vector<LogProcessor*>();
+  try {
+    std::lock_guard lock(*mu);
+    all->push_back(p);
+  } catch (...) {
+  }
+}
+}  // namespace
+
 LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
                            std::shared_ptr<LogExporter> exporter, Resource resource)
     : settings_(settings),
@@ -256,10 +270,12 @@ LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
       exporter_(std::move(exporter)),
       resource_(std::move(resource)),
       queue_(settings.max_queue_size) {
+  remember(this);
   thread_ = std::thread([this] { run(); });
 }
 
 bool LogProcessor::forked() const noexcept { return ::getpid() != owner_pid_; }
+
 
 LogProcessor::~LogProcessor() {
   shutdown(Clock::now() + settings_.export_timeout);
@@ -363,6 +379,7 @@ bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
     return false;
   }
   if (thread_.joinable()) thread_.join();
+  exporter_.reset();  // the processor itself stays (see remember()); its exporter need not
   return true;
 }
 

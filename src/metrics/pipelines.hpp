@@ -13,6 +13,7 @@
 
 #include "metrics/instruments.hpp"
 #include "nemo/lens/config.hpp"
+#include "nemo/lens/logs.hpp"
 #include "nemo/lens/telemetry_data.hpp"
 #include "tracing/mpmc_queue.hpp"
 
@@ -125,6 +126,12 @@ class LogProcessor {
   std::atomic<std::uint64_t> dropped_{0}, exported_{0};
   std::thread thread_;
 };
+
+/// emit_log() with the ids of `context` (none when it is invalid) rather than the current span's:
+/// for records about another thread's span (the hang watchdog's).
+void emit_log_for(Severity severity, std::string_view message,
+                  std::initializer_list<Attribute> attributes, std::string_view scope,
+                  const SpanContext& context) noexcept;
 
 /// The log processor records go to (null when logs are off or this rank does not export them).
 extern std::atomic<LogProcessor*> g_log_processor;
