@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "env.hpp"
+#include "immortal.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
 #include "metrics/metric_data.hpp"
@@ -248,20 +249,6 @@ bool MetricReader::shutdown(Clock::time_point deadline) noexcept {
 
 // ----- the log processor
 
-namespace {
-// Every log processor ever created: they are never freed (a thread may still be logging into
-// one), and this list keeps them reachable so leak checkers know it.
-void remember(LogProcessor* p) noexcept {
-  static auto* mu = new std::mutex();
-  static auto* all = new std::vector<LogProcessor*>();
-  try {
-    std::lock_guard lock(*mu);
-    all->push_back(p);
-  } catch (...) {
-  }
-}
-}  // namespace
-
 LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
                            std::shared_ptr<LogExporter> exporter, Resource resource)
     : settings_(settings),
@@ -270,7 +257,7 @@ LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
       exporter_(std::move(exporter)),
       resource_(std::move(resource)),
       queue_(settings.max_queue_size) {
-  remember(this);
+  keep_reachable(this);  // immortal: a thread may still be logging into it
   thread_ = std::thread([this] { run(); });
 }
 
@@ -379,7 +366,7 @@ bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
     return false;
   }
   if (thread_.joinable()) thread_.join();
-  exporter_.reset();  // the processor itself stays (see remember()); its exporter need not
+  exporter_.reset();  // the processor itself stays (immortal); its exporter need not
   return true;
 }
 

@@ -11,23 +11,10 @@
 #include "metrics/pipelines.hpp"
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/state.hpp"
+#include "immortal.hpp"
 #include "tracing/engine.hpp"
 
 namespace nemo::lens::detail {
-
-namespace {
-// Every pipeline ever created: they are never freed (records and handles may point at them), and
-// this list keeps them reachable so leak checkers know it.
-void remember(Pipeline* p) noexcept {
-  static auto* mu = new std::mutex();
-  static auto* all = new std::vector<Pipeline*>();
-  try {
-    std::lock_guard lock(*mu);
-    all->push_back(p);
-  } catch (...) {
-  }
-}
-}  // namespace
 
 Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
                    std::vector<std::string> redact, Resource res,
@@ -44,7 +31,7 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       resource(std::move(res)),
       exporter(std::move(exp)),
       queue_(opts.max_queue_size) {
-  remember(this);
+  keep_reachable(this);  // immortal: records and handles may point here
   calibrate_clock();
   visit_thread_states([&](ThreadState& s) {
     base_started_ += s.started.load(std::memory_order_relaxed);
