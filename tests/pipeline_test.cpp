@@ -348,6 +348,8 @@ std::string ids_after_seeding() {
     auto s = span_cm("x");
     std::string out = s.context().trace_id.to_hex() + s.context().span_id.to_hex();
     (void)!::write(fds[1], out.data(), out.size());
+    s.end();
+    h.shutdown();  // _exit runs no exit handler: this removes the child's control socket
     _exit(0);
   }
   ::close(fds[1]);
