@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "env.hpp"
-#include "immortal.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
+#include "immortal.hpp"
 #include "metrics/metric_data.hpp"
 #include "nemo/lens/errors.hpp"
 #include "strings.hpp"
@@ -168,22 +168,96 @@ std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int
 
 // ----- the metric reader
 
+// ----- the worker thread
+
+PeriodicWorker::PeriodicWorker(std::chrono::milliseconds period, std::function<void()> round,
+                               std::function<void()> last)
+    : period_(period), round_(std::move(round)), last_(std::move(last)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+PeriodicWorker::~PeriodicWorker() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PeriodicWorker::run() noexcept {
+  auto next = Clock::now() + period_;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_until(lock, next, [&] { return stop_ || wake_ || requested_ != done_; });
+    wake_ = false;
+    const bool stopping = stop_;
+    const std::uint64_t target = requested_;
+    lock.unlock();
+    round_();
+    if (stopping) last_();
+    lock.lock();
+    done_ = target;
+    if (Clock::now() >= next) next = Clock::now() + period_;
+    stopped_ = stopping;
+    cv_.notify_all();
+    if (stopping) return;
+  }
+}
+
+bool PeriodicWorker::flush(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    if (stopped_) return true;
+    const std::uint64_t ticket = ++requested_;
+    cv_.notify_all();
+    return cv_.wait_until(lock, deadline, [&] { return done_ >= ticket || stopped_; });
+  } catch (...) {
+    return false;
+  }
+}
+
+bool PeriodicWorker::stop(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+    if (!cv_.wait_until(lock, deadline, [&] { return stopped_; })) return false;
+  } catch (...) {
+    return false;
+  }
+  if (thread_.joinable()) thread_.join();
+  return true;
+}
+
+void PeriodicWorker::wake() noexcept {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    wake_ = true;
+    cv_.notify_all();
+  }
+}
+
+// ----- the metric reader
+
 MetricReader::MetricReader(MetricSettings settings, std::shared_ptr<MetricExporter> exporter,
                            Resource resource)
     : settings_(settings),
       exporter_(std::move(exporter)),
       resource_(std::move(resource)),
       start_unix_nano_(now_unix_nano()),
-      owner_pid_(::getpid()) {
-  thread_ = std::thread([this] { run(); });
-}
+      owner_pid_(::getpid()),
+      worker_(
+          settings.interval, [this] { collect_and_export(); },
+          [this] { exporter_->shutdown(Clock::now() + settings_.timeout); }) {}
 
 bool MetricReader::forked() const noexcept { return ::getpid() != owner_pid_; }
 
-MetricReader::~MetricReader() {
-  shutdown(Clock::now() + settings_.timeout);
-  if (thread_.joinable()) thread_.join();
-}
+MetricReader::~MetricReader() { shutdown(Clock::now() + settings_.timeout); }
+
+bool MetricReader::flush(Clock::time_point deadline) noexcept { return worker_.flush(deadline); }
+
+bool MetricReader::shutdown(Clock::time_point deadline) noexcept { return worker_.stop(deadline); }
 
 void MetricReader::collect_and_export() noexcept {
   try {
@@ -200,53 +274,6 @@ void MetricReader::collect_and_export() noexcept {
   }
 }
 
-void MetricReader::run() noexcept {
-  auto next = Clock::now() + settings_.interval;
-  std::unique_lock lock(mu_);
-  for (;;) {
-    cv_.wait_until(lock, next, [&] { return stop_ || requested_ != done_; });
-    const bool stopping = stop_;
-    const std::uint64_t target = requested_;
-    lock.unlock();
-    collect_and_export();
-    if (stopping) exporter_->shutdown(Clock::now() + settings_.timeout);
-    lock.lock();
-    done_ = target;
-    if (Clock::now() >= next) next = Clock::now() + settings_.interval;
-    if (stopping) {
-      stopped_ = true;
-      cv_.notify_all();
-      return;
-    }
-    cv_.notify_all();
-  }
-}
-
-bool MetricReader::flush(Clock::time_point deadline) noexcept {
-  try {
-    std::unique_lock lock(mu_);
-    if (stopped_) return true;
-    const std::uint64_t ticket = ++requested_;
-    cv_.notify_all();
-    return cv_.wait_until(lock, deadline, [&] { return done_ >= ticket || stopped_; });
-  } catch (...) {
-    return false;
-  }
-}
-
-bool MetricReader::shutdown(Clock::time_point deadline) noexcept {
-  try {
-    std::unique_lock lock(mu_);
-    stop_ = true;
-    cv_.notify_all();
-    if (!cv_.wait_until(lock, deadline, [&] { return stopped_; })) return false;
-  } catch (...) {
-    return false;
-  }
-  if (thread_.joinable()) thread_.join();
-  return true;
-}
-
 // ----- the log processor
 
 LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
@@ -256,17 +283,17 @@ LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
       owner_pid_(::getpid()),
       exporter_(std::move(exporter)),
       resource_(std::move(resource)),
-      queue_(settings.max_queue_size) {
+      queue_(settings.max_queue_size),
+      worker_(
+          settings.schedule_delay, [this] { drain(Clock::now() + settings_.export_timeout); },
+          [this] { exporter_->shutdown(Clock::now() + settings_.export_timeout); }) {
   keep_reachable(this);  // immortal: a thread may still be logging into it
-  thread_ = std::thread([this] { run(); });
 }
 
 bool LogProcessor::forked() const noexcept { return ::getpid() != owner_pid_; }
 
-
 LogProcessor::~LogProcessor() {
   shutdown(Clock::now() + settings_.export_timeout);
-  if (thread_.joinable()) thread_.join();
   LogRecordData* r = nullptr;
   while (queue_.try_pop(r)) delete r;
 }
@@ -285,15 +312,8 @@ bool LogProcessor::enqueue(LogRecordData* record) noexcept {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  if ((position + 1) % settings_.max_export_batch_size == 0) {
-    // A full batch: wake the thread. try_lock keeps the caller from ever waiting on the thread;
-    // if it is busy, it drains the queue before it sleeps again anyway.
-    std::unique_lock lock(mu_, std::try_to_lock);
-    if (lock.owns_lock()) {
-      wake_ = true;
-      cv_.notify_all();
-    }
-  }
+  // A full batch: wake the thread (never waiting for it).
+  if ((position + 1) % settings_.max_export_batch_size == 0) worker_.wake();
   return true;
 }
 
@@ -322,50 +342,10 @@ void LogProcessor::drain(Clock::time_point deadline) noexcept {
   }
 }
 
-void LogProcessor::run() noexcept {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    cv_.wait_for(lock, settings_.schedule_delay,
-                 [&] { return stop_ || wake_ || requested_ != done_; });
-    wake_ = false;
-    const bool stopping = stop_;
-    const std::uint64_t target = requested_;
-    lock.unlock();
-    drain(Clock::now() + settings_.export_timeout);
-    if (stopping) exporter_->shutdown(Clock::now() + settings_.export_timeout);
-    lock.lock();
-    done_ = target;
-    cv_.notify_all();
-    if (stopping) {
-      stopped_ = true;
-      cv_.notify_all();
-      return;
-    }
-  }
-}
-
-bool LogProcessor::flush(Clock::time_point deadline) noexcept {
-  try {
-    std::unique_lock lock(mu_);
-    if (stopped_) return true;
-    const std::uint64_t ticket = ++requested_;
-    cv_.notify_all();
-    return cv_.wait_until(lock, deadline, [&] { return done_ >= ticket || stopped_; });
-  } catch (...) {
-    return false;
-  }
-}
+bool LogProcessor::flush(Clock::time_point deadline) noexcept { return worker_.flush(deadline); }
 
 bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
-  try {
-    std::unique_lock lock(mu_);
-    stop_ = true;
-    cv_.notify_all();
-    if (!cv_.wait_until(lock, deadline, [&] { return stopped_; })) return false;
-  } catch (...) {
-    return false;
-  }
-  if (thread_.joinable()) thread_.join();
+  if (!worker_.stop(deadline)) return false;
   exporter_.reset();  // the processor itself stays (immortal); its exporter need not
   return true;
 }

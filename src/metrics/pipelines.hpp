@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +46,34 @@ LogSettings log_settings_from_env();
 std::shared_ptr<MetricExporter> make_metric_exporter(const NemoLensConfig& config, int rank);
 std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int rank);
 
+/// The thread of the metric reader and of the log processor: runs `round` every `period`, when
+/// woken, at each flush (which waits for a round started after it) and once more at stop, followed
+/// by `last`. The owner must stop it before its own members go.
+class PeriodicWorker {
+ public:
+  PeriodicWorker(std::chrono::milliseconds period, std::function<void()> round,
+                 std::function<void()> last);
+  ~PeriodicWorker();
+  /// Runs a round now; false when `deadline` passed before it ended.
+  bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// A last round, `last`, then the thread ends. Idempotent; false when `deadline` passed first
+  /// (the thread is then left to finish).
+  bool stop(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Asks for a round soon, without ever waiting (a busy thread runs another round anyway).
+  void wake() noexcept;
+
+ private:
+  void run() noexcept;
+
+  const std::chrono::milliseconds period_;
+  const std::function<void()> round_, last_;
+  std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  std::uint64_t requested_ = 0, done_ = 0;  // flush tickets
+  bool stop_ = false, stopped_ = false, wake_ = false;
+  std::thread thread_;
+};
+
 /// Collects every meter's instruments each interval (and at flush and shutdown) and exports them.
 class MetricReader {
  public:
@@ -63,7 +92,6 @@ class MetricReader {
   bool forked() const noexcept;
 
  private:
-  void run() noexcept;
   void collect_and_export() noexcept;
 
   MetricSettings settings_;
@@ -71,12 +99,8 @@ class MetricReader {
   Resource resource_;
   std::int64_t start_unix_nano_;
   int owner_pid_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t requested_ = 0, done_ = 0;  // flush tickets, guarded by mu_
-  bool stop_ = false, stopped_ = false;     // guarded by mu_
   std::atomic<std::uint64_t> failed_{0}, points_{0};
-  std::thread thread_;
+  PeriodicWorker worker_;  // last: its thread uses the members above
 };
 
 /// Attribute limits and redaction of log records (those of spans: OTEL_ATTRIBUTE_COUNT_LIMIT,
@@ -110,7 +134,6 @@ class LogProcessor {
   bool forked() const noexcept;
 
  private:
-  void run() noexcept;
   void drain(std::chrono::steady_clock::time_point deadline) noexcept;
 
   LogSettings settings_;
@@ -119,12 +142,8 @@ class LogProcessor {
   std::shared_ptr<LogExporter> exporter_;
   Resource resource_;
   MpmcQueue<LogRecordData*> queue_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t requested_ = 0, done_ = 0;
-  bool stop_ = false, stopped_ = false, wake_ = false;
   std::atomic<std::uint64_t> dropped_{0}, exported_{0};
-  std::thread thread_;
+  PeriodicWorker worker_;  // last: its thread uses the members above
 };
 
 /// emit_log() with the ids of `context` (none when it is invalid) rather than the current span's:
