@@ -1,8 +1,9 @@
 // The enabled-group state. Every group name a site or a set ever mentioned is interned once into
-// an append-only, lock-free hash table (entries are never removed or moved) and owns two flags in
-// statically initialised arrays: enabled, and site (enabled, or every group's open spans are
-// tracked, TRACK_OPEN=all; see gate.hpp). Sites cache a pointer to their flag; lookups by name probe the table. Writers
-// serialise on one mutex; readers never take it.
+// an append-only, lock-free hash table (entries are never removed or moved) and owns three flags
+// in statically initialised arrays: enabled; nvtx (its spans open NVTX ranges, nvtx/nvtx.hpp); and
+// site (enabled, nvtx, or every group's open spans are tracked, TRACK_OPEN=all; see gate.hpp).
+// Sites cache a pointer to their flag; lookups by name probe the table. Writers serialise on one
+// mutex; readers never take it.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -35,8 +36,13 @@ struct InternedGroup {
 
 constinit std::atomic<bool> g_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
+constinit std::atomic<bool> g_nvtx_flags[kMaxGroups] = {};
 constinit std::atomic<const InternedGroup*> g_table[kTableSize] = {};
 constinit std::atomic<const GroupSet*> g_snapshot{nullptr};  // null: nothing published yet
+// The groups whose spans open NVTX ranges while NVTX emits: the enabled set, or on a rank that does
+// not export, the groups it would export. Written under g_writer_mu only.
+constinit std::atomic<const GroupSet*> g_nvtx_snapshot{nullptr};
+constinit std::atomic<bool> g_nvtx_emitting{false};  // written under g_writer_mu
 constinit std::atomic<bool> g_table_full{false};  // some enabled name could not be interned
 constinit std::mutex g_writer_mu;                  // guards everything below
 
@@ -60,10 +66,11 @@ std::vector<const GroupSet*>& published_sets() {
   return nullptr;
 }
 
-bool snapshot_contains(std::string_view name) noexcept {
-  const GroupSet* s = g_snapshot.load(std::memory_order_acquire);
+bool contains(const std::atomic<const GroupSet*>& snapshot, std::string_view name) noexcept {
+  const GroupSet* s = snapshot.load(std::memory_order_acquire);
   return s != nullptr && s->find(name) != s->end();
 }
+bool snapshot_contains(std::string_view name) noexcept { return contains(g_snapshot, name); }
 
 // Whether a group's open spans are tracked without it being enabled: only with TRACK_OPEN=all.
 bool tracked_by_mode() noexcept {
@@ -82,17 +89,24 @@ const GroupSet* publish_locked(GroupSet groups) {
   return s;
 }
 
-// Requires g_writer_mu. Writes a flag only when its value changes, so a group on in both the old
-// and the new state never reads false in between.
+// Writes a flag only when its value changes, so a group on in both the old and the new state
+// never reads false in between.
+void store_if_changed(std::atomic<bool>& flag, bool value) noexcept {
+  if (flag.load(std::memory_order_relaxed) != value) flag.store(value, std::memory_order_relaxed);
+}
+
+// Requires g_writer_mu.
 void update_flags_locked(const InternedGroup& e) noexcept {
   const bool on = snapshot_contains(e.name);
-  if (g_flags[e.index].load(std::memory_order_relaxed) != on) {
-    g_flags[e.index].store(on, std::memory_order_relaxed);
-  }
-  const bool site = on || tracked_by_mode();
-  if (g_site_flags[e.index].load(std::memory_order_relaxed) != site) {
-    g_site_flags[e.index].store(site, std::memory_order_relaxed);
-  }
+  const bool nvtx =
+      g_nvtx_emitting.load(std::memory_order_relaxed) && contains(g_nvtx_snapshot, e.name);
+  store_if_changed(g_flags[e.index], on);
+  store_if_changed(g_nvtx_flags[e.index], nvtx);
+  store_if_changed(g_site_flags[e.index], on || nvtx || tracked_by_mode());
+}
+
+void update_all_flags_locked() noexcept {
+  for (const InternedGroup* e : interned()) update_flags_locked(*e);
 }
 
 // Requires g_writer_mu. Returns null when the table is full.
@@ -150,30 +164,55 @@ bool resolve_span_site(SiteGate& site) noexcept {
   return flag->load(std::memory_order_relaxed);
 }
 
+namespace {
+GroupState state_at(std::uint32_t index) noexcept {
+  GroupState g;
+  g.enabled = g_flags[index].load(std::memory_order_relaxed);
+  g.tracked = g.enabled || tracked_by_mode();
+  g.nvtx = g_nvtx_flags[index].load(std::memory_order_relaxed);
+  g.index = index;
+  return g;
+}
+}  // namespace
+
 GroupState span_site_state(const SiteGate& site) noexcept {
   const std::atomic<bool>* flag = site.flag.load(std::memory_order_relaxed);
   if (flag >= g_site_flags && flag < g_site_flags + kMaxGroups) {
-    const auto index = static_cast<std::size_t>(flag - g_site_flags);
-    return {g_flags[index].load(std::memory_order_relaxed), flag->load(std::memory_order_relaxed)};
+    return state_at(static_cast<std::uint32_t>(flag - g_site_flags));
   }
   return group_state(site.group);  // unresolved: the table is full
 }
 
 GroupState group_state(std::string_view group) noexcept {
-  if (const InternedGroup* e = find(group, hash_short_string(group))) {
-    return {g_flags[e->index].load(std::memory_order_relaxed),
-            g_site_flags[e->index].load(std::memory_order_relaxed)};
-  }
-  // Every enabled or tracked name is interned unless the table filled up.
-  const bool enabled = g_table_full.load(std::memory_order_relaxed) && snapshot_contains(group);
-  return {enabled, enabled || tracked_by_mode()};
+  if (const InternedGroup* e = find(group, hash_short_string(group))) return state_at(e->index);
+  // Every enabled or tracked name is interned unless the table filled up. Such a group opens no
+  // NVTX range: its category would have no index.
+  GroupState g;
+  g.enabled = g_table_full.load(std::memory_order_relaxed) && snapshot_contains(group);
+  g.tracked = g.enabled || tracked_by_mode();
+  return g;
 }
 
 void set_open_span_tracking(TrackOpen mode) {
   std::lock_guard lock(g_writer_mu);
   g_track_mode.store(mode, std::memory_order_relaxed);
-  for (const InternedGroup* e : interned()) update_flags_locked(*e);
+  update_all_flags_locked();
 }
+
+void set_nvtx_span_groups(GroupSet groups) {
+  std::lock_guard lock(g_writer_mu);
+  g_nvtx_snapshot.store(publish_locked(std::move(groups)), std::memory_order_release);
+  update_all_flags_locked();
+  for (const auto& name : *g_nvtx_snapshot.load(std::memory_order_relaxed)) intern_locked(name);
+}
+
+void set_nvtx_emitting(bool on) {
+  std::lock_guard lock(g_writer_mu);
+  g_nvtx_emitting.store(on, std::memory_order_relaxed);
+  update_all_flags_locked();
+}
+
+bool nvtx_emitting() noexcept { return g_nvtx_emitting.load(std::memory_order_relaxed); }
 
 }  // namespace detail
 
@@ -191,7 +230,8 @@ void set_enabled_span_groups(GroupSet groups) {
   std::lock_guard lock(g_writer_mu);
   const GroupSet* snapshot = publish_locked(std::move(groups));
   g_snapshot.store(snapshot, std::memory_order_release);
-  for (const InternedGroup* e : interned()) update_flags_locked(*e);
+  g_nvtx_snapshot.store(snapshot, std::memory_order_release);  // NVTX follows every switch
+  update_all_flags_locked();
   for (const auto& name : *snapshot) intern_locked(name);
 }
 

@@ -13,6 +13,7 @@
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/sampling.hpp"
 #include "nemo/lens/state.hpp"
+#include "nvtx/settings.hpp"
 #include "resources/resource.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
@@ -89,6 +90,7 @@ bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadli
     try {
       set_enabled_span_groups({});
       set_open_span_tracking(TrackOpen::kOff);
+      set_nvtx_emitting(false);
     } catch (...) {
     }
     g_metrics_recording.store(false, std::memory_order_relaxed);
@@ -230,6 +232,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   config.validate();
   GroupSet groups = config.resolved_span_groups();
   const detail::ControlSettings control = detail::control_settings(config);
+  const bool nvtx = detail::nvtx_emits(detail::nvtx_mode(config));
   ExportStrategy strategy =
       options.strategy ? options.strategy : get_export_strategy(config.export_strategy);
   state->exporting = strategy(config, rank, world_size);
@@ -301,6 +304,9 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   detail::install_exit_handler();
   detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
   set_enabled_span_groups(tracing ? groups : GroupSet{});
+  // NVTX ranges follow the span groups on every rank, exporting or not.
+  if (!tracing) detail::set_nvtx_span_groups(groups);
+  detail::set_nvtx_emitting(nvtx);
   // Open spans are tracked for `lens ctl dump`: recorded ones, or with TRACK_OPEN=all every one.
   if (control.track_open == detail::TrackOpen::kAll) detail::calibrate_clock();
   detail::set_open_span_tracking(control.track_open);

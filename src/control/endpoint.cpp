@@ -328,10 +328,14 @@ struct ControlEndpoint::Impl {
 
   // ----- group switches
 
-  // On a rank that does not export, nothing is enabled: the switch only changes what this
-  // process reports (and what its watchdog follows).
+  // On a rank that does not export, nothing is enabled: the switch changes what this process
+  // reports (and what its watchdog follows) and which groups open NVTX ranges.
   void apply_groups(const GroupSet& groups) {
-    if (tracing()) set_enabled_span_groups(groups);
+    if (tracing()) {
+      set_enabled_span_groups(groups);
+    } else {
+      set_nvtx_span_groups(groups);
+    }
   }
 
   // Logs a change and records it on the job's root span (the oldest open recording root span).

@@ -61,6 +61,8 @@ struct SpanRecord {
   bool exception_recorded = false;
   bool status_final = false;     // an OK status was set
   bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
+  /// The NVTX range opened on the owner's thread for this span (nvtx_open()); 0: none.
+  std::uint32_t nvtx = 0;
   /// In its owner's open-span registry: kOpenNone (tracking was off when it started),
   /// kOpenRegistered, or kOpenUntracked (the registry was full; counted).
   std::uint8_t open_state = 0;
@@ -92,13 +94,22 @@ struct SamplerConfig {
   bool records_anything = true;
 };
 
+/// The NVTX push ranges a thread opened for lens spans and has not popped yet (nvtx/nvtx.cpp).
+/// Spans opened beyond kCapacity ranges get none.
+struct NvtxStack {
+  static constexpr std::uint32_t kCapacity = 64;
+  std::uint32_t depth = 0;      // ranges pushed and not popped
+  bool closed[kCapacity] = {};  // closed[i]: the span of range i ended; popped once on top
+};
+
 /// Per-thread state. Only its owner thread touches `cache` and `ids`; `stack`, the open records
-/// on it and writes to `open` are guarded by `mu`; counters are written by the owner and read by
-/// anyone.
+/// on it, `nvtx` and writes to `open` are guarded by `mu`; counters are written by the owner and
+/// read by anyone.
 struct ThreadState {
   SpinLock mu;
   std::vector<SpanRecord*> stack;  // open spans started by this thread, oldest first
   OpenStack open;                  // the open-span registry (records and light entries)
+  NvtxStack nvtx;                  // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;  // free records
   IdGenerator ids;
   std::int64_t tid = 0;
@@ -116,6 +127,8 @@ struct ThreadState {
 /// The calling thread's state (acquired on first use, returned at thread exit). Null only when
 /// memory ran out.
 ThreadState* this_thread_state() noexcept;
+/// The calling thread's state if it has one; never acquires one (so it takes no lock).
+ThreadState* this_thread_state_if_any() noexcept;
 
 /// Calls f for every state ever created, holding the registry mutex (not the states' locks).
 void visit_thread_states(const std::function<void(ThreadState&)>& f);

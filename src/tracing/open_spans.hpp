@@ -35,15 +35,27 @@ extern std::atomic<TrackOpen> g_track_mode;
 /// flags of every group go on), or nothing (kOff). Implemented in state.cpp next to the flags.
 void set_open_span_tracking(TrackOpen mode);
 
-/// A group's two flags: enabled for export, and tracked (enabled, or its open spans are tracked).
+/// What a group's flags say: enabled for export; tracked (enabled, or its open spans are tracked);
+/// its spans open NVTX ranges. `index` is its place in the interned table (its NVTX category).
 struct GroupState {
   bool enabled = false;
   bool tracked = false;
+  bool nvtx = false;
+  std::uint32_t index = 0;
 };
 /// The state of the group of a LENS_SPAN site resolved by resolve_span_site().
 GroupState span_site_state(const SiteGate& site) noexcept;
 /// The state of `group`, looked up by name (one probe of the interned table).
 GroupState group_state(std::string_view group) noexcept;
+
+/// The groups whose spans open NVTX ranges while NVTX emits, without enabling them for export: a
+/// rank that does not export shows the ranges of the groups it would export.
+/// set_enabled_span_groups() sets this set too. Implemented in state.cpp.
+void set_nvtx_span_groups(GroupSet groups);
+/// Whether spans of the NVTX groups open NVTX ranges (set-up decides, from <PREFIX>_NVTX).
+void set_nvtx_emitting(bool on);
+/// The value set_nvtx_emitting() set last.
+bool nvtx_emitting() noexcept;
 
 /// One slot of a thread's registry. Every field is atomic so that a reader racing a writer reads
 /// stale or new values, never torn ones; the sequence counter then discards the copy.

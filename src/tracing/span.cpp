@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "nemo/lens/state.hpp"
+#include "nvtx/ranges.hpp"
 #include "tracing/engine.hpp"
 #include "tracing/exception_info.hpp"
 
@@ -168,6 +169,7 @@ void reset_record(SpanRecord& r) noexcept {
   r.exception_recorded = false;
   r.status_final = false;
   r.orphaned = false;
+  r.nvtx = 0;
   r.open_state = kOpenNone;
 }
 
@@ -283,18 +285,23 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
 }  // namespace
 
 namespace {
-// A light handle's rec_: its owner's thread state with the low bit set.
-constexpr std::uintptr_t kLightTag = 1;
-bool is_light(const SpanRecord* r) noexcept {
-  return (reinterpret_cast<std::uintptr_t>(r) & kLightTag) != 0;
+// A handle without a record: its rec_ is the thread state that started the span with tag bits
+// set; kLightTag when the span has a light entry, kRangeTag when it has only an NVTX range.
+constexpr std::uintptr_t kLightTag = 1, kRangeTag = 2, kTagMask = kLightTag | kRangeTag;
+std::uintptr_t tags(const SpanRecord* r) noexcept {
+  return reinterpret_cast<std::uintptr_t>(r) & kTagMask;
 }
-ThreadState* light_owner(SpanRecord* r) noexcept {
-  return reinterpret_cast<ThreadState*>(reinterpret_cast<std::uintptr_t>(r) & ~kLightTag);
+bool is_light(const SpanRecord* r) noexcept { return (tags(r) & kLightTag) != 0; }
+ThreadState* tagged_owner(SpanRecord* r) noexcept {
+  return reinterpret_cast<ThreadState*>(reinterpret_cast<std::uintptr_t>(r) & ~kTagMask);
 }
-// The record behind a handle; null for an empty or light handle.
-SpanRecord* record_of(SpanRecord* r) noexcept { return is_light(r) ? nullptr : r; }
+// The record behind a handle; null for an empty handle or one without a record.
+SpanRecord* record_of(SpanRecord* r) noexcept { return tags(r) != 0 ? nullptr : r; }
 
 bool tracking() noexcept { return g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff; }
+
+// The NVTX category of ungated spans: none (0).
+constexpr std::uint32_t kNoGroupIndex = UINT32_MAX;
 }  // namespace
 
 struct SpanAccess {
@@ -303,7 +310,33 @@ struct SpanAccess {
     return Span(reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(owner) | kLightTag),
                 token);
   }
+  // Gives `span`, just started on the thread whose state is `ts`, the NVTX range `range`.
+  static void attach_range(Span& span, ThreadState& ts, std::uint32_t range) noexcept {
+    if (span.rec_ == nullptr) {
+      span.rec_ =
+          reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(&ts) | kRangeTag);
+      span.nvtx_ = range;
+    } else if (SpanRecord* rec = record_of(span.rec_)) {
+      rec->nvtx = range;  // read only by the handle's finish()
+    } else {
+      span.nvtx_ = range;  // a light handle of `ts`
+    }
+  }
 };
+
+namespace {
+// Opens an NVTX range for a span of `site`, then starts the span with `start`, and gives it the
+// range. Without a thread state the span gets no range.
+template <class Start>
+Span start_with_range(const SpanSite& site, std::uint32_t group_index, Start&& start) noexcept {
+  ThreadState* ts = this_thread_state();
+  if (ts == nullptr) return start();
+  const std::uint32_t range = nvtx_open(*ts, site, group_index);
+  Span span = start();
+  if (range != 0) SpanAccess::attach_range(span, *ts, range);
+  return span;
+}
+}  // namespace
 
 Span open_light_span(const SpanSite& site) noexcept {
   ThreadState* ts = this_thread_state();
@@ -334,14 +367,18 @@ bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
   const GroupState g = span_site_state(site.gate);
-  if (p != nullptr && g.enabled && p->sampler.records_anything) {
-    StartRequest req;
-    req.group = site.gate.group;
-    req.name = site.name;
-    return SpanAccess::make(start_record(p, req, attributes));
-  }
-  if (g.tracked && tracking()) return open_light_span(site);
-  return Span();
+  auto start = [&]() noexcept -> Span {
+    if (p != nullptr && g.enabled && p->sampler.records_anything) {
+      StartRequest req;
+      req.group = site.gate.group;
+      req.name = site.name;
+      return SpanAccess::make(start_record(p, req, attributes));
+    }
+    if (g.tracked && tracking()) return open_light_span(site);
+    return Span();
+  };
+  if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
+  return start_with_range(site, g.index, start);
 }
 
 }  // namespace detail
@@ -352,27 +389,29 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
                 std::initializer_list<Attribute> attributes) noexcept {
   detail::Pipeline* p = detail::g_active_pipeline.load(std::memory_order_acquire);
   const bool tracking = detail::tracking();
-  if (p == nullptr && !tracking) return Span();
+  const bool nvtx = detail::nvtx_emitting();
+  if (p == nullptr && !tracking && !nvtx) return Span();
+  // An ungated span is on whenever something records; its NVTX range has no category.
+  detail::GroupState g{true, true, nvtx, detail::kNoGroupIndex};
+  if (!options.group.empty()) g = detail::group_state(options.group);
   // A span that is not exported may still be tracked as open, for `lens ctl dump`.
-  bool exported = p != nullptr && p->sampler.records_anything;
-  bool tracked = true;
-  if (!options.group.empty()) {
-    const detail::GroupState g = detail::group_state(options.group);
-    exported = exported && g.enabled;
-    tracked = g.tracked;
-  }
-  if (!exported) {
-    if (!tracked || !tracking) return Span();
-    return detail::open_light_span(detail::intern_site(options.group, name));
-  }
-  detail::StartRequest req;
-  req.group = options.group;
-  req.name = name;
-  req.kind = options.kind;
-  req.parent = options.parent;
-  req.root = options.root;
-  req.link = options.link;
-  return detail::SpanAccess::make(detail::start_record(p, req, attributes));
+  const bool exported = p != nullptr && p->sampler.records_anything && g.enabled;
+  auto start = [&]() noexcept -> Span {
+    if (!exported) {
+      if (!g.tracked || !tracking) return Span();
+      return detail::open_light_span(detail::intern_site(options.group, name));
+    }
+    detail::StartRequest req;
+    req.group = options.group;
+    req.name = name;
+    req.kind = options.kind;
+    req.parent = options.parent;
+    req.root = options.root;
+    req.link = options.link;
+    return detail::SpanAccess::make(detail::start_record(p, req, attributes));
+  };
+  if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
+  return detail::start_with_range(detail::intern_site(options.group, name), g.index, start);
 }
 
 Span& Span::operator=(Span&& other) noexcept {
@@ -381,6 +420,7 @@ Span& Span::operator=(Span&& other) noexcept {
     rec_ = std::exchange(other.rec_, nullptr);
     uncaught_ = other.uncaught_;
     token_ = other.token_;
+    nvtx_ = other.nvtx_;
   }
   return *this;
 }
@@ -475,8 +515,10 @@ SpanContext Span::context() const noexcept {
 
 void Span::finish(bool unwinding) noexcept {
   SpanRecord* rec = std::exchange(rec_, nullptr);
-  if (detail::is_light(rec)) {
-    detail::close_light_span(*detail::light_owner(rec), token_);
+  if (detail::tags(rec) != 0) {
+    detail::ThreadState* owner = detail::tagged_owner(rec);
+    if (nvtx_ != 0) detail::nvtx_close(*owner, std::exchange(nvtx_, 0));
+    if (detail::is_light(rec)) detail::close_light_span(*owner, token_);
     return;
   }
   const std::int64_t now = detail::now_unix_nano();
@@ -486,6 +528,7 @@ void Span::finish(bool unwinding) noexcept {
   {
     detail::ThreadState* owner = rec->owner;
     std::lock_guard lock(owner->mu);
+    if (rec->nvtx != 0) detail::nvtx_close_locked(*owner, std::exchange(rec->nvtx, 0));
     auto& stack = owner->stack;
     for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
       if (*it == rec) {

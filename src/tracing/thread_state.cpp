@@ -30,6 +30,14 @@ struct FreeBatch {
 };
 std::atomic<FreeBatch*> g_free_batches{nullptr};
 
+// Requires s.mu. Whether a span that opened an NVTX range on s's thread is still open.
+bool has_open_nvtx_range(const ThreadState& s) noexcept {
+  for (std::uint32_t i = 0; i < s.nvtx.depth; ++i) {
+    if (!s.nvtx.closed[i]) return true;
+  }
+  return false;
+}
+
 ThreadState* acquire_state() noexcept {
   try {
     std::lock_guard lock(registry_mu());
@@ -38,9 +46,10 @@ ThreadState* acquire_state() noexcept {
       std::lock_guard state_lock(s->mu);
       // Spans it started are still open elsewhere (handles moved to another thread).
       if (!s->stack.empty() || s->open.depth.load(std::memory_order_relaxed) != 0 ||
-          s->open.untracked.load(std::memory_order_relaxed) != 0) {
+          s->open.untracked.load(std::memory_order_relaxed) != 0 || has_open_nvtx_range(*s)) {
         continue;
       }
+      s->nvtx.depth = 0;  // ranges of the exited thread, all of whose spans have ended
       s->in_use = true;
       s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
       return s;
@@ -93,6 +102,8 @@ ThreadState* this_thread_state() noexcept {
   if (NEMO_LENS_LIKELY(s != nullptr)) return s;
   return acquire_for_this_thread();
 }
+
+ThreadState* this_thread_state_if_any() noexcept { return t_state; }
 
 void recycle(SpanRecord* rec) noexcept {
   ThreadState* s = this_thread_state();
@@ -183,6 +194,7 @@ void reset_thread_states_in_child() noexcept {
       s->open.depth.store(0, std::memory_order_relaxed);  // single-threaded here
       s->open.untracked.store(0, std::memory_order_relaxed);
       s->open.sequence.store(0, std::memory_order_relaxed);
+      s->nvtx.depth = 0;  // those threads' ranges do not exist in the child
       s->in_use = false;
     }
     s->mu.reset_after_fork();

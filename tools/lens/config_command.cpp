@@ -13,6 +13,7 @@
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/ranks.hpp"
 #include "nemo/lens/strategies.hpp"
+#include "nvtx/settings.hpp"
 #include "strings.hpp"
 
 namespace nemo::lens::cli {
@@ -28,9 +29,11 @@ it resolves to and whether rank R of W ranks exports (is_exporting). The span-gr
 export strategy are checked even when telemetry is disabled. With the otlp exporter, the
 effective OTLP protocol and endpoint follow (from OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL and
 _ENDPOINT, checked with the other OTEL_EXPORTER_OTLP_* variables as set-up checks them). run_id is shown as set; set-up
-fills an empty one from SLURM_JOB_ID or at random. The last four fields are the live-control
+fills an empty one from SLURM_JOB_ID or at random. Four fields near the end are the live-control
 settings (docs/control.md): the control endpoint, its directory, which open spans are tracked
-for `lens ctl dump`, and the hang watchdog's timeout (0: off). R and W default to what the launcher's
+for `lens ctl dump`, and the hang watchdog's timeout (0: off); then the NVTX settings
+(docs/nvtx.md): the mode, whether an NVTX tool is attached (NVTX_INJECTION64_PATH, as under
+Nsight Systems) and whether span sites open NVTX ranges. R and W default to what the launcher's
 variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
 rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
 command_line (--rank).
@@ -47,8 +50,9 @@ options:
 variables: <P>_ENABLED, <P>_EXPORT_STRATEGY, <P>_EXPORT_RANK, <P>_EXPORT_SAMPLE_RATE,
 <P>_SAMPLER_ENABLED, <P>_TRACES_ENABLED, <P>_METRICS_ENABLED, <P>_LOGS_ENABLED, <P>_SPAN_GROUPS,
 <P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, <P>_CONTROL, <P>_CONTROL_DIR, <P>_TRACK_OPEN,
-<P>_HANG_TIMEOUT, XDG_RUNTIME_DIR, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY,
-WANDB_PROJECT, LOCAL_RANK for the first_rank_per_node strategy, and the launcher variables
+<P>_HANG_TIMEOUT, <P>_NVTX, NVTX_INJECTION64_PATH, XDG_RUNTIME_DIR, OTEL_SERVICE_NAME,
+OTEL_SDK_DISABLED, WANDB_ENTITY, WANDB_PROJECT, LOCAL_RANK for the first_rank_per_node strategy,
+and the launcher variables
 OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
 PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID.
 
@@ -132,6 +136,7 @@ int run(std::span<const std::string_view> args) {
   }
   const bool is_exporting = config.enabled && strategy(config, rank, world_size);
   const detail::ControlSettings control = detail::control_settings(config);
+  const detail::NvtxMode nvtx = detail::nvtx_mode(config);
 
   std::vector<Field> fields_before = {
       {"enabled", config.enabled},
@@ -161,6 +166,9 @@ int run(std::span<const std::string_view> args) {
       {"control_dir", control.dir},
       {"track_open", std::string(detail::track_open_name(control.track_open))},
       {"hang_timeout_s", control.hang_timeout_s},
+      {"nvtx", std::string(detail::nvtx_mode_name(nvtx))},
+      {"nvtx_tool_attached", detail::nvtx_tool_attached()},
+      {"nvtx_emits", config.enabled && detail::nvtx_emits(nvtx)},
   };
   std::vector<Field> fields = std::move(fields_before);
   if (detail::to_lower(detail::trim(config.exporter)) == "otlp") {

@@ -9,6 +9,7 @@
 //   auto timed_save = nemo::lens::trace_fn("checkpoint", "save", [&] { save(); });
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -43,7 +44,10 @@ class NEMO_LENS_API Span {
   /// An empty handle.
   Span() noexcept = default;
   Span(Span&& other) noexcept
-      : rec_(std::exchange(other.rec_, nullptr)), uncaught_(other.uncaught_), token_(other.token_) {}
+      : rec_(std::exchange(other.rec_, nullptr)),
+        uncaught_(other.uncaught_),
+        token_(other.token_),
+        nvtx_(other.nvtx_) {}
   /// Ends the span this handle holds, then takes over `other`'s.
   Span& operator=(Span&& other) noexcept;
   Span(const Span&) = delete;
@@ -87,11 +91,13 @@ class NEMO_LENS_API Span {
       : rec_(rec), uncaught_(std::uncaught_exceptions()), token_(token) {}
   void finish(bool unwinding) noexcept;
 
-  // A recording (or sampled-out) span's record; or, with the low bit set, the thread state whose
-  // open-span registry holds this span's light entry (tracked for `lens ctl dump`, not exported).
+  // A recording (or sampled-out) span's record; or, with a low bit set, the thread state that
+  // started a span without a record: bit 0, its open-span registry holds the span's light entry
+  // (tracked for `lens ctl dump`, not exported); bit 1, the span has only an NVTX range.
   detail::SpanRecord* rec_ = nullptr;
   int uncaught_ = 0;
   std::uint32_t token_ = 0;  // the light entry's token
+  std::uint32_t nvtx_ = 0;   // without a record: the NVTX range's handle (0: none)
 };
 
 /// Options for start_span().
@@ -151,6 +157,8 @@ namespace detail {
 struct SpanSite {
   SiteGate gate;
   std::string_view name;
+  /// The name registered with NVTX, once a span of this site opened an NVTX range.
+  mutable std::atomic<const void*> nvtx_name{nullptr};
 };
 
 /// Starts the span of an enabled LENS_SPAN site.
