@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <span>
 #include <stdexcept>
+#include <thread>
 
 #include "tracing_fixture.hpp"
 
@@ -425,6 +427,61 @@ TEST_F(Tracing, StatusKindEventsAndLinks) {
   auto ok = only(all, "ok_final");
   EXPECT_EQ(ok.status_code, StatusCode::kOk);
   EXPECT_EQ(ok.status_message, "");
+}
+
+TEST_F(Tracing, EventAttributesKnownAtRunTimeAndExceptionsByName) {
+  {
+    auto s = span_cm("runtime");
+    std::vector<std::string> keys = {"bytes", "file"};
+    const std::vector<Attribute> attributes = {{keys[0], 4096}, {keys[1], "ckpt-7.pt"}};
+    s.add_event("written", std::span<const Attribute>(attributes));
+    s.record_exception("ValueError", "loss is NaN");
+  }
+  const SpanData s = only(spans(), "runtime");
+  ASSERT_EQ(s.events.size(), 2u);
+  EXPECT_EQ(s.events[0].name, "written");
+  ASSERT_EQ(s.events[0].attributes.size(), 2u);
+  EXPECT_EQ(std::get<std::int64_t>(s.events[0].attributes[0].value), 4096);
+  EXPECT_EQ(std::get<std::string>(s.events[0].attributes[1].value), "ckpt-7.pt");
+  EXPECT_EQ(s.events[1].name, "exception");
+  EXPECT_EQ(std::get<std::string>(*[&] {
+              for (const auto& kv : s.events[1].attributes) {
+                if (kv.key == "exception.type") return &kv.value;
+              }
+              return static_cast<const AttributeValue*>(nullptr);
+            }()),
+            "ValueError");
+  EXPECT_EQ(s.status_code, StatusCode::kError);
+  EXPECT_EQ(s.status_message, "loss is NaN");
+}
+
+TEST_F(Tracing, AnAttachedContextParentsTheThreadsSpansAndIsNeverExported) {
+  SpanContext remote;
+  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
+  remote.trace_flags = 0x01;
+  remote.is_remote = true;
+  EXPECT_FALSE(attach_context(SpanContext{}));  // invalid: an empty handle, no parent
+  {
+    Span attached = attach_context(remote);
+    EXPECT_FALSE(attached);  // records nothing
+    EXPECT_EQ(attached.context(), remote);
+    EXPECT_EQ(current_span_context(), remote);
+    { auto child = span_cm("child"); }
+    std::thread([] { auto other = span_cm("other thread"); }).join();
+  }
+  { auto after = span_cm("after"); }
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 3u);  // the attached context itself is not exported
+  const SpanData child = only(all, "child");
+  EXPECT_EQ(child.context.trace_id, remote.trace_id);
+  EXPECT_EQ(child.parent_span_id, remote.span_id);
+  EXPECT_TRUE(child.parent_is_remote);
+  EXPECT_NE(only(all, "other thread").context.trace_id, remote.trace_id);  // this thread's only
+  EXPECT_FALSE(only(all, "after").parent_span_id.is_valid());
+  const TelemetryStats st = handle_.stats();
+  EXPECT_EQ(st.spans_started, 3u);  // nor counted
+  EXPECT_EQ(st.spans_ended, 3u);
 }
 
 TEST_F(Tracing, StartSpanWithExplicitParentRootKindAndLink) {

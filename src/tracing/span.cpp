@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "nemo/lens/state.hpp"
 #include "nvtx/ranges.hpp"
@@ -89,6 +90,10 @@ void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::siz
 
 namespace {
 
+std::span<const Attribute> as_span(std::initializer_list<Attribute> list) noexcept {
+  return {list.begin(), list.size()};
+}
+
 // The first `used` elements of `list` are the attributes; the elements after them are kept from
 // the record's previous span so that their storage is reused, not freed and allocated again.
 struct AttributeSlots {
@@ -117,7 +122,7 @@ void put_attribute(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count
 }
 
 void put_attributes(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count_limit,
-                    const Pipeline& p, std::initializer_list<Attribute> attributes) {
+                    const Pipeline& p, std::span<const Attribute> attributes) {
   for (const Attribute& attr : attributes) {
     put_attribute(a, dropped, count_limit, p, attr.key, attr.value);
   }
@@ -126,7 +131,7 @@ void put_attributes(AttributeSlots a, std::uint32_t& dropped, std::uint32_t coun
 // Attributes of a new event or link: an empty list, every element in use.
 void put_new_attributes(std::vector<KeyValue>& list, std::uint32_t& dropped,
                         std::uint32_t count_limit, const Pipeline& p,
-                        std::initializer_list<Attribute> attributes) {
+                        std::span<const Attribute> attributes) {
   std::uint32_t used = 0;
   put_attributes({list, used}, dropped, count_limit, p, attributes);
 }
@@ -174,7 +179,7 @@ void reset_record(SpanRecord& r) noexcept {
 }
 
 void add_link_locked(SpanRecord& r, const SpanContext& target,
-                     std::initializer_list<Attribute> attributes) {
+                     std::span<const Attribute> attributes) {
   SpanData& d = r.data;
   if (!target.is_valid()) return;
   if (d.links.size() >= r.pipeline->limits.link_count) {
@@ -189,7 +194,7 @@ void add_link_locked(SpanRecord& r, const SpanContext& target,
 }
 
 void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
-                      std::initializer_list<Attribute> attributes) {
+                      std::span<const Attribute> attributes) {
   SpanData& d = r.data;
   if (d.events.size() >= r.pipeline->limits.event_count) {
     ++d.dropped_events_count;
@@ -205,8 +210,8 @@ void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
 
 void record_exception_locked(SpanRecord& r, std::string_view type, std::string_view message,
                              std::int64_t time) {
-  add_event_locked(r, "exception", time,
-                   {{"exception.type", type}, {"exception.message", message}});
+  const Attribute attributes[] = {{"exception.type", type}, {"exception.message", message}};
+  add_event_locked(r, "exception", time, attributes);
   r.exception_recorded = true;
   if (!r.status_final) {
     r.data.status_code = StatusCode::kError;
@@ -264,8 +269,7 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
       d.kind = req.kind;
       d.thread_id = ts->tid;
       put_attributes({d.attributes, rec->attributes_used}, d.dropped_attributes_count,
-                     p->limits.attribute_count, *p,
-                     attributes);
+                     p->limits.attribute_count, *p, as_span(attributes));
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
       d.start_time_unix_nano = now_unix_nano();
       if (g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff) {
@@ -357,7 +361,7 @@ bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
   for (SpanRecord* r : rec->owner->stack) open = open || r == rec;
   if (!open || !rec->recording || rec->orphaned) return false;
   try {
-    add_event_locked(*rec, name, now, attributes);
+    add_event_locked(*rec, name, now, as_span(attributes));
   } catch (...) {
     return false;
   }
@@ -456,12 +460,17 @@ Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
 Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept {
   mutate(detail::record_of(rec_), [&](SpanRecord& r) {
     detail::put_attributes({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
-                           r.pipeline->limits.attribute_count, *r.pipeline, attributes);
+                           r.pipeline->limits.attribute_count, *r.pipeline,
+                           detail::as_span(attributes));
   });
   return *this;
 }
 
 Span& Span::add_event(std::string_view name, std::initializer_list<Attribute> attributes) noexcept {
+  return add_event(name, detail::as_span(attributes));
+}
+
+Span& Span::add_event(std::string_view name, std::span<const Attribute> attributes) noexcept {
   const std::int64_t now = detail::now_unix_nano();
   mutate(detail::record_of(rec_),
          [&](SpanRecord& r) { detail::add_event_locked(r, name, now, attributes); });
@@ -470,7 +479,7 @@ Span& Span::add_event(std::string_view name, std::initializer_list<Attribute> at
 
 Span& Span::add_link(const SpanContext& target, std::initializer_list<Attribute> attributes) noexcept {
   mutate(detail::record_of(rec_),
-         [&](SpanRecord& r) { detail::add_link_locked(r, target, attributes); });
+         [&](SpanRecord& r) { detail::add_link_locked(r, target, detail::as_span(attributes)); });
   return *this;
 }
 
@@ -496,6 +505,34 @@ Span& Span::record_exception(const std::exception& e) noexcept {
     detail::record_exception_locked(r, detail::demangle(typeid(e).name()), e.what(), now);
   });
   return *this;
+}
+
+Span& Span::record_exception(std::string_view type, std::string_view message) noexcept {
+  const std::int64_t now = detail::now_unix_nano();
+  mutate(detail::record_of(rec_),
+         [&](SpanRecord& r) { detail::record_exception_locked(r, type, message, now); });
+  return *this;
+}
+
+Span attach_context(const SpanContext& ctx) noexcept {
+  if (!ctx.is_valid()) return Span();
+  detail::ThreadState* ts = detail::this_thread_state();
+  if (ts == nullptr) return Span();
+  SpanRecord* rec = detail::take_record(*ts);
+  if (rec == nullptr) return Span();
+  detail::reset_record(*rec);
+  rec->owner = ts;
+  rec->pipeline = nullptr;  // never exported, never counted
+  rec->recording = false;
+  try {
+    std::lock_guard lock(ts->mu);
+    rec->data.context = ctx;
+    ts->stack.push_back(rec);
+  } catch (...) {
+    detail::recycle(rec);  // out of memory: no parent
+    return Span();
+  }
+  return detail::SpanAccess::make(rec);
 }
 
 SpanContext Span::context() const noexcept {
@@ -555,7 +592,8 @@ void Span::finish(bool unwinding) noexcept {
     }
   }
   detail::ThreadState* current = detail::this_thread_state();
-  if (current != nullptr) current->count(current->ended);
+  // An attached context (no pipeline) was never counted as started.
+  if (current != nullptr && rec->pipeline != nullptr) current->count(current->ended);
   if (!export_it) {
     detail::recycle(rec);
     return;

@@ -14,6 +14,7 @@
 #include <exception>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -69,6 +70,9 @@ class NEMO_LENS_API Span {
   Span& set_attributes(std::initializer_list<Attribute> attributes) noexcept;
   /// Adds a timestamped event.
   Span& add_event(std::string_view name, std::initializer_list<Attribute> attributes = {}) noexcept;
+  /// Adds a timestamped event with attributes known only at run time (the keys and values are
+  /// copied).
+  Span& add_event(std::string_view name, std::span<const Attribute> attributes) noexcept;
   /// Links this span to another span's context (ignored when the context is invalid).
   Span& add_link(const SpanContext& target, std::initializer_list<Attribute> attributes = {}) noexcept;
   /// Sets the status. An OK status is final; UNSET never replaces another status.
@@ -78,6 +82,9 @@ class NEMO_LENS_API Span {
   /// Records `e` as an "exception" event (exception.type demangled, exception.message) and sets
   /// status ERROR with the message.
   Span& record_exception(const std::exception& e) noexcept;
+  /// Records an exception known by its type name and message (e.g. one raised in another
+  /// language) as an "exception" event, and sets status ERROR with the message.
+  Span& record_exception(std::string_view type, std::string_view message) noexcept;
   /// The span's context; invalid for an empty handle.
   SpanContext context() const noexcept;
   /// Ends the span now (idempotent); the handle becomes empty.
@@ -117,6 +124,13 @@ struct SpanStartOptions {
 /// Starts a span with full control over parent, kind and links. Never throws.
 NEMO_LENS_API Span start_span(std::string_view name, const SpanStartOptions& options,
                               std::initializer_list<Attribute> attributes = {}) noexcept;
+
+/// Makes `ctx` (a span of another process or of another tracer, e.g. extracted from a carrier) the
+/// calling thread's current span until the returned handle ends: spans this thread starts meanwhile
+/// without an explicit parent are its children. Records and exports nothing; the handle is not
+/// recording (operator bool is false) but context() is `ctx`. An invalid `ctx` gives an empty
+/// handle. Works whether or not tracing is set up. Never throws.
+NEMO_LENS_API Span attach_context(const SpanContext& ctx) noexcept;
 
 /// Starts a span of `group` when that group is enabled; otherwise returns an empty handle after one
 /// lookup of the group by name. Prefer LENS_SPAN at hot sites: it caches the lookup.

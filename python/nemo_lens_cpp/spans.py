@@ -1,0 +1,210 @@
+"""Spans from Python: managed_span, span_cm, trace_fn, and context propagation.
+
+Python and C++ spans of one thread share one current span: a C++ ``LENS_SPAN`` in an extension
+called inside ``with managed_span(...)`` is its child, and a Python span opened from a callback a
+C++ span calls is that span's child. Within Python, the current span lives in a ``contextvars``
+variable, so each thread and each asyncio task has its own: spans of concurrent tasks get their
+own task's parent, never a sibling's.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+
+from . import _core
+
+SpanContext = _core.SpanContext
+
+# The span (or attached remote context) current in this thread / asyncio task: a Span or a
+# SpanContext. Shared with the compiled part, which reads it when a span starts.
+_current = _core.current
+
+class StatusCode:
+    """A span's status (OpenTelemetry's values)."""
+
+    UNSET = 0
+    OK = 1
+    ERROR = 2
+
+
+class SpanKind:
+    """A span's role in a request (OpenTelemetry's values)."""
+
+    INTERNAL = 1
+    SERVER = 2
+    CLIENT = 3
+    PRODUCER = 4
+    CONSUMER = 5
+
+
+class Span(_core.SpanBase):
+    """A span started from Python: what ``with managed_span(...) as span`` (or span_cm) yields
+    when its group is enabled. A context manager: entering starts it and makes it current,
+    leaving ends it (an exception leaving the block is recorded, status ERROR, and propagates).
+    Every method ignores values it cannot record (never raises for a bad value) and does nothing
+    once the span has ended or when it does not record (e.g. on a rank that does not export).
+
+    Compiled methods: is_recording(), get_span_context(), end().
+    """
+
+    __slots__ = ()
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Sets one attribute: bool, int, float, str or a list/tuple of one of those; None and
+        anything else is skipped. String values of redacted keys become "[REDACTED]"."""
+        self._set_attributes({key: value})
+
+    def set_attributes(self, attributes: Dict[str, Any]) -> None:
+        """Sets several attributes, as set_attribute() does."""
+        self._set_attributes(dict(attributes))
+
+    def add_event(self, name: str, attributes: Optional[Dict[str, Any]] = None) -> None:
+        """Adds a timestamped event with attributes (kept as set_attribute() keeps them)."""
+        self._add_event(str(name), dict(attributes or {}))
+
+    def set_status(self, status: Any, description: str = "") -> None:
+        """Sets the status: a StatusCode value, or an OpenTelemetry Status or StatusCode."""
+        code = getattr(status, "status_code", status)
+        code = getattr(code, "value", code)
+        if not description:
+            description = getattr(status, "description", None) or ""
+        if isinstance(code, int) and code in (StatusCode.UNSET, StatusCode.OK, StatusCode.ERROR):
+            self._set_status(int(code), str(description))
+
+    def record_exception(self, exception: BaseException) -> None:
+        """Records `exception` as an "exception" event (type, message) and sets status ERROR."""
+        self._record_exception(type(exception).__qualname__, str(exception))
+
+
+_core._set_span_type(Span)
+
+
+def _enabled_managed_span(group: Any, name: Any, tracer: Any = None, **attributes: Any) -> Span:
+    # What managed_span() calls for arguments its compiled fast path does not take.
+    if not isinstance(group, str) or not isinstance(name, str):
+        raise TypeError(
+            f"managed_span(group, name) expects two str, got {type(group).__name__} and "
+            f"{type(name).__name__}"
+        )
+    return _core.new_span(str(group), str(name), attributes, True, None, SpanKind.INTERNAL)
+
+
+_core._set_enabled_impl(_enabled_managed_span)
+
+# managed_span(group, name, tracer=None, **attributes): written in C (_core); its docstring there.
+managed_span = _core.managed_span
+
+
+is_span_group_enabled = _core.is_span_group_enabled
+
+
+def span_cm(name: str, tracer: Any = None, record_exception: bool = True, **attributes: Any
+            ) -> Span:
+    """A context manager for an ungated span named `name`: it records whenever tracing is set up
+    on an exporting rank. Yields the Span. `tracer` is accepted for NeMo Lens compatibility."""
+    if not isinstance(name, str):
+        raise TypeError(f"span_cm(name) expects a str, got {type(name).__name__}")
+    return _core.new_span("", name, attributes, bool(record_exception), None, SpanKind.INTERNAL)
+
+
+def start_span(name: str, group: str = "", parent: Optional[SpanContext] = None,
+               kind: int = SpanKind.INTERNAL, **attributes: Any) -> Span:
+    """A context manager like span_cm/managed_span with an explicit `parent` (e.g. an extracted
+    Context's .span_context) and `kind`. With a `group` that is off, nothing is recorded."""
+    if not isinstance(name, str) or not isinstance(group, str):
+        raise TypeError("start_span(name, group) expects str")
+    return _core.new_span(group, name, attributes, True, parent, int(kind))
+
+
+def trace_fn(group: str, name: str, tracer: Any = None) -> Callable:
+    """A decorator running every call of the function inside managed_span(group, name). The group
+    is checked at call time. Works on plain and async functions."""
+
+    def decorate(func: Callable) -> Callable:
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def async_wrapper(*args, **kwargs):
+                with managed_span(group, name):
+                    return await func(*args, **kwargs)
+            return async_wrapper
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with managed_span(group, name):
+                return func(*args, **kwargs)
+        return wrapper
+
+    return decorate
+
+
+def get_current_span_context() -> Optional[SpanContext]:
+    """The context of the current span: this task's Python span (or attached context), else the
+    thread's current C++ span; None when there is none."""
+    current = _current.get(None)
+    if isinstance(current, Span):
+        return current.get_span_context()
+    if current is not None:
+        return current
+    return _core.current_context()
+
+
+class Context:
+    """What extract_context() returns: a remote span context (or none) and baggage. Use it as a
+    context manager (or attach()/detach()) to make it the parent of the spans started meanwhile,
+    Python and C++ alike; or pass `.span_context` as start_span(parent=...)."""
+
+    __slots__ = ("span_context", "baggage", "_tokens")
+
+    def __init__(self, span_context: Optional[SpanContext], baggage: Iterable[Tuple[str, str]]):
+        self.span_context = span_context
+        self.baggage = list(baggage)
+        self._tokens = []
+
+    def attach(self) -> object:
+        """Makes the context current in this thread / task; returns a token for detach()."""
+        if self.span_context is None:
+            return (None, None)
+        token = (_current.set(self.span_context), _core.attach_context(self.span_context))
+        return token
+
+    def detach(self, token: object) -> None:
+        """Undoes attach()."""
+        var_token, attached = token
+        if attached is not None:
+            attached.end()
+        if var_token is not None:
+            try:
+                _current.reset(var_token)
+            except ValueError:
+                pass
+
+    def __enter__(self) -> "Context":
+        self._tokens.append(self.attach())
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.detach(self._tokens.pop())
+        return False
+
+    def __bool__(self) -> bool:
+        return self.span_context is not None
+
+
+def inject_context(carrier: dict, context: Optional[SpanContext] = None) -> dict:
+    """Writes the current span's context (or `context`) into `carrier` as W3C `traceparent` (and
+    `tracestate`); writes nothing when there is none. Returns `carrier`."""
+    ctx = context if context is not None else get_current_span_context()
+    if ctx is not None:
+        _core.inject(ctx, carrier)
+    return carrier
+
+
+def extract_context(carrier: dict) -> Context:
+    """Reads W3C `traceparent`, `tracestate` and `baggage` from `carrier` (header names in any
+    case). Malformed values give an empty Context, never an exception."""
+    if not isinstance(carrier, dict):
+        return Context(None, [])
+    ctx, baggage = _core.extract(carrier)
+    return Context(ctx, baggage)
