@@ -1052,6 +1052,8 @@ PYBIND11_MODULE(_core, m) {
 
   // An attached context: the parent of the spans this thread starts until it ends. Registered as
   // a Python span, so that the asyncio rule above applies to it too.
+  py::class_<PySpan>(m, "AttachedContext", "A context attached as the thread's current span.")
+      .def("end", &PySpan::end, "Detaches it (idempotent; any thread).");
   m.def(
       "attach_context",
       [](const lens::SpanContext& c) { return std::make_unique<PySpan>(lens::attach_context(c)); },

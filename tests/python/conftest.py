@@ -1,0 +1,66 @@
+"""pytest fixtures for nemo_lens_cpp: a clean environment per test and an in-memory set-up.
+
+Run through ctest (tests/CMakeLists.txt puts the built package and the lens_demo extension on
+PYTHONPATH), or by hand:
+    PYTHONPATH=build/python:build/examples/python_extension python3 -m pytest tests/python
+"""
+
+import os
+
+import pytest
+
+import nemo_lens_cpp as lens
+
+_PREFIXES = ("NEMO_LENS_", "OTEL_", "MEGATRON_OTEL_", "RL_OTEL_", "SLURM_", "WANDB_",
+             "TRACEPARENT", "TRACESTATE", "BAGGAGE")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    """Every variable lens reads is unset; the control endpoint lives in the test's directory."""
+    for key in list(os.environ):
+        if key.startswith(_PREFIXES):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("NEMO_LENS_CONTROL_DIR", str(tmp_path / "ctl"))
+    yield
+    lens.set_enabled_span_groups(frozenset())
+
+
+class Tracing:
+    """An enabled, exporting set-up into an InMemorySpanExporter."""
+
+    def __init__(self):
+        self.exporter = lens.InMemorySpanExporter()
+        self.handle = None
+
+    def start(self, spec="all", group_cls=lens.MegatronSpanGroup, rank=0, world_size=1,
+              **fields):
+        config = lens.NemoLensConfig(enabled=True, export_strategy="all_ranks", span_groups=spec,
+                                     exporter="console", metrics_enabled=False,
+                                     _span_group_cls=group_cls)
+        for k, v in fields.items():
+            setattr(config, k, v)
+        self.exporter.clear()
+        self.handle = lens.setup_telemetry(config, rank, world_size, span_exporter=self.exporter,
+                                           _allow_reinit=True)
+        return self.handle
+
+    def spans(self):
+        assert self.handle.force_flush(10000)
+        return self.exporter.get_finished_spans()
+
+    def by_name(self):
+        """The exported spans by name; each name must be unique."""
+        out = {}
+        for s in self.spans():
+            assert s.name not in out, f"two spans named {s.name}"
+            out[s.name] = s
+        return out
+
+
+@pytest.fixture
+def tracing():
+    t = Tracing()
+    t.start()
+    yield t
+    t.handle.shutdown(10000)

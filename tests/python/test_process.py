@@ -1,0 +1,139 @@
+"""Whole-process behaviour: exit without shutdown, fork, the GIL while lens waits."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import nemo_lens_cpp as lens
+
+
+def run_python(code, env_extra, timeout=60):
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_spans(path):
+    spans = []
+    with open(path) as f:
+        for line in f:
+            for rs in json.loads(line)["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    spans.extend(ss["spans"])
+    return spans
+
+
+def test_interpreter_exit_exports_once_without_hanging(tmp_path):
+    env = {"NEMO_LENS_ENABLED": "1", "NEMO_LENS_EXPORTER": "file",
+           "NEMO_LENS_EXPORT_PATH": str(tmp_path / "t{rank}.jsonl"),
+           "NEMO_LENS_METRICS_ENABLED": "0", "NEMO_LENS_SPAN_GROUPS": "all",
+           "OTEL_BSP_SCHEDULE_DELAY": "60000"}  # nothing is sent before exit
+    started = time.monotonic()
+    result = run_python("""
+        import nemo_lens_cpp as lens
+        lens.setup_telemetry(lens.NemoLensConfig.from_env())
+        for i in range(100):
+            with lens.managed_span("step", "s", i=i):
+                pass
+        open_span = lens.span_cm("open at exit").__enter__()
+        # no shutdown: interpreter exit exports, ends the open span as truncated
+    """, env)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 30
+    spans = read_spans(tmp_path / "t0.jsonl")
+    assert sum(s["name"] == "s" for s in spans) == 100
+    (truncated,) = [s for s in spans if s["name"] == "open at exit"]
+    assert {"key": "nemo.span.truncated", "value": {"boolValue": True}} in truncated["attributes"]
+
+
+def test_a_forked_child_exports_its_own_spans_and_not_the_parents(tmp_path):
+    env = {"NEMO_LENS_ENABLED": "1", "NEMO_LENS_EXPORTER": "file",
+           "NEMO_LENS_EXPORT_PATH": str(tmp_path / "t{rank}.jsonl"),
+           "NEMO_LENS_METRICS_ENABLED": "0", "NEMO_LENS_SPAN_GROUPS": "all"}
+    result = run_python("""
+        import os, sys
+        import nemo_lens_cpp as lens
+        h = lens.setup_telemetry(lens.NemoLensConfig.from_env())
+        with lens.span_cm("parent before fork"):
+            pass
+        outer = lens.span_cm("open across fork").__enter__()
+        pid = os.fork()
+        if pid == 0:
+            with lens.managed_span("step", "child span"):
+                pass
+            h.shutdown()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        outer.__exit__(None, None, None)
+        h.shutdown()
+        sys.exit(os.waitstatus_to_exitcode(status))
+    """, env)
+    assert result.returncode == 0, result.stderr
+    names = [s["name"] for s in read_spans(tmp_path / "t0.jsonl")]
+    # The child appends to the same per-rank file: each span appears once, in one process.
+    assert sorted(names) == ["child span", "open across fork", "parent before fork"]
+
+
+def test_the_gil_is_released_while_a_flush_waits(tracing):
+    """force_flush against a receiver that never answers: other Python threads keep running."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    accepted = []
+    stop = threading.Event()
+
+    def black_hole():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                accepted.append(conn)  # read nothing, answer nothing
+            except OSError:
+                pass
+
+    hole = threading.Thread(target=black_hole)
+    hole.start()
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+    os.environ["OTEL_EXPORTER_OTLP_TIMEOUT"] = "5000"
+    try:
+        config = lens.NemoLensConfig(enabled=True, export_strategy="all_ranks", exporter="otlp",
+                                     metrics_enabled=False, span_groups="all")
+        handle = lens.setup_telemetry(config, _allow_reinit=True)
+        with lens.span_cm("stuck"):
+            pass
+        ticks = []
+        ticking = threading.Event()
+
+        def ticker():
+            ticking.set()
+            while not stop.is_set():
+                ticks.append(1)
+                time.sleep(0.01)
+
+        t = threading.Thread(target=ticker)
+        t.start()
+        ticking.wait(5)
+        before = len(ticks)
+        assert handle.force_flush(1000) is False  # the receiver never answers
+        during = len(ticks) - before
+        assert during >= 20, f"only {during} ticks while flushing: the GIL was held"
+        handle.shutdown(1000)
+    finally:
+        stop.set()
+        hole.join()
+        for c in accepted:
+            c.close()
+        server.close()
+        for k in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                  "OTEL_EXPORTER_OTLP_TIMEOUT"):
+            os.environ.pop(k, None)
+    t.join()
