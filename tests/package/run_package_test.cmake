@@ -137,6 +137,24 @@ if(EXISTS "${_prefix}/bin/lens")
   endif()
 endif()
 
+# The Python package, when installed, imports from <prefix>/<libdir>/python and finds the
+# installed library through the extension's RUNPATH.
+if(PYTHON_EXECUTABLE AND EXISTS "${_prefix}/${LENS_LIBDIR}/python/nemo_lens_cpp")
+  set(ENV{PYTHONPATH} "${_prefix}/${LENS_LIBDIR}/python")
+  run_step("import the installed Python package"
+           COMMAND "${PYTHON_EXECUTABLE}" -c
+                   "import nemo_lens_cpp as l; print(l._core.__file__); print(sorted(l.SpanGroup.resolve('default')))"
+           OUTPUT_VAR _py_out)
+  unset(ENV{PYTHONPATH})
+  string(FIND "${_py_out}" "['checkpoint', 'evaluate', 'job']" _pos)
+  if(_pos EQUAL -1)
+    message(FATAL_ERROR "package test: the installed Python package printed '${_py_out}'")
+  endif()
+  string(REGEX MATCH "^[^\n]*" _py_module "${_py_out}")
+  check_in_prefix("the imported nemo_lens_cpp._core" "${_py_module}"
+                  "PYTHONPATH must select the installed package.")
+endif()
+
 # ---- 2. CMake consumer: find_package(nemo_lens) -----------------------------------------------
 set(_configure_cmd "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${_consumer_build}"
     -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${_prefix}"
