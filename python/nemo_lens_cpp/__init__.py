@@ -18,6 +18,17 @@ from . import _core
 from .bridge import bridge_opentelemetry
 from .config import ConfigError, NemoLensConfig
 from .groups import MegatronSpanGroup, SpanGroup, SpanGroupError
+from .metrics import (
+    Counter,
+    Gauge,
+    Histogram,
+    LoggingHandler,
+    Meter,
+    Severity,
+    UpDownCounter,
+    get_meter,
+    log,
+)
 from .spans import (
     Context,
     Span,
@@ -53,11 +64,13 @@ DEFAULT_REDACT_KEYS = frozenset(
 )
 
 __all__ = [
-    "AlreadySetUpError", "ConfigError", "Context", "DEFAULT_REDACT_KEYS", "ExportStrategy",
-    "FinishedSpan", "InMemorySpanExporter", "MegatronSpanGroup", "NemoLensConfig", "Span",
-    "SpanContext", "SpanGroup", "SpanGroupError", "SpanKind", "StatusCode", "TelemetryHandle",
-    "bridge_opentelemetry", "enabled_span_groups", "extract_context", "get_current_span_context",
-    "get_export_strategy", "inject_context", "is_span_group_enabled", "managed_span",
+    "AlreadySetUpError", "bridge_opentelemetry", "ConfigError", "Context", "Counter",
+    "DEFAULT_REDACT_KEYS", "enabled_span_groups", "ExportStrategy", "extract_context",
+    "FinishedSpan", "Gauge", "get_current_span_context", "get_export_strategy", "get_meter",
+    "Histogram", "inject_context", "InMemorySpanExporter", "is_span_group_enabled", "log",
+    "LoggingHandler", "managed_span", "MegatronSpanGroup", "Meter", "NemoLensConfig",
     "register_export_strategy", "registered_strategies", "set_enabled_span_groups",
-    "setup_telemetry", "span_cm", "start_span", "trace_fn", "unregister_export_strategy",
+    "setup_telemetry", "Severity", "Span", "span_cm", "SpanContext", "SpanGroup", "SpanGroupError",
+    "SpanKind", "start_span", "StatusCode", "TelemetryHandle", "trace_fn",
+    "unregister_export_strategy", "UpDownCounter",
 ]

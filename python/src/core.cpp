@@ -783,6 +783,90 @@ py::dict span_to_py(const lens::SpanData& s) {
   return d;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Metrics and logs. Their C++ record calls take an initializer_list of attributes; a Python
+// attribute dict (at most kMaxListAttributes kept, as converted by to_attribute) becomes one.
+
+constexpr std::size_t kMaxListAttributes = 8;
+
+// Converted attributes of one call, and the storage they point into.
+struct CallAttributes {
+  std::vector<ValueHolder> holders;
+  std::vector<std::string> keys;
+  std::vector<lens::Attribute> list;
+
+  explicit CallAttributes(const py::object& attributes) {
+    if (attributes.is_none() || !PyDict_Check(attributes.ptr())) return;
+    py::dict d = py::reinterpret_borrow<py::dict>(attributes);
+    holders.resize(d.size());
+    keys.reserve(d.size());  // the attributes view the keys: no reallocation below
+    std::size_t i = 0;
+    for (auto [k, v] : d) {
+      if (list.size() == kMaxListAttributes) break;
+      if (!PyUnicode_Check(k.ptr())) continue;
+      if (auto arg = to_attribute(v, holders[i++])) {
+        keys.emplace_back(utf8_of(k.ptr()));
+        list.push_back({keys.back(), *arg});
+      }
+    }
+  }
+};
+
+template <class F, std::size_t... I>
+void call_with_list(const std::vector<lens::Attribute>& a, F& f, std::index_sequence<I...>) {
+  f({a[I]...});
+}
+
+// Calls f(std::initializer_list<Attribute>) with the converted attributes.
+template <class F>
+void with_attribute_list(const CallAttributes& attributes, F f) {
+  const auto& a = attributes.list;
+  switch (a.size()) {
+    case 0:
+      f({});
+      break;
+    case 1:
+      call_with_list(a, f, std::make_index_sequence<1>{});
+      break;
+    case 2:
+      call_with_list(a, f, std::make_index_sequence<2>{});
+      break;
+    case 3:
+      call_with_list(a, f, std::make_index_sequence<3>{});
+      break;
+    case 4:
+      call_with_list(a, f, std::make_index_sequence<4>{});
+      break;
+    case 5:
+      call_with_list(a, f, std::make_index_sequence<5>{});
+      break;
+    case 6:
+      call_with_list(a, f, std::make_index_sequence<6>{});
+      break;
+    case 7:
+      call_with_list(a, f, std::make_index_sequence<7>{});
+      break;
+    default:
+      call_with_list(a, f, std::make_index_sequence<kMaxListAttributes>{});
+      break;
+  }
+}
+
+// Binds a double-valued instrument type whose record method is `method` (add, record or set).
+template <class Instrument, class Record>
+void bind_instrument(py::module_& m, const char* name, const char* method, const char* doc,
+                     Record record) {
+  py::class_<Instrument>(m, name, doc)
+      .def(
+          method,
+          [record](const Instrument& i, double value, py::object attributes) {
+            CallAttributes a(attributes);
+            with_attribute_list(
+                a, [&](std::initializer_list<lens::Attribute> list) { record(i, value, list); });
+          },
+          py::arg("amount"), py::arg("attributes") = py::none());
+}
+
 std::chrono::milliseconds millis(double ms) {
   if (!(ms >= 0)) ms = 0;
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::min(ms, 1e12)));
@@ -990,6 +1074,71 @@ PYBIND11_MODULE(_core, m) {
       py::arg("config"), py::arg("groups"), py::arg("presets"), py::arg("rank"),
       py::arg("world_size"), py::arg("resource_attributes"), py::arg("exporter"),
       py::arg("strategy"), py::arg("to_config"), py::arg("allow_reinit"));
+
+  // Metrics and logs.
+  bind_instrument<lens::Counter<double>>(
+      m, "Counter", "add", "A monotonic sum; add() takes amounts >= 0.",
+      [](const lens::Counter<double>& c, double v, std::initializer_list<lens::Attribute> a) {
+        c.add(v, a);
+      });
+  bind_instrument<lens::UpDownCounter<double>>(
+      m, "UpDownCounter", "add", "A sum that goes up and down.",
+      [](const lens::UpDownCounter<double>& c, double v, std::initializer_list<lens::Attribute> a) {
+        c.add(v, a);
+      });
+  bind_instrument<lens::Histogram<double>>(
+      m, "Histogram", "record", "A distribution over explicit buckets.",
+      [](const lens::Histogram<double>& h, double v, std::initializer_list<lens::Attribute> a) {
+        h.record(v, a);
+      });
+  bind_instrument<lens::Gauge<double>>(
+      m, "Gauge", "set", "The last value set per attribute set.",
+      [](const lens::Gauge<double>& g, double v, std::initializer_list<lens::Attribute> a) {
+        g.set(v, a);
+      });
+  py::class_<lens::Meter>(m, "Meter", "Creates instruments (names and units as OpenTelemetry's).")
+      .def(
+          "create_counter",
+          [](lens::Meter& meter, const std::string& name, const std::string& unit,
+             const std::string& description) {
+            return meter.create_counter<double>(name, unit, description);
+          },
+          py::arg("name"), py::arg("unit") = "", py::arg("description") = "")
+      .def(
+          "create_up_down_counter",
+          [](lens::Meter& meter, const std::string& name, const std::string& unit,
+             const std::string& description) {
+            return meter.create_up_down_counter<double>(name, unit, description);
+          },
+          py::arg("name"), py::arg("unit") = "", py::arg("description") = "")
+      .def(
+          "create_histogram",
+          [](lens::Meter& meter, const std::string& name, const std::string& unit,
+             const std::string& description) {
+            return meter.create_histogram<double>(name, unit, description);
+          },
+          py::arg("name"), py::arg("unit") = "", py::arg("description") = "")
+      .def(
+          "create_gauge",
+          [](lens::Meter& meter, const std::string& name, const std::string& unit,
+             const std::string& description) {
+            return meter.create_gauge<double>(name, unit, description);
+          },
+          py::arg("name"), py::arg("unit") = "", py::arg("description") = "");
+  m.def(
+      "get_meter", [](const std::string& name) { return &lens::get_meter(name); },
+      py::return_value_policy::reference, py::arg("name"));
+  m.def(
+      "log",
+      [](int severity, const std::string& message, py::object attributes,
+         const std::string& scope) {
+        if (!lens::detail::g_logs_recording.load(std::memory_order_relaxed)) return;
+        CallAttributes a(attributes);
+        with_attribute_list(a, [&](std::initializer_list<lens::Attribute> list) {
+          lens::detail::emit_log(static_cast<lens::Severity>(severity), message, list, scope);
+        });
+      },
+      py::arg("severity"), py::arg("message"), py::arg("attributes"), py::arg("scope"));
 
   // Contexts.
   py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace and span ids, flags.")

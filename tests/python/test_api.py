@@ -214,3 +214,65 @@ def test_disabled_setup_enables_nothing():
     assert not h.is_exporting
     assert lens.enabled_span_groups() == frozenset()
     assert not lens.is_span_group_enabled("step")
+
+
+def test_metrics_and_logs_reach_the_file_exporter(tmp_path):
+    import json
+    import logging
+
+    config = lens.NemoLensConfig(enabled=True, export_strategy="all_ranks", exporter="file",
+                                 logs_enabled=True, span_groups="all")
+    os_env = {"NEMO_LENS_EXPORT_PATH": str(tmp_path / "t{rank}.jsonl"),
+              "NEMO_LENS_METRICS_EXPORT_PATH": str(tmp_path / "m{rank}.jsonl"),
+              "NEMO_LENS_LOGS_EXPORT_PATH": str(tmp_path / "l{rank}.jsonl")}
+    import os
+    os.environ.update(os_env)
+    try:
+        h = lens.setup_telemetry(config, _allow_reinit=True)
+        meter = lens.get_meter("py.test")
+        assert lens.get_meter("py.test") is meter
+        tokens = meter.create_counter("train.tokens", unit="{token}", description="Tokens seen")
+        tokens.add(100, {"dataset": "web", "bad": object()})
+        tokens.add(28, {"dataset": "web"})
+        tokens.add(-5)  # negative: dropped, not an error
+        meter.create_histogram("train.step.duration", unit="s").record(0.5)
+        meter.create_gauge("train.loss").set(1.25, {"phase": "train"})
+        meter.create_up_down_counter("queue.depth").add(-3)
+        with pytest.raises(lens.ConfigError, match="instrument"):
+            meter.create_counter("bad name!")
+        logger = logging.getLogger("py.test.logger")
+        logger.addHandler(lens.LoggingHandler())
+        logger.setLevel(logging.INFO)
+        with lens.span_cm("logging span") as span:
+            lens.log(lens.Severity.WARN, "loss spike", {"iteration": 7})
+            logger.warning("from logging %d", 42)
+        assert h.shutdown(10000)
+    finally:
+        for k in os_env:
+            os.environ.pop(k)
+    points = {}
+    for line in open(tmp_path / "m0.jsonl"):
+        for rm in json.loads(line)["resourceMetrics"]:
+            for sm in rm["scopeMetrics"]:
+                for metric in sm["metrics"]:
+                    points[metric["name"]] = (sm["scope"]["name"], metric)
+    scope, tokens_metric = points["train.tokens"]
+    assert scope == "py.test" and tokens_metric["unit"] == "{token}"
+    (dp,) = tokens_metric["sum"]["dataPoints"]
+    assert dp["asDouble"] == 128
+    assert dp["attributes"] == [{"key": "dataset", "value": {"stringValue": "web"}}]
+    assert {"train.step.duration", "train.loss", "queue.depth"} <= set(points)
+    records = []
+    for line in open(tmp_path / "l0.jsonl"):
+        for rl in json.loads(line)["resourceLogs"]:
+            for sl in rl["scopeLogs"]:
+                records.extend((sl["scope"]["name"], r) for r in sl["logRecords"])
+    ctx = span.get_span_context()
+    by_body = {r["body"]["stringValue"]: (scope, r) for scope, r in records}
+    scope, spike = by_body["loss spike"]
+    assert spike["severityNumber"] == 13 and spike["traceId"] == ctx.trace_id
+    assert spike["spanId"] == ctx.span_id
+    scope, from_logging = by_body["from logging 42"]
+    assert scope == "py.test.logger" and from_logging["severityText"] == "WARN"
+    keys = {a["key"] for a in from_logging["attributes"]}
+    assert {"code.filepath", "code.lineno", "code.function"} <= keys
