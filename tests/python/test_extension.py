@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 
 import pytest
@@ -110,3 +109,25 @@ def test_one_trace_in_the_file_exporter(tmp_path):
                     "layer": "forward", "all_reduce": "train_step",
                     "next_batch": "all_reduce"}[s["name"]]
         assert (parent["name"] if parent else None) == expected, s["name"]
+
+
+def test_lens_ctl_groups_switches_python_and_cpp_sites(tracing, tmp_path):
+    import glob
+    import socket
+
+    tracing.start("step")
+    (path,) = glob.glob(str(tmp_path / "ctl" / "*.sock"))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(b"lens-ctl/1 groups layer,data_loading\n")
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+    assert json.loads(reply)["ok"] is True, reply
+    assert lens.is_span_group_enabled("layer") and not lens.is_span_group_enabled("step")
+    with lens.managed_span("data_loading", "python site"):
+        lens_demo.forward(1)
+    with lens.managed_span("step", "off now"):
+        pass
+    assert sorted(s.name for s in tracing.spans()) == ["layer", "python site"]
