@@ -68,4 +68,17 @@ std::optional<std::uint64_t> env_uint(const char* name, std::uint64_t min, std::
   return out;
 }
 
+std::size_t parse_choice(std::string_view variable, std::string_view value,
+                         std::initializer_list<std::string_view> choices) {
+  const std::string v = to_lower(trim(value));
+  std::string expected;
+  std::size_t i = 0;
+  for (std::string_view c : choices) {
+    if (v == c) return i;
+    expected += (i++ == 0 ? "" : ", ") + std::string(c);
+  }
+  throw ConfigError("Invalid value for " + std::string(variable) + ": '" + std::string(value) +
+                    "'. Expected one of " + expected + ".");
+}
+
 }  // namespace nemo::lens::detail

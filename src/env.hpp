@@ -1,7 +1,9 @@
 // Reading and parsing environment variables. Internal.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,5 +26,10 @@ std::optional<double> parse_double(std::string_view s) noexcept;
 /// other value throws ConfigError: "Invalid value for NAME: 'v'. Expected <what>."
 std::optional<std::uint64_t> env_uint(const char* name, std::uint64_t min, std::uint64_t max,
                                       const char* what);
+
+/// The index in `choices` (lower-case names) of `value`, trimmed and compared in any case. Any
+/// other value throws ConfigError: "Invalid value for VARIABLE: 'v'. Expected one of a, b, c."
+std::size_t parse_choice(std::string_view variable, std::string_view value,
+                         std::initializer_list<std::string_view> choices);
 
 }  // namespace nemo::lens::detail

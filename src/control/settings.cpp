@@ -10,12 +10,8 @@
 namespace nemo::lens::detail {
 
 TrackOpen parse_track_open(std::string_view variable, std::string_view value) {
-  const std::string v = to_lower(trim(value));
-  if (v == "all") return TrackOpen::kAll;
-  if (v == "enabled") return TrackOpen::kEnabled;
-  if (v == "off") return TrackOpen::kOff;
-  throw ConfigError("Invalid value for " + std::string(variable) + ": '" + std::string(value) +
-                    "'. Expected one of all, enabled, off.");
+  static constexpr TrackOpen kModes[] = {TrackOpen::kAll, TrackOpen::kEnabled, TrackOpen::kOff};
+  return kModes[parse_choice(variable, value, {"all", "enabled", "off"})];
 }
 
 std::string_view track_open_name(TrackOpen mode) noexcept {

@@ -1,21 +1,13 @@
 // The NVTX variable (see settings.hpp).
 #include "nvtx/settings.hpp"
 
-#include <string>
-
 #include "env.hpp"
-#include "nemo/lens/errors.hpp"
-#include "strings.hpp"
 
 namespace nemo::lens::detail {
 
 NvtxMode parse_nvtx_mode(std::string_view variable, std::string_view value) {
-  const std::string v = to_lower(trim(value));
-  if (v == "auto") return NvtxMode::kAuto;
-  if (v == "on") return NvtxMode::kOn;
-  if (v == "off") return NvtxMode::kOff;
-  throw ConfigError("Invalid value for " + std::string(variable) + ": '" + std::string(value) +
-                    "'. Expected one of auto, on, off.");
+  static constexpr NvtxMode kModes[] = {NvtxMode::kAuto, NvtxMode::kOn, NvtxMode::kOff};
+  return kModes[parse_choice(variable, value, {"auto", "on", "off"})];
 }
 
 std::string_view nvtx_mode_name(NvtxMode mode) noexcept {
