@@ -1096,35 +1096,24 @@ PYBIND11_MODULE(_core, m) {
       [](const lens::Gauge<double>& g, double v, std::initializer_list<lens::Attribute> a) {
         g.set(v, a);
       });
-  py::class_<lens::Meter>(m, "Meter", "Creates instruments (names and units as OpenTelemetry's).")
-      .def(
-          "create_counter",
-          [](lens::Meter& meter, const std::string& name, const std::string& unit,
-             const std::string& description) {
-            return meter.create_counter<double>(name, unit, description);
-          },
-          py::arg("name"), py::arg("unit") = "", py::arg("description") = "")
-      .def(
-          "create_up_down_counter",
-          [](lens::Meter& meter, const std::string& name, const std::string& unit,
-             const std::string& description) {
-            return meter.create_up_down_counter<double>(name, unit, description);
-          },
-          py::arg("name"), py::arg("unit") = "", py::arg("description") = "")
-      .def(
-          "create_histogram",
-          [](lens::Meter& meter, const std::string& name, const std::string& unit,
-             const std::string& description) {
-            return meter.create_histogram<double>(name, unit, description);
-          },
-          py::arg("name"), py::arg("unit") = "", py::arg("description") = "")
-      .def(
-          "create_gauge",
-          [](lens::Meter& meter, const std::string& name, const std::string& unit,
-             const std::string& description) {
-            return meter.create_gauge<double>(name, unit, description);
-          },
-          py::arg("name"), py::arg("unit") = "", py::arg("description") = "");
+  py::class_<lens::Meter> meter(m, "Meter",
+                                "Creates instruments (names and units as OpenTelemetry's).");
+  // Each create_* method: (name, unit="", description="") -> a double-valued instrument.
+  auto create = [&meter](const char* method, auto make) {
+    meter.def(
+        method,
+        [make](lens::Meter& mt, const std::string& name, const std::string& unit,
+               const std::string& description) { return make(mt, name, unit, description); },
+        py::arg("name"), py::arg("unit") = "", py::arg("description") = "");
+  };
+  create("create_counter",
+         [](lens::Meter& mt, const auto&... a) { return mt.create_counter<double>(a...); });
+  create("create_up_down_counter",
+         [](lens::Meter& mt, const auto&... a) { return mt.create_up_down_counter<double>(a...); });
+  create("create_histogram",
+         [](lens::Meter& mt, const auto&... a) { return mt.create_histogram<double>(a...); });
+  create("create_gauge",
+         [](lens::Meter& mt, const auto&... a) { return mt.create_gauge<double>(a...); });
   m.def(
       "get_meter", [](const std::string& name) { return &lens::get_meter(name); },
       py::return_value_policy::reference, py::arg("name"));
