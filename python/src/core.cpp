@@ -1,25 +1,27 @@
 // nemo_lens_cpp._core: the compiled part of the Python package, on top of libnemo_lens (the same
 // library C++ extensions link, so one process has one set of switches and one pipeline).
 //
-// Two layers. The hot paths a disabled site takes, managed_span() and is_span_group_enabled(), are
-// written against the CPython API: a per-group gate found in a dict keyed by the group string and
-// a static no-op context manager, so that a disabled `with managed_span(...)` costs about what a
-// `with nullcontext()` does. Everything else is pybind11. The GIL is released whenever lens may
-// wait (set-up, flush, shutdown); no lens thread ever calls into Python except an export strategy,
-// which set-up calls on the calling thread.
+// Two layers. The hot paths are written against the CPython API: managed_span() and
+// is_span_group_enabled() find a per-group gate in a dict keyed by the group string, a disabled
+// site gets a static no-op context manager (so a disabled `with managed_span(...)` costs less than
+// a `with nullcontext()`), and an enabled span is SpanBase, a compiled type that starts and ends a
+// C++ span with no Python frame. Everything else is pybind11. The GIL is released whenever lens
+// may wait (set-up, flush, shutdown); no lens thread ever calls into Python except an export
+// strategy, which set-up calls on the calling thread.
 #include <Python.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
-#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "nemo/lens/detail/gate.hpp"
