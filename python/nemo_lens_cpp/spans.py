@@ -140,13 +140,9 @@ def trace_fn(group: str, name: str, tracer: Any = None) -> Callable:
 
 
 def get_current_span_context() -> Optional[SpanContext]:
-    """The context of the current span: this task's Python span (or attached context), else the
-    thread's current C++ span; None when there is none."""
-    current = _current.get(None)
-    if isinstance(current, Span):
-        return current.get_span_context()
-    if current is not None:
-        return current
+    """The context of the current span as this code sees it: the thread's C++ span when Python
+    was called back from one, else this thread's / asyncio task's Python span (or attached
+    context); None when there is none."""
     return _core.current_context()
 
 

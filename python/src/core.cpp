@@ -386,44 +386,58 @@ void unregister(SpanObject* s) {
   s->key = 0;
 }
 
-// Starts `s`. Its parent, unless an explicit one is given:
+// The current span as Python code on this thread / asyncio task sees it:
 // - the thread's current span when C++ started it (Python code called back from a C++ span);
-// - else the span current in this asyncio task / thread (the contextvar), or the current
-//   OpenTelemetry span when the bridge is installed and no lens span is current;
-// - else a new trace, even when another task's Python span is the thread's current span.
+// - else the span current in this task (the contextvar), or the current OpenTelemetry span when
+//   the bridge is installed and no lens span is current;
+// - else none, even when another task's Python span is the thread's current span (`other_task`).
+struct PythonCurrent {
+  lens::SpanContext context;  // invalid: none
+  bool from_cpp = false;      // the thread's current C++ span: the default parent
+  bool other_task = false;    // the thread's current span is another task's
+};
+
+PythonCurrent python_current() {
+  PythonCurrent out;
+  const lens::SpanContext top = lens::current_span_context();
+  if (top.is_valid() && !is_python_span(top)) {
+    out.context = top;
+    out.from_cpp = true;
+    return out;
+  }
+  PyObject* v = nullptr;
+  if (PyContextVar_Get(g_current_var, nullptr, &v) == 0 && v != nullptr) {
+    out.context = context_of(v);
+    Py_DECREF(v);
+  } else {
+    PyErr_Clear();
+  }
+  if (!out.context.is_valid() && g_bridge_parent != nullptr) {
+    PyObject* b = PyObject_CallNoArgs(g_bridge_parent);
+    if (b != nullptr) {
+      out.context = context_of(b);
+      Py_DECREF(b);
+    } else {
+      PyErr_Clear();  // a failing bridge gives no parent, never an exception
+    }
+  }
+  out.other_task = !out.context.is_valid() && top.is_valid();
+  return out;
+}
+
+// Starts `s`, under its explicit parent or python_current().
 void start(SpanObject* s) {
   lens::SpanStartOptions options;
   const std::string_view group = utf8_of(s->group);
   options.group = group;
   options.kind = static_cast<lens::SpanKind>(s->kind);
-  lens::SpanContext task_parent;
+  PythonCurrent current;
   if (s->parent.is_valid()) {
     options.parent = &s->parent;
   } else {
-    const lens::SpanContext top = lens::current_span_context();
-    if (!top.is_valid() || is_python_span(top)) {
-      PyObject* v = nullptr;
-      if (PyContextVar_Get(g_current_var, nullptr, &v) == 0 && v != nullptr) {
-        task_parent = context_of(v);
-        Py_DECREF(v);
-      } else {
-        PyErr_Clear();
-      }
-      if (!task_parent.is_valid() && g_bridge_parent != nullptr) {
-        PyObject* b = PyObject_CallNoArgs(g_bridge_parent);
-        if (b != nullptr) {
-          task_parent = context_of(b);
-          Py_DECREF(b);
-        } else {
-          PyErr_Clear();  // a failing bridge gives no parent, never an exception
-        }
-      }
-      if (task_parent.is_valid()) {
-        options.parent = &task_parent;
-      } else if (top.is_valid()) {
-        options.root = true;  // the current span belongs to another task
-      }
-    }
+    current = python_current();
+    if (current.context.is_valid() && !current.from_cpp) options.parent = &current.context;
+    options.root = current.other_task;  // not a child of another task's span
   }
   s->span = lens::start_span(utf8_of(s->name), options, {});
   s->started = true;
@@ -1163,9 +1177,9 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("trace_id"), py::arg("span_id"), py::arg("trace_flags"), py::arg("is_remote"));
   m.def("current_context", []() -> std::optional<lens::SpanContext> {
-    lens::SpanContext c = lens::current_span_context();
-    if (!c.is_valid()) return std::nullopt;
-    return c;
+    const PythonCurrent c = python_current();
+    if (!c.context.is_valid()) return std::nullopt;
+    return c.context;
   });
   m.def(
       "inject",

@@ -131,3 +131,16 @@ def test_lens_ctl_groups_switches_python_and_cpp_sites(tracing, tmp_path):
     with lens.managed_span("step", "off now"):
         pass
     assert sorted(s.name for s in tracing.spans()) == ["layer", "python site"]
+
+
+def test_inject_inside_a_callback_from_cpp_writes_the_cpp_span(tracing):
+    carriers = []
+
+    def callback():
+        carriers.append(lens.inject_context({}))
+
+    with lens.span_cm("python outer"):
+        lens_demo.all_reduce(callback)
+    (all_reduce,) = [s for s in tracing.spans() if s.name == "all_reduce"]
+    assert carriers[0]["traceparent"] == f"00-{all_reduce.trace_id}-{all_reduce.span_id}-01"
+    assert lens.get_current_span_context() is None
