@@ -21,6 +21,7 @@ SpanContext = _core.SpanContext
 # SpanContext. Shared with the compiled part, which reads it when a span starts.
 _current = _core.current
 
+
 class StatusCode:
     """A span's status (OpenTelemetry's values)."""
 
@@ -111,10 +112,13 @@ def span_cm(name: str, tracer: Any = None, record_exception: bool = True, **attr
 
 def start_span(name: str, group: str = "", parent: Optional[SpanContext] = None,
                kind: int = SpanKind.INTERNAL, **attributes: Any) -> Span:
-    """A context manager like span_cm/managed_span with an explicit `parent` (e.g. an extracted
-    Context's .span_context) and `kind`. With a `group` that is off, nothing is recorded."""
+    """A context manager like span_cm/managed_span with an explicit `parent` (a SpanContext, or
+    a Context from extract_context()) and `kind`. With a `group` that is off, nothing is
+    recorded."""
     if not isinstance(name, str) or not isinstance(group, str):
         raise TypeError("start_span(name, group) expects str")
+    if isinstance(parent, Context):
+        parent = parent.span_context
     return _core.new_span(group, name, attributes, True, parent, int(kind))
 
 

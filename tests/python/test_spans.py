@@ -199,8 +199,10 @@ def test_inject_and_extract_round_trip_and_an_extracted_context_is_a_parent(trac
             pass
     with lens.start_span("explicit", parent=remote.span_context, kind=lens.SpanKind.SERVER):
         pass
+    with lens.start_span("from the Context", parent=remote):
+        pass
     spans = tracing.by_name()
-    for name in ("server", "explicit"):
+    for name in ("server", "explicit", "from the Context"):
         assert spans[name].trace_id == ctx.trace_id
         assert spans[name].parent_span_id == ctx.span_id
         assert spans[name].parent_is_remote
