@@ -5,13 +5,18 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "env.hpp"
+#include "inherited_context.hpp"
 #include "strings.hpp"
 
 namespace nemo::lens {
@@ -25,7 +30,9 @@ constexpr std::string_view kTraceParentHeader = "traceparent";
 constexpr std::string_view kTraceStateHeader = "tracestate";
 constexpr std::string_view kBaggageHeader = "baggage";
 
-constexpr std::uint8_t kSampledFlag = 0x01;
+// The trace flags W3C Trace Context Level 2 defines: sampled (bit 0) and random (bit 1). Others
+// are dropped, as the specification asks of a version 00 traceparent.
+constexpr std::uint8_t kDefinedFlags = 0x03;
 
 // traceparent: "vv-<32 hex>-<16 hex>-ff"; the offsets of its fields.
 constexpr std::size_t kTraceParentSize = 55;
@@ -143,7 +150,7 @@ bool parse_trace_parent(std::string_view header, SpanContext& ctx) noexcept {
   }
   ctx.trace_id = trace_id;
   ctx.span_id = span_id;
-  ctx.trace_flags = flags[0] & kSampledFlag;
+  ctx.trace_flags = flags[0] & kDefinedFlags;
   ctx.is_remote = true;
   return true;
 }
@@ -153,7 +160,11 @@ std::string format_trace_parent(const SpanContext& ctx) {
   out += ctx.trace_id.to_hex();
   out += '-';
   out += ctx.span_id.to_hex();
-  out += ctx.is_sampled() ? "-01" : "-00";
+  static constexpr char kHex[] = "0123456789abcdef";
+  const std::uint8_t flags = ctx.trace_flags & kDefinedFlags;
+  out += '-';
+  out += kHex[flags >> 4];
+  out += kHex[flags & 0xF];
   return out;
 }
 
@@ -450,6 +461,76 @@ ExtractedContext extract_context(const Carrier& carrier) noexcept {
   }
 }
 
+namespace detail {
+
+namespace {
+std::mutex g_inherited_mu;
+InheritedContext& inherited_storage() {
+  static auto* c = new InheritedContext();  // immortal: read by child_environment() at any time
+  return *c;
+}
+}  // namespace
+
+InheritedContext read_inherited_context() {
+  InheritedContext out;
+  Carrier carrier;
+  const auto traceparent = env_trimmed("TRACEPARENT");
+  const auto tracestate = env_trimmed("TRACESTATE");
+  const auto baggage = env_trimmed("BAGGAGE");
+  if (traceparent) carrier[std::string(kTraceParentHeader)] = *traceparent;
+  if (tracestate) carrier[std::string(kTraceStateHeader)] = *tracestate;
+  if (baggage) carrier[std::string(kBaggageHeader)] = *baggage;
+  ExtractedContext e = extract_context(carrier);
+  if (traceparent && !e.context.is_valid()) {
+    std::fprintf(stderr,
+                 "lens: ignoring TRACEPARENT='%s': not a W3C traceparent "
+                 "(00-<32 hex trace id>-<16 hex span id>-<2 hex flags>); spans start new traces\n",
+                 traceparent->c_str());
+  }
+  if (tracestate && e.context.is_valid() && e.context.trace_state.empty()) {
+    std::fprintf(stderr, "lens: ignoring TRACESTATE='%s': not a valid W3C tracestate\n",
+                 tracestate->c_str());
+  }
+  if (baggage && e.baggage.empty()) {
+    std::fprintf(stderr, "lens: ignoring BAGGAGE='%s': no valid W3C baggage member\n",
+                 baggage->c_str());
+  }
+  out.context = std::move(e.context);
+  out.baggage = std::move(e.baggage);
+  return out;
+}
+
+void set_inherited_context(InheritedContext context) {
+  std::lock_guard lock(g_inherited_mu);
+  inherited_storage() = std::move(context);
+}
+
+InheritedContext inherited_context() {
+  std::lock_guard lock(g_inherited_mu);
+  return inherited_storage();
+}
+
+}  // namespace detail
+
+Carrier child_environment() noexcept {
+  try {
+    const detail::InheritedContext inherited = detail::inherited_context();
+    SpanContext ctx = current_span_context();
+    if (!ctx.is_valid()) ctx = inherited.context;
+    Carrier headers;
+    inject_context(ctx, headers, inherited.baggage);
+    Carrier env;
+    for (auto& [name, value] : headers) {
+      std::string var = name;
+      for (char& c : var) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+      env.emplace(std::move(var), std::move(value));
+    }
+    return env;
+  } catch (...) {
+    return {};  // out of memory
+  }
+}
+
 std::string serialize_context(const SpanContext& ctx) {
   std::string out;
   if (!ctx.is_valid()) return out;
@@ -458,7 +539,7 @@ std::string serialize_context(const SpanContext& ctx) {
   out += static_cast<char>(kBinaryVersion);
   out.append(reinterpret_cast<const char*>(ctx.trace_id.bytes.data()), ctx.trace_id.bytes.size());
   out.append(reinterpret_cast<const char*>(ctx.span_id.bytes.data()), ctx.span_id.bytes.size());
-  out += static_cast<char>(ctx.trace_flags & kSampledFlag);
+  out += static_cast<char>(ctx.trace_flags & kDefinedFlags);
   if (!trace_state.empty()) {
     out += static_cast<char>(trace_state.size() & 0xFF);
     out += static_cast<char>(trace_state.size() >> 8);
@@ -467,7 +548,71 @@ std::string serialize_context(const SpanContext& ctx) {
   return out;
 }
 
+namespace {
+
+// NeMo Lens' carrier bytes: the UTF-8 JSON of a W3C carrier object; its context, or an invalid
+// one for anything else.
+SpanContext deserialize_json_carrier(std::string_view bytes) noexcept {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return {};
+    Carrier carrier;
+    for (const auto& [key, value] : j.items()) {
+      if (value.is_string()) carrier[key] = value.get<std::string>();
+    }
+    return extract_context(carrier).context;
+  } catch (...) {
+    return {};  // out of memory, or not UTF-8 the parser accepts
+  }
+}
+
+// Appends `s`, printable ASCII (a traceparent, a validated tracestate), as a JSON string the way
+// Python's json.dumps writes it.
+void append_python_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string serialize_context_json(const SpanContext& ctx) {
+  std::string out;
+  if (!ctx.is_valid()) return out;
+  Carrier carrier;
+  inject_context(ctx, carrier);
+  // The members in the order OpenTelemetry Python's propagator writes them, with json.dumps'
+  // default separators.
+  out += '{';
+  for (std::string_view name : {kTraceParentHeader, kTraceStateHeader}) {
+    const std::string* value = find_header(carrier, name);
+    if (value == nullptr) continue;
+    if (out.size() > 1) out += ", ";
+    append_python_json_string(out, name);
+    out += ": ";
+    append_python_json_string(out, *value);
+  }
+  out += '}';
+  return out;
+}
+
 SpanContext deserialize_context(std::string_view bytes) noexcept {
+  const std::size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && bytes[first] == '{') {
+    return deserialize_json_carrier(bytes);
+  }
   if (bytes.size() < kBinaryFixedSize || static_cast<std::uint8_t>(bytes[0]) != kBinaryVersion) {
     return {};
   }
@@ -477,7 +622,7 @@ SpanContext deserialize_context(std::string_view bytes) noexcept {
   at += ctx.trace_id.bytes.size();
   std::memcpy(ctx.span_id.bytes.data(), bytes.data() + at, ctx.span_id.bytes.size());
   at += ctx.span_id.bytes.size();
-  ctx.trace_flags = static_cast<std::uint8_t>(bytes[at]) & kSampledFlag;
+  ctx.trace_flags = static_cast<std::uint8_t>(bytes[at]) & kDefinedFlags;
   if (!ctx.is_valid()) return {};
   if (bytes.size() > kBinaryFixedSize) {
     if (bytes.size() < kBinaryFixedSize + kBinaryLengthSize) return {};

@@ -9,6 +9,7 @@
 #include "control/endpoint.hpp"
 #include "env.hpp"
 #include "export/exporters.hpp"
+#include "inherited_context.hpp"
 #include "metrics/pipelines.hpp"
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/sampling.hpp"
@@ -233,6 +234,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   GroupSet groups = config.resolved_span_groups();
   const detail::ControlSettings control = detail::control_settings(config);
   const bool nvtx = detail::nvtx_emits(detail::nvtx_mode(config));
+  detail::InheritedContext inherited = detail::read_inherited_context();
   ExportStrategy strategy =
       options.strategy ? options.strategy : get_export_strategy(config.export_strategy);
   state->exporting = strategy(config, rank, world_size);
@@ -294,6 +296,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     auto* pipeline = new detail::Pipeline(batch, limits, sampler, detail::redacted_keys(config, options),
                                           std::move(resource), std::move(exporter));
     pipeline->exporter_for_child = std::move(exporter_for_child);
+    pipeline->inherited = inherited.context;
     state->pipeline = pipeline;
   }
 
@@ -302,6 +305,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   }
   detail::install_fork_handlers();
   detail::install_exit_handler();
+  detail::set_inherited_context(std::move(inherited));
   detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
   set_enabled_span_groups(tracing ? groups : GroupSet{});
   // NVTX ranges follow the span groups on every rank, exporting or not.

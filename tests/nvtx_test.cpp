@@ -329,13 +329,24 @@ TEST_F(Nvtx, LensCtlGroupsSwitchesTheRangesOfARankThatDoesNotExport) {
   EXPECT_TRUE(balanced(t));
 }
 
+// Every logged call, one per line, for a failure message.
+std::string describe(const std::vector<Call>& calls) {
+  std::string out;
+  for (const Call& c : calls) {
+    out += c.op + " " + std::to_string(c.tid);
+    for (const auto& a : c.args) out += " " + a;
+    out += "\n";
+  }
+  return out;
+}
+
 TEST_F(Nvtx, OffEmitsNothingThoughAToolIsAttached) {
   env_.set("NEMO_LENS_NVTX", "OFF");
   start("all");
   const ToolLog log;
   step_with_layers(3);
   { auto s = lens::span_cm("ungated"); }
-  EXPECT_TRUE(log.calls().empty());
+  EXPECT_TRUE(log.calls().empty()) << describe(log.calls());
   EXPECT_EQ(exported().size(), 6u);  // the spans themselves are unaffected
 }
 
@@ -358,7 +369,7 @@ TEST_F(Nvtx, AutoEmitsUnderAToolAndNothingWithoutOne) {
     const ToolLog log;
     step_with_layers(2);
     { auto s = lens::span_cm("ungated"); }
-    EXPECT_TRUE(log.calls().empty()) << "rank " << rank;
+    EXPECT_TRUE(log.calls().empty()) << "rank " << rank << "\n" << describe(log.calls());
     handle_.shutdown();
   }
   setenv("NVTX_INJECTION64_PATH", tool.c_str(), 1);

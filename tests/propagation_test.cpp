@@ -89,11 +89,35 @@ TEST(TraceParent, SpecificationExamples) {
   EXPECT_EQ(not_sampled.trace_flags, 0x00);
 }
 
-TEST(TraceParent, OnlyTheSampledFlagIsKept) {
-  EXPECT_EQ(from_traceparent(traceparent("00", "ff")).trace_flags, 0x01);
-  EXPECT_EQ(from_traceparent(traceparent("00", "fe")).trace_flags, 0x00);
+TEST(TraceParent, TheFlagsLevel2DefinesAreKeptSampledAndRandom) {
+  EXPECT_EQ(from_traceparent(traceparent("00", "ff")).trace_flags, 0x03);
+  EXPECT_EQ(from_traceparent(traceparent("00", "fe")).trace_flags, 0x02);
   EXPECT_EQ(from_traceparent(traceparent("00", "09")).trace_flags, 0x01);
-  EXPECT_EQ(from_traceparent(traceparent("00", "02")).trace_flags, 0x00);
+  EXPECT_EQ(from_traceparent(traceparent("00", "02")).trace_flags, 0x02);
+  EXPECT_EQ(from_traceparent(traceparent("00", "03")).trace_flags, 0x03);
+  for (std::string flags : {"00", "01", "02", "03"}) {  // re-injected unchanged
+    Carrier out;
+    inject_context(from_traceparent(traceparent("00", flags)), out);
+    EXPECT_EQ(out["traceparent"], traceparent("00", flags));
+  }
+  Carrier out;
+  inject_context(from_traceparent(traceparent("00", "fd")), out);  // undefined bits dropped
+  EXPECT_EQ(out["traceparent"], traceparent("00", "01"));
+  const SpanContext random = from_traceparent(traceparent("00", "03"));
+  EXPECT_EQ(deserialize_context(serialize_context(random)).trace_flags, 0x03);
+}
+
+TEST_F(Tracing, ChildrenOfARandomTraceIdKeepTheRandomFlag) {
+  const SpanContext remote = from_traceparent(traceparent("00", "03"));
+  SpanStartOptions options;
+  options.parent = &remote;
+  {
+    Span child = start_span("child", options);
+    Span grandchild = span_cm("grandchild");
+    EXPECT_EQ(child.context().trace_flags, 0x03);
+    EXPECT_EQ(grandchild.context().trace_flags, 0x03);
+  }
+  { auto root = span_cm("own root"); EXPECT_EQ(root.context().trace_flags, 0x01); }
 }
 
 TEST(TraceParent, MalformedValuesGiveAnInvalidContext) {
@@ -321,15 +345,18 @@ TEST(Inject, WritesTraceParentAndTraceState) {
   EXPECT_EQ(carrier, (Carrier{{"other", "kept"}, {"traceparent", std::string(kNotSampled)}}));
 }
 
-TEST(Inject, OnlyTheSampledFlagAndVersion00AreWritten) {
+TEST(Inject, OnlyTheDefinedFlagsAndVersion00AreWritten) {
   SpanContext ctx = example_context();
-  ctx.trace_flags = 0xff;
+  ctx.trace_flags = 0xfd;
   Carrier carrier;
   inject_context(ctx, carrier);
   EXPECT_EQ(carrier.at("traceparent"), kSampled);
-  ctx.trace_flags = 0xfe;
+  ctx.trace_flags = 0xfc;
   inject_context(ctx, carrier);
   EXPECT_EQ(carrier.at("traceparent"), kNotSampled);
+  ctx.trace_flags = 0xff;  // sampled and random
+  inject_context(ctx, carrier);
+  EXPECT_EQ(carrier.at("traceparent"), std::string(kSampled.substr(0, 53)) + "03");
   inject_context(from_traceparent(traceparent("cc") + "-future"), carrier);
   EXPECT_EQ(carrier.at("traceparent"), traceparent("00"));
 }
@@ -555,6 +582,46 @@ TEST(Baggage, IndependentOfTheTraceParent) {
   EXPECT_EQ(in.baggage, (Baggage{{"k", "v"}}));
 }
 
+// ---- NeMo Lens' JSON carrier bytes ----
+
+TEST(JsonCarrier, WrittenAsNemoLensPythonWritesIt) {
+  // What json.dumps({"traceparent": ..., "tracestate": ...}).encode() gives in NeMo Lens.
+  EXPECT_EQ(serialize_context_json(example_context("rojo=1,congo=2")),
+            std::string(R"({"traceparent": ")") + std::string(kSampled) +
+                R"(", "tracestate": "rojo=1,congo=2"})");
+  EXPECT_EQ(serialize_context_json(example_context()),
+            std::string(R"({"traceparent": ")") + std::string(kSampled) + R"("})");
+  EXPECT_EQ(serialize_context_json(example_context(R"(a=x"y\z)")),
+            std::string(R"({"traceparent": ")") + std::string(kSampled) +
+                R"(", "tracestate": "a=x\"y\\z"})");
+  EXPECT_EQ(serialize_context_json(SpanContext{}), "");
+}
+
+TEST(JsonCarrier, ReadByDeserializeContextBesideTheBinaryForm) {
+  const std::string python = std::string(R"(  {"traceparent": ")") + std::string(kSampled) +
+                             R"(", "tracestate": "rojo=1", "baggage": "k=v"})";
+  const SpanContext ctx = deserialize_context(python);
+  ASSERT_TRUE(ctx.is_valid());
+  EXPECT_EQ(ctx.trace_id.to_hex(), kTraceHex);
+  EXPECT_EQ(ctx.span_id.to_hex(), kSpanHex);
+  EXPECT_TRUE(ctx.is_sampled());
+  EXPECT_TRUE(ctx.is_remote);
+  EXPECT_EQ(ctx.trace_state, "rojo=1");
+  EXPECT_EQ(deserialize_context(R"({"TraceParent":")" + std::string(kNotSampled) + R"("})"),
+            from_traceparent(kNotSampled));
+  const SpanContext with_state = example_context("rojo=1,congo=2");
+  const SpanContext back = deserialize_context(serialize_context_json(with_state));
+  EXPECT_EQ(back.trace_id, with_state.trace_id);
+  EXPECT_EQ(back.trace_state, "rojo=1,congo=2");
+  EXPECT_EQ(deserialize_context(serialize_context(with_state)), back);  // both forms agree
+  const std::string sampled(kSampled);
+  for (const std::string& bad : std::vector<std::string>{
+           R"({})", R"({"traceparent": 5})", R"({"traceparent": "00-zz"})",
+           R"([")" + sampled + R"("])", R"({"traceparent": ")" + sampled, "{\xff}", "{"}) {
+    EXPECT_EQ(deserialize_context(bad), SpanContext{}) << bad;
+  }
+}
+
 // ---- binary form ----
 
 TEST(Binary, LayoutIsDocumented) {
@@ -694,7 +761,7 @@ TEST(Binary, RandomBytesNeverCrash) {
     if (ctx.is_valid()) {
       ++valid;
       EXPECT_TRUE(ctx.is_remote);
-      EXPECT_EQ(ctx.trace_flags & ~1, 0);
+      EXPECT_EQ(ctx.trace_flags & ~3, 0);  // sampled and random only
       EXPECT_TRUE(ctx.trace_state.empty()) << "random bytes (with this seed) are no tracestate";
     }
   }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "nemo/lens/propagation.hpp"
 #include "tracing_fixture.hpp"
 
 namespace nemo::lens {
@@ -482,6 +483,55 @@ TEST_F(Tracing, AnAttachedContextParentsTheThreadsSpansAndIsNeverExported) {
   const TelemetryStats st = handle_.stats();
   EXPECT_EQ(st.spans_started, 3u);  // nor counted
   EXPECT_EQ(st.spans_ended, 3u);
+}
+
+TEST_F(Tracing, TheEnvironmentsTraceParentParentsEveryNewTraceAndPassesToChildren) {
+  env_.set("TRACEPARENT", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  env_.set("TRACESTATE", "rojo=00f067aa0ba902b7");
+  env_.set("BAGGAGE", "user=ann,bad key=1");
+  start("all");
+  const Carrier outside = child_environment();
+  EXPECT_EQ(outside.at("TRACEPARENT"), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(outside.at("TRACESTATE"), "rojo=00f067aa0ba902b7");
+  EXPECT_EQ(outside.at("BAGGAGE"), "user=ann");
+  SpanContext job_ctx;
+  Carrier inside;
+  {
+    auto job = span_cm("job");
+    job_ctx = job.context();
+    inside = child_environment();
+    { auto step = managed_span("step", "step"); }
+    SpanStartOptions root;
+    root.root = true;  // ignores the current span, not the process's parent
+    { Span r = start_span("root option", root); }
+    std::thread([] { auto t = span_cm("other thread"); }).join();
+  }
+  EXPECT_EQ(inside.at("TRACEPARENT"),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-" + job_ctx.span_id.to_hex() + "-01");
+  EXPECT_EQ(inside.at("BAGGAGE"), "user=ann");
+  const auto all = spans();
+  const auto remote_span = SpanId::from_hex("00f067aa0ba902b7");
+  for (const char* name : {"job", "root option", "other thread"}) {
+    const SpanData s = only(all, name);
+    EXPECT_EQ(s.context.trace_id.to_hex(), "4bf92f3577b34da6a3ce929d0e0e4736") << name;
+    EXPECT_EQ(s.parent_span_id, *remote_span) << name;
+    EXPECT_TRUE(s.parent_is_remote) << name;
+    EXPECT_EQ(s.context.trace_state, "rojo=00f067aa0ba902b7") << name;
+  }
+  EXPECT_EQ(only(all, "step").parent_span_id, job_ctx.span_id);
+}
+
+TEST_F(Tracing, AnInvalidTraceParentIsIgnoredWithOneWarningNamingIt) {
+  env_.set("TRACEPARENT", "00-not-a-traceparent");
+  env_.set("BAGGAGE", "=,=");
+  testing::internal::CaptureStderr();
+  start("all");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("ignoring TRACEPARENT='00-not-a-traceparent'"), std::string::npos) << err;
+  EXPECT_NE(err.find("ignoring BAGGAGE='=,='"), std::string::npos) << err;
+  { auto s = span_cm("fresh"); }
+  EXPECT_FALSE(only(spans(), "fresh").parent_span_id.is_valid());
+  EXPECT_TRUE(child_environment().empty());
 }
 
 TEST_F(Tracing, StartSpanWithExplicitParentRootKindAndLink) {

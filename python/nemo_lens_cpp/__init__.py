@@ -31,6 +31,7 @@ from .metrics import (
 )
 from .spans import (
     Context,
+    child_environment,
     Span,
     SpanContext,
     SpanKind,
@@ -64,8 +65,8 @@ DEFAULT_REDACT_KEYS = frozenset(
 )
 
 __all__ = [
-    "AlreadySetUpError", "bridge_opentelemetry", "ConfigError", "Context", "Counter",
-    "DEFAULT_REDACT_KEYS", "enabled_span_groups", "ExportStrategy", "extract_context",
+    "AlreadySetUpError", "bridge_opentelemetry", "child_environment", "ConfigError", "Context",
+    "Counter", "DEFAULT_REDACT_KEYS", "enabled_span_groups", "ExportStrategy", "extract_context",
     "FinishedSpan", "Gauge", "get_current_span_context", "get_export_strategy", "get_meter",
     "Histogram", "inject_context", "InMemorySpanExporter", "is_span_group_enabled", "log",
     "LoggingHandler", "managed_span", "MegatronSpanGroup", "Meter", "NemoLensConfig",

@@ -208,3 +208,10 @@ def extract_context(carrier: dict) -> Context:
         return Context(None, [])
     ctx, baggage = _core.extract(carrier)
     return Context(ctx, baggage)
+
+
+def child_environment() -> Dict[str, str]:
+    """The environment variables (TRACEPARENT, TRACESTATE, BAGGAGE) a child process started now
+    should get to continue this trace: the current span's context, else the one this process
+    inherited through them at set-up. Merge them into the child's environment."""
+    return dict(_core.child_environment())

@@ -1189,6 +1189,7 @@ PYBIND11_MODULE(_core, m) {
         for (const auto& [k, v] : c) carrier[py::str(k)] = v;
       },
       py::arg("context"), py::arg("carrier"));
+  m.def("child_environment", [] { return lens::child_environment(); });
   m.def(
       "extract",
       [](const py::dict& carrier) -> py::tuple {

@@ -191,6 +191,9 @@ struct Pipeline {
   const Resource resource;
   std::shared_ptr<SpanExporter> exporter;
   std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
+  /// The parent of spans that would start a new trace: the context this process inherited
+  /// (TRACEPARENT); invalid when none. Set before the pipeline is published, then read-only.
+  SpanContext inherited;
 
   std::atomic<bool> accepting{true};
   /// Set in a forked child: the pipeline that took over from this one.

@@ -281,6 +281,7 @@ Pipeline* Pipeline::clone_for_child() noexcept {
     auto* p = new Pipeline(options, limits, sampler, redacted_keys, std::move(child_resource),
                            child_exporter);
     p->exporter_for_child = exporter_for_child;
+    p->inherited = inherited;
     return p;
   } catch (...) {
     return nullptr;

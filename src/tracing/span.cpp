@@ -241,12 +241,14 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
   SpanData& d = rec->data;
   try {
     std::lock_guard lock(ts->mu);
-    // Parent: explicit, else the thread's current span, else none (a root).
+    // Parent: explicit, else the thread's current span, else the inherited context, else none.
     const SpanContext* parent = nullptr;
     if (req.parent != nullptr && req.parent->is_valid()) {
       parent = req.parent;
     } else if (!req.root && !ts->stack.empty()) {
       parent = &ts->stack.back()->data.context;
+    } else if (p->inherited.is_valid()) {
+      parent = &p->inherited;  // the process's own parent (TRACEPARENT at set-up)
     }
     bool sampled;
     if (parent != nullptr) {
@@ -261,7 +263,9 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
       sampled = sample_root(p->sampler, d.context.trace_id);
     }
     d.context.span_id = ts->ids.span_id();
-    d.context.trace_flags = sampled ? 0x01 : 0x00;
+    // W3C Level 2's random flag describes the trace id: children keep their parent's.
+    d.context.trace_flags = static_cast<std::uint8_t>(
+        (sampled ? 0x01 : 0x00) | (parent != nullptr ? parent->trace_flags & 0x02 : 0x00));
     rec->recording = sampled;
     if (sampled) {
       d.name.assign(req.name);

@@ -137,3 +137,31 @@ def test_the_gil_is_released_while_a_flush_waits(tracing):
                   "OTEL_EXPORTER_OTLP_TIMEOUT"):
             os.environ.pop(k, None)
     t.join()
+
+
+def test_a_child_started_with_child_environment_continues_the_trace(tmp_path):
+    """A parent program hands its context to a child process through TRACEPARENT."""
+    env = {"NEMO_LENS_ENABLED": "1", "NEMO_LENS_EXPORTER": "file",
+           "NEMO_LENS_METRICS_ENABLED": "0", "NEMO_LENS_SPAN_GROUPS": "all",
+           "NEMO_LENS_EXPORT_PATH": str(tmp_path / "parent{rank}.jsonl"),
+           "CHILD_EXPORT_PATH": str(tmp_path / "child{rank}.jsonl")}
+    result = run_python("""
+        import os, subprocess, sys
+        import nemo_lens_cpp as lens
+        h = lens.setup_telemetry(lens.NemoLensConfig.from_env())
+        child_code = (
+            "import nemo_lens_cpp as lens\\n"
+            "h = lens.setup_telemetry(lens.NemoLensConfig.from_env())\\n"
+            "with lens.managed_span('step', 'child work'): pass\\n"
+            "h.shutdown()\\n")
+        with lens.span_cm("launch"):
+            env = dict(os.environ, NEMO_LENS_EXPORT_PATH=os.environ["CHILD_EXPORT_PATH"])
+            env.update(lens.child_environment())
+            subprocess.run([sys.executable, "-c", child_code], env=env, check=True)
+        h.shutdown()
+    """, env)
+    assert result.returncode == 0, result.stderr
+    (launch,) = read_spans(tmp_path / "parent0.jsonl")
+    (work,) = read_spans(tmp_path / "child0.jsonl")
+    assert work["traceId"] == launch["traceId"]
+    assert work["parentSpanId"] == launch["spanId"]

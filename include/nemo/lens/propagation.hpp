@@ -66,7 +66,7 @@ NEMO_LENS_API void inject_context(Carrier& carrier) noexcept;
 /// empty (baggage is independent of the trace context: it is written even for an invalid `ctx`;
 /// when none of its members can be written, a stale `baggage` entry is removed).
 ///
-/// `traceparent` is version 00 and carries only the sampled flag. `tracestate` keeps the
+/// `traceparent` is version 00 and carries the sampled and random flags of `ctx`. `tracestate` keeps the
 /// well-formed members of ctx.trace_state, the first of each key, at most 32 (longer than 128
 /// characters dropped first, then from the end, as the specification recommends). `baggage`
 /// skips keys that are not HTTP tokens, percent-encodes every value byte outside the W3C
@@ -77,13 +77,14 @@ NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
                                   const Baggage& baggage = {}) noexcept;
 
 /// Reads `traceparent`, `tracestate` and `baggage` from `carrier` following the W3C Trace Context
-/// (level 1) and Baggage specifications. Never throws; anything malformed gives an invalid
-/// context, never an exception.
+/// and Baggage specifications (the trace flags of Level 2). Never throws; anything malformed gives
+/// an invalid context, never an exception.
 ///
 /// `traceparent`: surrounding spaces and tabs are ignored; version 00 must be exactly
 /// `00-<32 hex>-<16 hex>-<2 hex>` in lower-case hex; version ff is invalid; a higher version is
 /// read through its first four fields, which must be followed by the end or '-'; all-zero ids
-/// are invalid. Only the sampled flag (bit 0) is kept.
+/// are invalid. The trace flags Level 2 defines are kept: sampled (bit 0) and random (bit 1);
+/// the others are dropped.
 ///
 /// `tracestate` is read only with a valid `traceparent`. It is dropped as a whole (the context
 /// stays valid) when a member is malformed (keys `simple-key` or `tenant@system`, values of 1 to
@@ -96,6 +97,13 @@ NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
 /// members the grammar allows. Percent escapes are decoded; invalid UTF-8 becomes U+FFFD.
 NEMO_LENS_API ExtractedContext extract_context(const Carrier& carrier) noexcept;
 
+/// The environment variables a child process started now should get to continue this trace
+/// (OpenTelemetry's environment carriers): `TRACEPARENT` (and `TRACESTATE`) of the calling
+/// thread's current span, else of the context this process inherited through them at set-up;
+/// `BAGGAGE` as inherited. Empty when there is no context. Add them to the child's environment
+/// (e.g. with setenv() before exec, or a launcher's env list). Never throws.
+NEMO_LENS_API Carrier child_environment() noexcept;
+
 /// The size limit of the trace state in the binary form, in bytes.
 inline constexpr std::size_t kMaxSerializedTraceState = 512;
 
@@ -107,7 +115,7 @@ inline constexpr std::size_t kMaxSerializedTraceState = 512;
 ///   0       1     format version: 1
 ///   1       16    trace id, byte 0 first
 ///   17      8     span id, byte 0 first
-///   25      1     trace flags (only bit 0, sampled, is written)
+///   25      1     trace flags (only the bits W3C defines: 0 sampled, 1 random)
 ///   26      2     optional: trace-state length N, little-endian, 1 <= N <= 512
 ///   28      N     the trace state (normalised `tracestate` text)
 ///
@@ -116,10 +124,21 @@ inline constexpr std::size_t kMaxSerializedTraceState = 512;
 /// only std::bad_alloc.
 NEMO_LENS_API std::string serialize_context(const SpanContext& ctx = current_span_context());
 
-/// Reads what serialize_context() wrote. A length that matches neither form, an unknown format
-/// version, a trace-state length above 512 or an all-zero id gives an invalid context; a trace
-/// state that is not a valid `tracestate` is dropped (the context stays valid). A valid result
-/// has is_remote set. Never throws; safe on arbitrary bytes.
+/// `ctx` as NeMo Lens' Python library sends it between ranks and over NCCL (its
+/// `contrib/nccl.py` serialize_context and broadcast_trace_context): the UTF-8 JSON of the W3C
+/// carrier, as Python's json.dumps writes it, e.g.
+/// `{"traceparent": "00-<trace id>-<span id>-01", "tracestate": "rojo=1"}` (tracestate only
+/// when the context has one). Empty for an invalid context. Throws only std::bad_alloc.
+NEMO_LENS_API std::string serialize_context_json(const SpanContext& ctx = current_span_context());
+
+/// Reads either form: what serialize_context() writes, or NeMo Lens' JSON carrier bytes (what
+/// serialize_context_json() writes; told apart by a leading '{' after optional whitespace, and
+/// read as extract_context() reads a carrier: header names in any case, baggage ignored).
+/// Binary: a length that matches neither layout, an unknown format version, a trace-state length
+/// above 512 or an all-zero id gives an invalid context; a trace state that is not a valid
+/// `tracestate` is dropped (the context stays valid). JSON: anything but an object with a valid
+/// `traceparent` string gives an invalid context. A valid result has is_remote set. Never throws;
+/// safe on arbitrary bytes.
 NEMO_LENS_API SpanContext deserialize_context(std::string_view bytes) noexcept;
 
 /// Starts an ungated span (like span_cm) in the thread's current trace, or as a new root when

@@ -113,9 +113,10 @@ struct SpanStartOptions {
   std::string_view group;
   SpanKind kind = SpanKind::kInternal;
   /// An explicit parent (e.g. extracted from another process); when null the thread's current span
-  /// is the parent.
+  /// is the parent, or without one the context the process inherited (TRACEPARENT).
   const SpanContext* parent = nullptr;
-  /// Start a new trace even when the thread has a current span.
+  /// Ignore the thread's current span: the span starts a new trace, or continues the context this
+  /// process inherited through TRACEPARENT at set-up (child_environment()).
   bool root = false;
   /// A span to link to (ignored when null or invalid).
   const SpanContext* link = nullptr;
