@@ -23,6 +23,7 @@
 #include "export/json_writer.hpp"
 #include "metrics/pipelines.hpp"
 #include "nemo/lens/errors.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
@@ -359,9 +360,9 @@ struct ControlEndpoint::Impl {
     }
     if (root == nullptr) return;
     const std::string b = join(before), a = join(after);
-    add_event_to_open_record(root->record, "lens.span_groups_changed",
-                             {{"lens.span_groups.previous", std::string_view(b)},
-                              {"lens.span_groups.current", std::string_view(a)}});
+    add_event_to_open_record(root->record, semconv::kSpanGroupsChangedEvent,
+                             {{semconv::kSpanGroupsPrevious, std::string_view(b)},
+                              {semconv::kSpanGroupsCurrent, std::string_view(a)}});
   }
 
   std::string groups_reply(const GroupSet& before) const {
@@ -540,19 +541,19 @@ struct ControlEndpoint::Impl {
       text += '\n';
     }
     if (s.record != nullptr) {  // before the stderr line: whoever reads that finds the event
-      add_event_to_open_record(s.record, "lens.hang",
-                               {{"lens.hang.open_s", open_s},
-                                {"lens.hang.timeout_s", target.settings.hang_timeout_s},
-                                {"thread.id", t.tid}});
+      add_event_to_open_record(s.record, semconv::kHangEvent,
+                               {{semconv::kHangOpenSeconds, open_s},
+                                {semconv::kHangTimeoutSeconds, target.settings.hang_timeout_s},
+                                {semconv::kThreadId, t.tid}});
     }
     if (g_logs_recording.load(std::memory_order_relaxed)) {  // and as a log record
       const std::string message =
           "hang watchdog: '" + qualified(s) + "' open for " + format_seconds(open_s);
       emit_log_for(Severity::kWarn, message,
-                   {{"lens.hang.span", std::string_view(qualified(s))},
-                    {"lens.hang.open_s", open_s},
-                    {"lens.hang.timeout_s", target.settings.hang_timeout_s},
-                    {"thread.id", t.tid}},
+                   {{semconv::kHangSpan, std::string_view(qualified(s))},
+                    {semconv::kHangOpenSeconds, open_s},
+                    {semconv::kHangTimeoutSeconds, target.settings.hang_timeout_s},
+                    {semconv::kThreadId, t.tid}},
                    "nemo.lens", s.context);
     }
     std::fwrite(text.data(), 1, text.size(), stderr);

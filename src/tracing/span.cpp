@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "nvtx/ranges.hpp"
 #include "tracing/engine.hpp"
@@ -205,8 +206,8 @@ void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
 
 void record_exception_locked(SpanRecord& r, std::string_view type, std::string_view message,
                              std::int64_t time) {
-  add_event_locked(r, "exception", time,
-                   {{"exception.type", type}, {"exception.message", message}});
+  add_event_locked(r, semconv::kExceptionEvent, time,
+                   {{semconv::kExceptionType, type}, {semconv::kExceptionMessage, message}});
   r.exception_recorded = true;
   if (!r.status_final) {
     r.data.status_code = StatusCode::kError;

@@ -197,6 +197,26 @@ TEST(SpanLineReader, ReadsTheFileExporterFormat) {
   EXPECT_EQ(out.resources[0].run_id, "run-42");
 }
 
+TEST(SpanLineReader, ReadsTheRankUnderEitherNemoLensName) {
+  SpanSpec s = make_span(0x00f067aa0ba902b7, 0, "train_step", "step", kT0, kT0 + kMs, 1, {});
+  SpanLineReader reader({.threads = 1});
+  ParsedRequest out;
+  // Newer NeMo Lens releases write nv.dl.rank only.
+  ASSERT_EQ(reader.parse_line(request_line({{"nv.dl.rank", std::int64_t{6}}}, {s}), out), "");
+  EXPECT_EQ(out.resources.at(0).rank, 6);
+  // lens writes both; dl.rank wins wherever it stands.
+  ASSERT_EQ(
+      reader.parse_line(
+          request_line({{"nv.dl.rank", std::int64_t{1}}, {"dl.rank", std::int64_t{2}}}, {s}), out),
+      "");
+  EXPECT_EQ(out.resources.at(0).rank, 2);
+  ASSERT_EQ(
+      reader.parse_line(
+          request_line({{"dl.rank", std::int64_t{2}}, {"nv.dl.rank", std::int64_t{1}}}, {s}), out),
+      "");
+  EXPECT_EQ(out.resources.at(0).rank, 2);
+}
+
 TEST(SpanLineReader, AcceptsWhatProto3JsonAllows) {
   // Members in another order (value before key, resource after the spans), numbers for times
   // and intValue, dl.rank as a string, unknown members, several resources and scopes, null lists.

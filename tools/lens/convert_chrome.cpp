@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "json_output.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "report_builder.hpp"
 #include "report_output.hpp"
 
@@ -73,7 +74,8 @@ void ChromeTraceWriter::add(const ParsedRequest& request) {
       args["status"] = "error";
       if (!span.status_message.empty()) args["status_message"] = span.status_message;
     }
-    if (!resource.instance_id.empty()) args["service.instance.id"] = resource.instance_id;
+    if (!resource.instance_id.empty())
+      args[std::string(semconv::kServiceInstanceId)] = resource.instance_id;
     buffer_ = "{\"name\":" + json_string(span.name) + ",\"cat\":" + category + ",\"ph\":\"X\"," +
               ids + ",\"ts\":" + micros_text(span.start_ns) +
               ",\"dur\":" + micros_text(span.duration_ns()) + ",\"args\":" + dump_json(args) + "}";

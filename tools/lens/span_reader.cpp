@@ -16,6 +16,8 @@
 #include <thread>
 #include <utility>
 
+#include "nemo/lens/semconv.hpp"
+
 namespace nemo::lens::cli {
 
 // ---- InputFile ----
@@ -904,26 +906,29 @@ class OtlpSaxHandler {
     switch (owner) {
       case Owner::kResource: {
         SpanResource& r = out_.resources.back();
-        if (a.key == "dl.rank") {
+        // dl.rank, else nv.dl.rank (newer NeMo Lens): lens writes both, with the same value.
+        if (a.key == semconv::kDlRank || (a.key == semconv::kNvDlRank && !r.rank)) {
           if (a.kind == PendingAttribute::Kind::kInt) r.rank = a.integer;
           if (a.kind == PendingAttribute::Kind::kString) {
             if (auto v = parse_decimal<std::int64_t>(a.text)) r.rank = *v;
           }
-        } else if (a.key == "service.instance.id" && a.kind == PendingAttribute::Kind::kString) {
+        } else if (a.key == semconv::kServiceInstanceId &&
+                   a.kind == PendingAttribute::Kind::kString) {
           r.instance_id = a.text;
-        } else if (a.key == "nemo.run.id" && a.kind == PendingAttribute::Kind::kString) {
+        } else if (a.key == semconv::kNemoRunId && a.kind == PendingAttribute::Kind::kString) {
           r.run_id = a.text;
         }
         return true;
       }
       case Owner::kSpan: {
         SpanRecord& s = span();
-        if (a.key == "nemo.span.group" && a.kind == PendingAttribute::Kind::kString) {
+        if (a.key == semconv::kNemoSpanGroup && a.kind == PendingAttribute::Kind::kString) {
           s.group = a.text;
           s.has_group = true;
-        } else if (a.key == "thread.id" && a.kind == PendingAttribute::Kind::kInt) {
+        } else if (a.key == semconv::kThreadId && a.kind == PendingAttribute::Kind::kInt) {
           s.thread_id = a.integer;
-        } else if (a.key == "nemo.span.truncated" && a.kind == PendingAttribute::Kind::kBool) {
+        } else if (a.key == semconv::kNemoSpanTruncated &&
+                   a.kind == PendingAttribute::Kind::kBool) {
           s.truncated = a.boolean;
         }
         if (details_) s.attributes[a.key] = std::move(plain);
@@ -1098,7 +1103,7 @@ class Members {
   std::string prefix_;
 };
 
-// A resource's dl.rank, service.instance.id and nemo.run.id.
+// A resource's dl.rank (else nv.dl.rank), service.instance.id and nemo.run.id.
 std::string read_metric_resource(const ojson* resource, SpanResource& out) {
   if (resource == nullptr) return {};
   if (!resource->is_object()) return "resourceMetrics: resource is not an object";
@@ -1117,7 +1122,7 @@ std::string read_metric_resource(const ojson* resource, SpanResource& out) {
     const std::string& k = key->get_ref<const std::string&>();
     auto string_value = value->find("stringValue");
     const bool is_string = string_value != value->end() && string_value->is_string();
-    if (k == "dl.rank") {
+    if (k == semconv::kDlRank || (k == semconv::kNvDlRank && !out.rank)) {
       if (auto i = value->find("intValue"); i != value->end()) {
         if (auto n = integer_value<std::int64_t>(*i)) out.rank = *n;
       } else if (is_string) {
@@ -1125,9 +1130,9 @@ std::string read_metric_resource(const ojson* resource, SpanResource& out) {
           out.rank = *n;
         }
       }
-    } else if (k == "service.instance.id" && is_string) {
+    } else if (k == semconv::kServiceInstanceId && is_string) {
       out.instance_id = string_value->get<std::string>();
-    } else if (k == "nemo.run.id" && is_string) {
+    } else if (k == semconv::kNemoRunId && is_string) {
       out.run_id = string_value->get<std::string>();
     }
   }

@@ -51,7 +51,7 @@ class InputFile {
 
 /// The resource of the spans that follow it in a request: what tells ranks apart.
 struct SpanResource {
-  std::optional<std::int64_t> rank;  // dl.rank: an intValue, or a stringValue of decimal digits
+  std::optional<std::int64_t> rank;  // dl.rank (else nv.dl.rank): an intValue, or decimal digits
   std::string instance_id;           // service.instance.id
   std::string run_id;                // nemo.run.id
 };
