@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "export/exporters.hpp"
-#include "metrics/metric_data.hpp"
+#include "export/otlp_signals.hpp"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"

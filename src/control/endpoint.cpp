@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "export/json_writer.hpp"
-#include "metrics/pipelines.hpp"
+#include "logs/log_processor.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"

@@ -1,6 +1,6 @@
 // The OTLP encodings of collected metrics: opentelemetry-proto's collector/metrics/v1
 // ExportMetricsServiceRequest in protobuf and in the OTLP specification's JSON Protobuf Encoding,
-// written by hand straight from MetricData (see metric_data.hpp for what each emits). The tests
+// written by hand straight from MetricData (see otlp_signals.hpp for what each emits). The tests
 // decode both with the distribution's protobuf library and .proto files written from the
 // specification (tests/otlp_signals_proto_test.cpp). Field numbers are those of
 // opentelemetry-proto v1.
@@ -20,15 +20,17 @@
 
 #include "export/json_writer.hpp"
 #include "export/otlp_common.hpp"
+#include "export/otlp_signals.hpp"
 #include "export/protobuf_wire.hpp"
-#include "metrics/metric_data.hpp"
 
 namespace nemo::lens::detail {
 
 namespace {
 
 // Field numbers, by message (metrics/v1, collector/metrics/v1).
-namespace request { constexpr std::uint32_t kResourceMetrics = 1; }
+namespace request {
+constexpr std::uint32_t kResourceMetrics = 1;
+}
 namespace resource_metrics {
 constexpr std::uint32_t kResource = 1, kScopeMetrics = 2;
 }
@@ -68,8 +70,8 @@ std::size_t number_point_bound(const NumberPoint& p) {
   return kMessageOverhead + 3 * 9 + attributes_bound(p.attributes);
 }
 std::size_t histogram_point_bound(const HistogramPoint& p) {
-  return kMessageOverhead + 6 * 9 + 2 * 16 + 8 * (p.bucket_counts.size() + p.explicit_bounds.size()) +
-         attributes_bound(p.attributes);
+  return kMessageOverhead + 6 * 9 + 2 * 16 +
+         8 * (p.bucket_counts.size() + p.explicit_bounds.size()) + attributes_bound(p.attributes);
 }
 // The metric's own fields and the opening of its data message (the points reserve their own).
 std::size_t metric_head_bound(const MetricData& m) {
@@ -100,7 +102,8 @@ void packed_field(pb::Writer& w, std::uint32_t field, const std::vector<T>& v) {
     for (std::size_t i = 0; i < v.size(); ++i) {
       std::uint64_t bits = 0;
       std::memcpy(&bits, &v[i], 8);
-      for (std::size_t b = 0; b < 8; ++b) bytes[8 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+      for (std::size_t b = 0; b < 8; ++b)
+        bytes[8 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
     }
     w.bytes_field(field, bytes);
   }
@@ -263,7 +266,8 @@ void append_metric_json(std::string& out, const MetricData& m) {
     case MetricKind::kSum: {
       otlp::JsonObject data(o.key("sum"));
       append_data_points_json(data, m.number_points, append_number_point_json);
-      json::append_uint(data.key("aggregationTemporality"), static_cast<std::uint32_t>(m.temporality));
+      json::append_uint(data.key("aggregationTemporality"),
+                        static_cast<std::uint32_t>(m.temporality));
       if (m.monotonic) json::append_raw(data.key("isMonotonic"), "true");
       data.close();
       break;
@@ -271,7 +275,8 @@ void append_metric_json(std::string& out, const MetricData& m) {
     case MetricKind::kHistogram: {
       otlp::JsonObject data(o.key("histogram"));
       append_data_points_json(data, m.histogram_points, append_histogram_point_json);
-      json::append_uint(data.key("aggregationTemporality"), static_cast<std::uint32_t>(m.temporality));
+      json::append_uint(data.key("aggregationTemporality"),
+                        static_cast<std::uint32_t>(m.temporality));
       data.close();
       break;
     }

@@ -9,8 +9,9 @@
 
 #include "export/otlp.hpp"
 #include "immortal.hpp"
-#include "metrics/pipelines.hpp"
+#include "logs/log_processor.hpp"
 #include "nemo/lens/logs.hpp"
+#include "nemo/lens/metrics.hpp"
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "tracing/engine.hpp"

@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "metrics/pipelines.hpp"
+#include "logs/log_processor.hpp"
 #include "nemo/lens/span.hpp"
 #include "tracing/clock.hpp"
 #include "tracing/engine.hpp"
