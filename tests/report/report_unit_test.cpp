@@ -16,13 +16,13 @@
 #include <tuple>
 #include <vector>
 
-#include "convert_chrome.hpp"
+#include "common/span_reader.hpp"
 #include "metrics_fixture.hpp"
 #include "otlp_lines.hpp"
-#include "report_builder.hpp"
-#include "report_metrics.hpp"
-#include "report_sketch.hpp"
-#include "span_reader.hpp"
+#include "report/convert_chrome.hpp"
+#include "report/report_builder.hpp"
+#include "report/report_metrics.hpp"
+#include "report/report_sketch.hpp"
 
 namespace nemo::lens::cli {
 namespace {
