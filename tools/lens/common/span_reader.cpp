@@ -296,115 +296,60 @@ struct Frame {
   Field field = Field::kIgnored;  // the member whose value comes next (objects)
 };
 
+// The members of the objects the handler knows, one table for reading and for naming them: where
+// each appears, its key and what it is for. The first entry of a Field names it in errors (as
+// `shown` when that is set).
+struct Member {
+  Node node;
+  std::string_view key;
+  Field field;
+  std::string_view shown = {};
+};
+
+constexpr Member kMembers[] = {
+    {Node::kRoot, "resourceSpans", Field::kResourceSpans},
+    {Node::kRoot, "resourceMetrics", Field::kResourceMetrics},
+    {Node::kRoot, "resourceLogs", Field::kResourceLogs},
+    {Node::kResourceSpans, "resource", Field::kResource},
+    {Node::kResourceSpans, "scopeSpans", Field::kScopeSpans},
+    {Node::kResource, "attributes", Field::kAttributes},
+    {Node::kScopeSpans, "spans", Field::kSpans},
+    {Node::kSpan, "spanId", Field::kSpanId},
+    {Node::kSpan, "name", Field::kName},
+    {Node::kSpan, "parentSpanId", Field::kParentSpanId},
+    {Node::kSpan, "startTimeUnixNano", Field::kStartTime},
+    {Node::kSpan, "endTimeUnixNano", Field::kEndTime},
+    {Node::kSpan, "attributes", Field::kAttributes},
+    {Node::kSpan, "traceId", Field::kTraceId},
+    {Node::kSpan, "events", Field::kEvents},
+    {Node::kSpan, "status", Field::kStatus},
+    {Node::kEvent, "timeUnixNano", Field::kTime},
+    {Node::kEvent, "name", Field::kName},
+    {Node::kEvent, "attributes", Field::kAttributes},
+    {Node::kAttribute, "key", Field::kKey},
+    {Node::kAttribute, "value", Field::kValue},
+    {Node::kAnyValue, "stringValue", Field::kStringValue},
+    {Node::kAnyValue, "intValue", Field::kIntValue},
+    {Node::kAnyValue, "boolValue", Field::kBoolValue},
+    {Node::kAnyValue, "doubleValue", Field::kDoubleValue},
+    {Node::kAnyValue, "bytesValue", Field::kStringValue},
+    {Node::kAnyValue, "arrayValue", Field::kComplexValue},
+    {Node::kAnyValue, "kvlistValue", Field::kComplexValue},
+    {Node::kStatus, "code", Field::kStatusCode, "status.code"},
+    {Node::kStatus, "message", Field::kStatusMessage, "status.message"},
+};
+
 Field classify(Node node, std::string_view key) {
-  switch (node) {
-    case Node::kRoot:
-      if (key == "resourceSpans") return Field::kResourceSpans;
-      if (key == "resourceMetrics") return Field::kResourceMetrics;
-      if (key == "resourceLogs") return Field::kResourceLogs;
-      break;
-    case Node::kResourceSpans:
-      if (key == "resource") return Field::kResource;
-      if (key == "scopeSpans") return Field::kScopeSpans;
-      break;
-    case Node::kResource:
-      if (key == "attributes") return Field::kAttributes;
-      break;
-    case Node::kScopeSpans:
-      if (key == "spans") return Field::kSpans;
-      break;
-    case Node::kSpan:
-      if (key == "spanId") return Field::kSpanId;
-      if (key == "name") return Field::kName;
-      if (key == "parentSpanId") return Field::kParentSpanId;
-      if (key == "startTimeUnixNano") return Field::kStartTime;
-      if (key == "endTimeUnixNano") return Field::kEndTime;
-      if (key == "attributes") return Field::kAttributes;
-      if (key == "traceId") return Field::kTraceId;
-      if (key == "events") return Field::kEvents;
-      if (key == "status") return Field::kStatus;
-      break;
-    case Node::kEvent:
-      if (key == "timeUnixNano") return Field::kTime;
-      if (key == "name") return Field::kName;
-      if (key == "attributes") return Field::kAttributes;
-      break;
-    case Node::kAttribute:
-      if (key == "key") return Field::kKey;
-      if (key == "value") return Field::kValue;
-      break;
-    case Node::kAnyValue:
-      if (key == "stringValue") return Field::kStringValue;
-      if (key == "intValue") return Field::kIntValue;
-      if (key == "boolValue") return Field::kBoolValue;
-      if (key == "doubleValue") return Field::kDoubleValue;
-      if (key == "bytesValue") return Field::kStringValue;
-      if (key == "arrayValue" || key == "kvlistValue") return Field::kComplexValue;
-      break;
-    case Node::kStatus:
-      if (key == "code") return Field::kStatusCode;
-      if (key == "message") return Field::kStatusMessage;
-      break;
-    default:
-      break;
+  for (const Member& m : kMembers) {
+    if (m.node == node && m.key == key) return m.field;
   }
   return Field::kIgnored;
 }
 
+// Null-terminated: every key and `shown` is a string literal.
 const char* field_name(Field f) {
-  switch (f) {
-    case Field::kResourceSpans:
-      return "resourceSpans";
-    case Field::kResource:
-      return "resource";
-    case Field::kScopeSpans:
-      return "scopeSpans";
-    case Field::kSpans:
-      return "spans";
-    case Field::kAttributes:
-      return "attributes";
-    case Field::kEvents:
-      return "events";
-    case Field::kStatus:
-      return "status";
-    case Field::kTraceId:
-      return "traceId";
-    case Field::kSpanId:
-      return "spanId";
-    case Field::kParentSpanId:
-      return "parentSpanId";
-    case Field::kName:
-      return "name";
-    case Field::kStartTime:
-      return "startTimeUnixNano";
-    case Field::kEndTime:
-      return "endTimeUnixNano";
-    case Field::kTime:
-      return "timeUnixNano";
-    case Field::kKey:
-      return "key";
-    case Field::kValue:
-      return "value";
-    case Field::kStringValue:
-      return "stringValue";
-    case Field::kBoolValue:
-      return "boolValue";
-    case Field::kIntValue:
-      return "intValue";
-    case Field::kDoubleValue:
-      return "doubleValue";
-    case Field::kComplexValue:
-      return "arrayValue";
-    case Field::kStatusCode:
-      return "status.code";
-    case Field::kStatusMessage:
-      return "status.message";
-    case Field::kResourceMetrics:
-      return "resourceMetrics";
-    case Field::kResourceLogs:
-      return "resourceLogs";
-    case Field::kIgnored:
-      break;
+  for (const Member& m : kMembers) {
+    if (m.field == f) return (m.shown.empty() ? m.key : m.shown).data();
   }
   return "value";
 }
