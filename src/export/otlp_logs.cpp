@@ -86,7 +86,7 @@ void append_record(pb::Writer& w, const LogRecordData& r) {
 // ---- OTLP/JSON ---------------------------------------------------------------------------------
 
 void append_record_json(std::string& out, const LogRecordData& r) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   if (const std::uint64_t t = time_of(r.time_unix_nano); t != 0) {
     json::append_quoted_uint(o.key("timeUnixNano"), t);
   }

@@ -175,12 +175,12 @@ void append_metric(pb::Writer& w, const MetricData& m) {
 
 // ---- OTLP/JSON ---------------------------------------------------------------------------------
 
-void append_time_member(otlp::JsonObject& o, std::string_view key, std::int64_t unix_nano) {
+void append_time_member(json::JsonObject& o, std::string_view key, std::int64_t unix_nano) {
   if (const std::uint64_t t = time_of(unix_nano); t != 0) json::append_quoted_uint(o.key(key), t);
 }
 
 // `"attributes":[...]`, left out when there are none.
-void append_attributes_member(otlp::JsonObject& o, const std::vector<KeyValue>& attributes) {
+void append_attributes_member(json::JsonObject& o, const std::vector<KeyValue>& attributes) {
   if (attributes.empty()) return;
   std::string& out = o.key("attributes");
   out.push_back('[');
@@ -194,7 +194,7 @@ void append_attributes_member(otlp::JsonObject& o, const std::vector<KeyValue>& 
 }
 
 void append_number_point_json(std::string& out, const NumberPoint& p) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   append_time_member(o, "startTimeUnixNano", p.start_time_unix_nano);
   append_time_member(o, "timeUnixNano", p.time_unix_nano);
   if (const auto* as_int = std::get_if<std::int64_t>(&p.value)) {
@@ -207,7 +207,7 @@ void append_number_point_json(std::string& out, const NumberPoint& p) {
 }
 
 void append_histogram_point_json(std::string& out, const HistogramPoint& p) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   append_time_member(o, "startTimeUnixNano", p.start_time_unix_nano);
   append_time_member(o, "timeUnixNano", p.time_unix_nano);
   if (p.count != 0) json::append_quoted_uint(o.key("count"), p.count);
@@ -237,7 +237,7 @@ void append_histogram_point_json(std::string& out, const HistogramPoint& p) {
 }
 
 template <class Point, class AppendPoint>
-void append_data_points_json(otlp::JsonObject& o, const std::vector<Point>& points,
+void append_data_points_json(json::JsonObject& o, const std::vector<Point>& points,
                              AppendPoint append_point) {
   if (points.empty()) return;
   std::string& out = o.key("dataPoints");
@@ -252,19 +252,19 @@ void append_data_points_json(otlp::JsonObject& o, const std::vector<Point>& poin
 }
 
 void append_metric_json(std::string& out, const MetricData& m) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   if (!m.name.empty()) json::append_string(o.key("name"), m.name);
   if (!m.description.empty()) json::append_string(o.key("description"), m.description);
   if (!m.unit.empty()) json::append_string(o.key("unit"), m.unit);
   switch (m.kind) {
     case MetricKind::kGauge: {
-      otlp::JsonObject data(o.key("gauge"));
+      json::JsonObject data(o.key("gauge"));
       append_data_points_json(data, m.number_points, append_number_point_json);
       data.close();
       break;
     }
     case MetricKind::kSum: {
-      otlp::JsonObject data(o.key("sum"));
+      json::JsonObject data(o.key("sum"));
       append_data_points_json(data, m.number_points, append_number_point_json);
       json::append_uint(data.key("aggregationTemporality"),
                         static_cast<std::uint32_t>(m.temporality));
@@ -273,7 +273,7 @@ void append_metric_json(std::string& out, const MetricData& m) {
       break;
     }
     case MetricKind::kHistogram: {
-      otlp::JsonObject data(o.key("histogram"));
+      json::JsonObject data(o.key("histogram"));
       append_data_points_json(data, m.histogram_points, append_histogram_point_json);
       json::append_uint(data.key("aggregationTemporality"),
                         static_cast<std::uint32_t>(m.temporality));
