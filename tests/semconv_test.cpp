@@ -80,6 +80,16 @@ class SemconvFile : public ::testing::Test {
     return setup_telemetry(c, rank, world_size, options);
   }
 
+  // Exports one span as `rank` of `world_size`; `resource_attributes` gets its resource's.
+  void export_one_span(int rank, int world_size, json& resource_attributes) {
+    TelemetryHandle handle = start(rank, world_size);
+    { auto s = span_cm("one"); }
+    ASSERT_TRUE(handle.shutdown());
+    const std::vector<json> lines = read_lines(traces_);
+    ASSERT_FALSE(lines.empty());
+    resource_attributes = lines[0].at("resourceSpans").at(0).at("resource").at("attributes");
+  }
+
   lens_test::ScopedEnv env_;
   lens_test::TempDir dir_;
   const std::string traces_ = (dir_.path() / "traces.jsonl").string();
@@ -93,12 +103,8 @@ TEST_F(SemconvFile, ResourceCarriesTheConstantsNames) {
   env_.set("SLURM_CLUSTER_NAME", "eos");
   env_.set("KUBERNETES_SERVICE_HOST", "10.0.0.1");
   env_.set("K8S_POD_NAME", "pod-3");
-  TelemetryHandle handle = start(5, 8);
-  { auto s = span_cm("one"); }
-  ASSERT_TRUE(handle.shutdown());
-  const std::vector<json> lines = read_lines(traces_);
-  ASSERT_FALSE(lines.empty());
-  const json& attrs = lines[0].at("resourceSpans").at(0).at("resource").at("attributes");
+  json attrs;
+  ASSERT_NO_FATAL_FAILURE(export_one_span(5, 8, attrs));
   EXPECT_EQ(attribute(attrs, semconv::kDlRank), json({{"intValue", "5"}}));
   EXPECT_EQ(attribute(attrs, semconv::kDlWorldSize), json({{"intValue", "8"}}));
   EXPECT_EQ(attribute(attrs, semconv::kNemoRunId), json({{"stringValue", "run-7"}}));
@@ -123,12 +129,8 @@ TEST_F(SemconvFile, ResourceCarriesTheConstantsNames) {
 
 // The decision of docs/resources.md: the rank and world size under both NeMo Lens spellings.
 TEST_F(SemconvFile, RankIsWrittenUnderBothDlAndNvDlNames) {
-  TelemetryHandle handle = start(3, 4);
-  { auto s = span_cm("one"); }
-  ASSERT_TRUE(handle.shutdown());
-  const std::vector<json> lines = read_lines(traces_);
-  ASSERT_FALSE(lines.empty());
-  const json& attrs = lines[0].at("resourceSpans").at(0).at("resource").at("attributes");
+  json attrs;
+  ASSERT_NO_FATAL_FAILURE(export_one_span(3, 4, attrs));
   EXPECT_EQ(semconv::kNvDlRank, "nv.dl.rank");
   EXPECT_EQ(semconv::kNvDlWorldSize, "nv.dl.world_size");
   EXPECT_EQ(attribute(attrs, semconv::kNvDlRank), json({{"intValue", "3"}}));
