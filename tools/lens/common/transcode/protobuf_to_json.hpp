@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "common/otlp_transcode.hpp"
-#include "common/transcode/protobuf_wire.hpp"
 #include "common/transcode/request_shape.hpp"
+#include "common/transcode/wire_reader.hpp"
 #include "export/json_writer.hpp"
 
 namespace lens_cli::transcode {

@@ -1,6 +1,8 @@
-// The protobuf wire format as OTLP uses it: fields read one at a time from a message's bytes,
-// checked (lengths, wire types, field numbers, depth), with errors that name the message, the
-// field and the byte offset. What the fields mean is protobuf_to_json's business.
+// The protobuf wire format as OTLP uses it, read for `lens collect`: fields read one at a time
+// from a message's bytes and checked (lengths, wire types, field numbers, depth), with errors that
+// name the message, the field and the byte offset, which the receiver's 400 replies carry (the
+// Reader of the library's src/export/protobuf_wire.hpp names neither). What the fields mean is
+// protobuf_to_json's business.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // The wire reader's error paths (out of line, so that the decoding loops stay small), its long
 // varints, and the check of a repeated scalar field, packed or not.
-#include "common/transcode/protobuf_wire.hpp"
+#include "common/transcode/wire_reader.hpp"
 
 #include <string>
 #include <utility>
