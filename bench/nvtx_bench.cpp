@@ -6,12 +6,11 @@
 //   # the same with the test NVTX tool attached (it takes every call; its log is off):
 //   NVTX_INJECTION64_PATH=build/tests/liblens_nvtx_test_tool.so build/bench/nvtx_bench ...
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <cstdlib>
 
+#include "bench_setup.hpp"
 #include "nemo/lens/lens.hpp"
-#include "null_exporters.hpp"
 
 namespace {
 
@@ -23,26 +22,10 @@ TelemetryHandle start(const char* nvtx, bool exporting) {
   // Deep enough that the exporter keeps up: no dropped span flatters the figure.
   setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8192", 1);
   setenv("NEMO_LENS_NVTX", nvtx, 1);
-  NemoLensConfig c = NemoLensConfig::from_env();
-  c.enabled = true;
-  c.export_strategy = "single_rank";
-  c.export_rank = exporting ? 0 : 1;
-  c.span_groups = "per_step";
-  SetupOptions o;
-  o.exporter = std::make_shared<lens_bench::NullSpanExporter>();
-  o.allow_reinit = true;
-  return setup_telemetry(c, 0, 2, o);
+  return lens_bench::start_tracing(exporting, NemoLensConfig::from_env());
 }
 
-void BM_TwoClockReads(benchmark::State& state) {
-  timespec a{}, b{};
-  for (auto _ : state) {
-    clock_gettime(CLOCK_REALTIME, &a);
-    clock_gettime(CLOCK_REALTIME, &b);
-    benchmark::DoNotOptimize(a);
-    benchmark::DoNotOptimize(b);
-  }
-}
+using lens_bench::BM_TwoClockReads;
 BENCHMARK(BM_TwoClockReads);
 
 void BM_EnabledSpan(benchmark::State& state) {

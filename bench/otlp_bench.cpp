@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "common/otlp_transcode.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
 #include "nemo/lens/lens.hpp"
-#include "otlp_transcode.hpp"
 
 namespace {
 
@@ -34,7 +34,9 @@ std::vector<SpanData> typical_spans(int n) {
     s.parent_span_id = *SpanId::from_hex("b7ad6b7169203331");
     s.start_time_unix_nano = 1'700'000'000'000'000'000 + i * 1000;
     s.end_time_unix_nano = s.start_time_unix_nano + 900;
-    s.attributes = {{"iteration", std::int64_t{i}}, {"loss", 0.125 * i}, {"microbatch", std::int64_t{3}},
+    s.attributes = {{"iteration", std::int64_t{i}},
+                    {"loss", 0.125 * i},
+                    {"microbatch", std::int64_t{3}},
                     {"stage", std::string("pipeline-0")}};
     s.thread_id = 4242;
   }
@@ -43,8 +45,10 @@ std::vector<SpanData> typical_spans(int n) {
 
 Resource typical_resource() {
   Resource r;
-  r.attributes = {{"service.name", std::string("trainer")}, {"dl.rank", std::int64_t{3}},
-                  {"dl.world_size", std::int64_t{8}}, {"host.name", std::string("node-7")}};
+  r.attributes = {{"service.name", std::string("trainer")},
+                  {"dl.rank", std::int64_t{3}},
+                  {"dl.world_size", std::int64_t{8}},
+                  {"host.name", std::string("node-7")}};
   return r;
 }
 
@@ -64,7 +68,9 @@ void encode_batches(benchmark::State& state, Encode encode) {
   state.counters["bytes_per_span"] = static_cast<double>(out.size()) / 512;
 }
 
-void BM_EncodeProtobuf(benchmark::State& state) { encode_batches(state, detail::append_otlp_proto); }
+void BM_EncodeProtobuf(benchmark::State& state) {
+  encode_batches(state, detail::append_otlp_proto);
+}
 BENCHMARK(BM_EncodeProtobuf);
 
 void BM_EncodeJson(benchmark::State& state) { encode_batches(state, detail::append_otlp_json); }
@@ -92,8 +98,9 @@ struct Receiver {
   std::string url;
 
   Receiver() {
-    child = std::make_unique<lens_test::ChildProcess>(std::vector<std::string>{
-        LENS_BINARY, "collect", "--out", out, "--listen", "127.0.0.1:0", "--grpc-listen", "off"},
+    child = std::make_unique<lens_test::ChildProcess>(
+        std::vector<std::string>{LENS_BINARY, "collect", "--out", out, "--listen", "127.0.0.1:0",
+                                 "--grpc-listen", "off"},
         "/dev/null");
     const auto line = child->wait_for_line("OTLP/HTTP on http://");
     url = line ? line->substr(line->find("http://")) : "";
@@ -137,7 +144,8 @@ void BM_ExportToLensCollectHttpProtobuf(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(st.spans_exported));
   state.counters["spans_per_request"] =
       st.export_requests ? static_cast<double>(st.spans_exported) / st.export_requests : 0;
-  state.counters["dropped"] = static_cast<double>(st.spans_dropped_queue_full + st.spans_dropped_export_failed);
+  state.counters["dropped"] =
+      static_cast<double>(st.spans_dropped_queue_full + st.spans_dropped_export_failed);
   handle.shutdown();
 }
 BENCHMARK(BM_ExportToLensCollectHttpProtobuf)->Unit(benchmark::kMillisecond)->UseRealTime();

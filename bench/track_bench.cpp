@@ -4,12 +4,11 @@
 //
 //   build/bench/track_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <cstdlib>
 
+#include "bench_setup.hpp"
 #include "nemo/lens/lens.hpp"
-#include "null_exporters.hpp"
 
 namespace {
 
@@ -25,26 +24,10 @@ TelemetryHandle start(std::int64_t mode, bool exporting) {
   setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8192", 1);
   setenv("NEMO_LENS_CONTROL", "off", 1);
   setenv("NEMO_LENS_TRACK_OPEN", mode_name(mode), 1);
-  NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "single_rank";
-  c.export_rank = exporting ? 0 : 1;
-  c.span_groups = "per_step";
-  SetupOptions o;
-  o.exporter = std::make_shared<lens_bench::NullSpanExporter>();
-  o.allow_reinit = true;
-  return setup_telemetry(c, 0, 2, o);
+  return lens_bench::start_tracing(exporting);
 }
 
-void BM_TwoClockReads(benchmark::State& state) {
-  timespec a{}, b{};
-  for (auto _ : state) {
-    clock_gettime(CLOCK_REALTIME, &a);
-    clock_gettime(CLOCK_REALTIME, &b);
-    benchmark::DoNotOptimize(a);
-    benchmark::DoNotOptimize(b);
-  }
-}
+using lens_bench::BM_TwoClockReads;
 BENCHMARK(BM_TwoClockReads);
 
 TelemetryHandle g_handle;

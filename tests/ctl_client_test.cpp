@@ -1,15 +1,16 @@
-// lens ctl's client (tools/lens/ctl_client.cpp) and command (ctl_command.cpp) against endpoints
+// lens ctl's client (tools/lens/ctl/ctl_client.cpp) and command (ctl_command.cpp) against endpoints
 // made here on real Unix sockets in a temporary directory: one that answers as docs/control.md
 // says, one that accepts and never answers, one that closes at once, one that sends garbage, a
 // stale socket file nobody listens on, and a file that is not a socket.
+#include "ctl/ctl_client.hpp"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <array>
 #include <atomic>
@@ -27,10 +28,10 @@
 #include <thread>
 #include <vector>
 
-#include "cli.hpp"
+#include "commands.hpp"
+#include "common/cli.hpp"
 #include "control/settings.hpp"
-#include "ctl_client.hpp"
-#include "ctl_output.hpp"
+#include "ctl/ctl_output.hpp"
 
 namespace nemo::lens::cli::ctl {
 namespace {
@@ -160,10 +161,12 @@ class FakeEndpoint {
 
 /// A "process" object as an endpoint describes its process.
 Json process(const std::string& run, int rank, int pid, std::vector<std::string> groups) {
-  return Json{{"run_id", run},        {"rank", rank},          {"world_size", 4},
-              {"pid", pid},           {"host", "node7"},       {"service", "nemo"},
-              {"exporting", rank == 0}, {"startup_spec", "default"}, {"groups", groups},
-              {"track_open", "enabled"}, {"hang_timeout_s", 0}, {"uptime_s", 10.0}};
+  return Json{{"run_id", run},          {"rank", rank},
+              {"world_size", 4},        {"pid", pid},
+              {"host", "node7"},        {"service", "nemo"},
+              {"exporting", rank == 0}, {"startup_spec", "default"},
+              {"groups", groups},       {"track_open", "enabled"},
+              {"hang_timeout_s", 0},    {"uptime_s", 10.0}};
 }
 
 /// A handler answering as the process `p` would: info, groups <spec> (refusing "bogus"),
@@ -183,9 +186,13 @@ FakeEndpoint::Handler behave_as(Json p, Json threads = Json::array()) {
     } else if (line == "lens-ctl/1 dump\n") {
       reply["now_unix_nano"] = 1;
       reply["threads"] = threads;
-      reply["stats"] = {{"spans_started", 3}, {"spans_ended", 2}, {"spans_exported", 2},
-                        {"spans_dropped_queue_full", 0}, {"spans_dropped_export_failed", 0},
-                        {"spans_dropped_shutdown", 0}, {"spans_rejected", 0},
+      reply["stats"] = {{"spans_started", 3},
+                        {"spans_ended", 2},
+                        {"spans_exported", 2},
+                        {"spans_dropped_queue_full", 0},
+                        {"spans_dropped_export_failed", 0},
+                        {"spans_dropped_shutdown", 0},
+                        {"spans_rejected", 0},
                         {"spans_truncated", 0}};
     } else if (line != "lens-ctl/1 info\n") {
       reply = {{"protocol", 1}, {"ok", false}, {"process", p}, {"error", "unknown request"}};
@@ -284,10 +291,9 @@ TEST(CtlClient, UnparseableRepliesAreReported) {
                        [](const std::string&) { return std::string("hello\n"); });
   FakeEndpoint array(dir.file("array.sock"), FakeEndpoint::Mode::answer,
                      [](const std::string&) { return std::string("[1,2]\n"); });
-  FakeEndpoint future(dir.file("future.sock"), FakeEndpoint::Mode::answer,
-                      [](const std::string&) {
-                        return std::string(R"({"protocol": 2, "ok": true, "process": {}})");
-                      });
+  FakeEndpoint future(dir.file("future.sock"), FakeEndpoint::Mode::answer, [](const std::string&) {
+    return std::string(R"({"protocol": 2, "ok": true, "process": {}})");
+  });
   const std::vector<std::string> sockets = {dir.file("garbage.sock"), dir.file("array.sock"),
                                             dir.file("future.sock")};
   const std::vector<Exchange> result = exchange_all(sockets, "info", 2s);
@@ -498,8 +504,8 @@ TEST_F(CtlCommand, GroupsOfRanksOfSeveralRunsNeedsRun) {
 }
 
 TEST_F(CtlCommand, GroupsResetWithRepeatedAndListedRanks) {
-  const CtlRun r = run_ctl(
-      with_dir({"groups", "--reset", "--run=4711", "--rank", "1", "--rank=0,1", "--json"}));
+  const CtlRun r =
+      run_ctl(with_dir({"groups", "--reset", "--run=4711", "--rank", "1", "--rank=0,1", "--json"}));
   EXPECT_EQ(r.status, 0) << r.err;
   std::istringstream lines(r.out);
   std::string line;
@@ -564,14 +570,12 @@ TEST_F(CtlCommand, DumpOfNothingMatchingExitsThree) {
 }
 
 TEST_F(CtlCommand, DumpRefusedByOneProcessExitsOneAndShowsTheOthers) {
-  FakeEndpoint refusing(dir_.file("4711.2.250.sock"), FakeEndpoint::Mode::answer,
-                        [](const std::string&) {
-                          return Json{{"protocol", 1},
-                                      {"ok", false},
-                                      {"process", process("4711", 2, 250, {})},
-                                      {"error", 42}}
-                                     .dump();
-                        });
+  FakeEndpoint refusing(
+      dir_.file("4711.2.250.sock"), FakeEndpoint::Mode::answer, [](const std::string&) {
+        return Json{
+            {"protocol", 1}, {"ok", false}, {"process", process("4711", 2, 250, {})}, {"error", 42}}
+            .dump();
+      });
   const CtlRun r = run_ctl(with_dir({"dump", "--run", "4711"}));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("rank 0 pid 100: started 3"), std::string::npos) << r.out;
@@ -589,8 +593,8 @@ TEST_F(CtlCommand, GroupsReportsAProcessThatStopsAnswering) {
                       if (line != "lens-ctl/1 info\n") std::this_thread::sleep_for(600ms);
                       return info(line);
                     });
-  const CtlRun r = run_ctl(
-      {"groups", "all", "--run", "4711", "--dir", dir_.path(), "--timeout", "0.3"});
+  const CtlRun r =
+      run_ctl({"groups", "all", "--run", "4711", "--dir", dir_.path(), "--timeout", "0.3"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out,
             "run 4711 rank 0 pid 100: job,step -> all,job\n"
@@ -610,7 +614,8 @@ TEST(CtlCommandLine, MissingDirectory) {
 }
 
 TEST(CtlCommandLine, UsageErrors) {
-  EXPECT_EQ(run_ctl({}).err, "UsageError: no sub-command given: expected one of list, groups, dump");
+  EXPECT_EQ(run_ctl({}).err,
+            "UsageError: no sub-command given: expected one of list, groups, dump");
   EXPECT_EQ(run_ctl({"frob"}).err,
             "UsageError: unknown sub-command 'frob': expected one of list, groups, dump");
   EXPECT_EQ(run_ctl({"groups"}).err,
@@ -621,8 +626,8 @@ TEST(CtlCommandLine, UsageErrors) {
             0u);
   EXPECT_EQ(run_ctl({"groups", "a\nb"}).err,
             "UsageError: invalid SPEC: it must not contain line breaks or control characters");
-  EXPECT_EQ(run_ctl({"groups", std::string(5000, 'a')}).err.rfind("UsageError: SPEC is too long", 0),
-            0u);
+  EXPECT_EQ(
+      run_ctl({"groups", std::string(5000, 'a')}).err.rfind("UsageError: SPEC is too long", 0), 0u);
   EXPECT_EQ(run_ctl({"list", "extra"}).err, "UsageError: unexpected argument 'extra'");
   EXPECT_EQ(run_ctl({"list", "--reset"}).err, "UsageError: unknown option '--reset'");
   EXPECT_EQ(run_ctl({"dump", "--rank", "0,,1"}).err,

@@ -30,6 +30,8 @@ class CtlLive : public ::testing::Test {
     env_.set("NEMO_LENS_CONTROL_DIR", ctl_dir_);
     env_.set("NEMO_LENS_EXPORTER", "file");
     env_.set("NEMO_LENS_EXPORT_PATH", spans_path_);
+    // Metrics are on by default: their file goes beside the spans, not into the working directory.
+    env_.set("NEMO_LENS_METRICS_EXPORT_PATH", (dir_.path() / "metrics.jsonl").string());
     target_ = std::make_unique<lens_test::ChildProcess>(std::vector<std::string>{CTL_TARGET},
                                                         std::string(), /*pipe_stdin=*/true);
     ASSERT_TRUE(target_->wait_for_line("ready")) << target_->stderr_text();

@@ -1,7 +1,7 @@
-// lens ctl's output (tools/lens/ctl_output.cpp): the list table, the groups lines, the dump
+// lens ctl's output (tools/lens/ctl/ctl_output.cpp): the list table, the groups lines, the dump
 // table and counters, attribute values, the process filter and the refusal to change several runs
 // at once, fed with replies built here as an endpoint would send them (docs/control.md).
-#include "ctl_output.hpp"
+#include "ctl/ctl_output.hpp"
 
 #include <gtest/gtest.h>
 
@@ -139,19 +139,20 @@ TEST(CtlOutput, DumpSortsByInnermostOpenTimeLongestFirst) {
                          2)},
                  stats(1, 0, 0)),
   };
-  EXPECT_EQ(dump_text(replies),
-            " OPEN  RANK  PID  TID  GROUP             NAME        EXPORTED  STACK"
-            "                                  ATTRIBUTES\n"
-            "30.0s     3  400  402  data_loading      next_batch  no        next_batch\n"
-            "12.4s     0  100  101  communication     all_reduce  no        train_step > all_reduce\n"
-            "12.4s     2  300  301  step              train_step  yes       "
-            "run_job > train_step > (+2 untracked)  iteration=41\n"
-            " 0.5s     3  400  401  forward_backward  forward     yes       train_step > forward"
-            "                   mb=3 phase=\"warm up\" ok=true lr=0.5\n"
-            "\n"
-            "rank 0 pid 100: started 120 ended 118 exported 100 dropped 1/2/3 rejected 4 truncated 5\n"
-            "rank 2 pid 300: started 1 ended 0 exported 0 dropped 1/2/3 rejected 4 truncated 5\n"
-            "rank 3 pid 400: started 7 ended 5 exported 0 dropped 1/2/3 rejected 4 truncated 5\n");
+  EXPECT_EQ(
+      dump_text(replies),
+      " OPEN  RANK  PID  TID  GROUP             NAME        EXPORTED  STACK"
+      "                                  ATTRIBUTES\n"
+      "30.0s     3  400  402  data_loading      next_batch  no        next_batch\n"
+      "12.4s     0  100  101  communication     all_reduce  no        train_step > all_reduce\n"
+      "12.4s     2  300  301  step              train_step  yes       "
+      "run_job > train_step > (+2 untracked)  iteration=41\n"
+      " 0.5s     3  400  401  forward_backward  forward     yes       train_step > forward"
+      "                   mb=3 phase=\"warm up\" ok=true lr=0.5\n"
+      "\n"
+      "rank 0 pid 100: started 120 ended 118 exported 100 dropped 1/2/3 rejected 4 truncated 5\n"
+      "rank 2 pid 300: started 1 ended 0 exported 0 dropped 1/2/3 rejected 4 truncated 5\n"
+      "rank 3 pid 400: started 7 ended 5 exported 0 dropped 1/2/3 rejected 4 truncated 5\n");
 }
 
 TEST(CtlOutput, DumpOfSeveralRunsHasARunColumn) {
@@ -185,10 +186,8 @@ TEST(CtlOutput, DumpWithoutOpenSpansStillShowsCounters) {
 }
 
 TEST(CtlOutput, DumpSkipsRefusedReplies) {
-  const Json refused = {{"protocol", 1},
-                        {"ok", false},
-                        {"process", process("4711", 5, 500)},
-                        {"error", "busy"}};
+  const Json refused = {
+      {"protocol", 1}, {"ok", false}, {"process", process("4711", 5, 500)}, {"error", "busy"}};
   EXPECT_EQ(dump_text({refused}), "no thread has an open span\n\n");
 }
 

@@ -179,6 +179,8 @@ TEST(LogFiles, TheFileExporterWritesOtlpJsonLinesPerRank) {
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   env.set("NEMO_LENS_LOGS_EXPORT_PATH", dir + "/logs-{rank}.jsonl");
+  // Metrics are on by default: their file goes into the same directory, not the working one.
+  env.set("NEMO_LENS_METRICS_EXPORT_PATH", dir + "/metrics-{rank}.jsonl");
   NemoLensConfig c = lens_test::enabled_config("all");
   c.exporter = "file";
   c.logs_enabled = true;

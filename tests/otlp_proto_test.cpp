@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "common/otlp_transcode.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
-#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 #include "nemo/lens/version.hpp"
-#include "otlp_transcode.hpp"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 
 namespace {
 
@@ -47,7 +47,8 @@ SpanData full_span() {
                   {"rates", std::vector<double>{0.5, -1.0}},
                   {"tags", std::vector<std::string>{"a", "b"}}};
   s.dropped_attributes_count = 3;
-  s.events.push_back(SpanEvent{"checkpoint", 1'700'000'000'200'000'000, {{"bytes", std::int64_t{4096}}}, 1});
+  s.events.push_back(
+      SpanEvent{"checkpoint", 1'700'000'000'200'000'000, {{"bytes", std::int64_t{4096}}}, 1});
   s.dropped_events_count = 2;
   SpanLink link;
   link.context.trace_id = *TraceId::from_hex("0af7651916cd43dd8448eb211c80319c");
@@ -196,14 +197,17 @@ TEST(OtlpProto, InvalidUtf8IsRepairedSoProto3Accepts) {
 
 TEST(OtlpProto, LargeMessagesGetMultiByteLengths) {
   // Lengths of 128 bytes and more take two or three varint bytes; the encoder moves the content
-  // to make room. 2000 spans with a 2.5 MB attribute make the span's and the outer lengths four bytes long.
+  // to make room. 2000 spans with a 2.5 MB attribute make the span's and the outer lengths four
+  // bytes long.
   std::vector<SpanData> spans(2000, full_span());
   spans[0].attributes.push_back({"blob", std::string(2'500'000, 'x')});
   std::vector<const SpanData*> views;
   for (auto& s : spans) views.push_back(&s);
   const Request request = decode(views, test_resource());
   ASSERT_EQ(request.resource_spans(0).scope_spans(0).spans_size(), 2000);
-  EXPECT_EQ(find(request.resource_spans(0).scope_spans(0).spans(0).attributes(), "blob")->string_value().size(),
+  EXPECT_EQ(find(request.resource_spans(0).scope_spans(0).spans(0).attributes(), "blob")
+                ->string_value()
+                .size(),
             2'500'000u);
   EXPECT_EQ(request.resource_spans(0).scope_spans(0).spans(1999).name(), "forward_backward");
 }
@@ -238,8 +242,11 @@ TEST(OtlpResponses, PartialSuccessFromProtobuf) {
 }
 
 TEST(OtlpResponses, PartialSuccessFromJson) {
-  EXPECT_EQ(detail::parse_partial_success_json(R"({"partialSuccess":{"rejectedSpans":"12"}})").rejected, 12);
-  const auto p = detail::parse_partial_success_json(R"({"partialSuccess":{"rejectedSpans":3,"errorMessage":"x"}})");
+  EXPECT_EQ(
+      detail::parse_partial_success_json(R"({"partialSuccess":{"rejectedSpans":"12"}})").rejected,
+      12);
+  const auto p = detail::parse_partial_success_json(
+      R"({"partialSuccess":{"rejectedSpans":3,"errorMessage":"x"}})");
   EXPECT_EQ(p.rejected, 3);
   EXPECT_EQ(p.error_message, "x");
   EXPECT_EQ(detail::parse_partial_success_json("{}").rejected, 0);

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "metrics/metric_data.hpp"
+#include "export/otlp_signals.hpp"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
 

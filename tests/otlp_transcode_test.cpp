@@ -1,8 +1,8 @@
-// `lens collect`'s transcoding (tools/lens/otlp_transcode.hpp) of spans, metrics and logs:
+// `lens collect`'s transcoding (tools/lens/common/otlp_transcode.hpp) of spans, metrics and logs:
 // requests are built and encoded with libprotobuf's classes generated from tests/proto, the JSON
 // produced is read back with nlohmann/json, and compared with libprotobuf's own JSON printer and
 // with the library's OTLP/JSON writers.
-#include "otlp_transcode.hpp"
+#include "common/otlp_transcode.hpp"
 
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "export/exporters.hpp"
-#include "metrics/metric_data.hpp"
+#include "export/otlp_signals.hpp"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"

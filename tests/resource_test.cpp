@@ -105,8 +105,8 @@ TEST(ResourceTest, BaseAttributesInAnEmptyEnvironment) {
       rendered(detect()),
       (std::vector<std::string>{
           "service.name=\"nemo\"", "service.version=\"" NEMO_LENS_VERSION_STRING "\"", "dl.rank=3",
-          "dl.world_size=8", "nemo.run.id=\"run42\"", "service.instance.id=\"run42-rank3\"",
-          "host.name=\"" + hostname() + "\"", pid_attr()}));
+          "dl.world_size=8", "nv.dl.rank=3", "nv.dl.world_size=8", "nemo.run.id=\"run42\"",
+          "service.instance.id=\"run42-rank3\"", "host.name=\"" + hostname() + "\"", pid_attr()}));
 }
 
 TEST(ResourceTest, ServiceNameAndInstanceFollowConfigAndRank) {
@@ -193,7 +193,7 @@ TEST(ResourceTest, FullSlurmEnvironment) {
   ScopedEnv env;
   set_full_slurm(env);
   EXPECT_EQ(
-      rendered(detect(), {"slurm.", "nv.dl."}),
+      rendered(detect(), {"slurm.", "nv.dl.job."}),
       (std::vector<std::string>{
           "slurm.job.id=\"12345\"", "slurm.job.id.raw=\"12345\"", "slurm.array.job_id=\"12345\"",
           "slurm.array.task_id=\"0\"", "slurm.array.count=1", "slurm.sluid=\"sluid-1\"",
@@ -211,9 +211,9 @@ TEST(ResourceTest, NoSlurmAttributesWithoutSlurmJobId) {
   ScopedEnv env;
   env.set("SLURM_JOB_NAME", "train-gpt");
   env.set("SLURM_NTASKS", "16");
-  EXPECT_TRUE(rendered(detect(), {"slurm.", "nv.dl."}).empty());
+  EXPECT_TRUE(rendered(detect(), {"slurm.", "nv.dl.job."}).empty());
   env.set("SLURM_JOB_ID", "");
-  EXPECT_TRUE(rendered(detect(), {"slurm.", "nv.dl."}).empty());
+  EXPECT_TRUE(rendered(detect(), {"slurm.", "nv.dl.job."}).empty());
 }
 
 TEST(ResourceTest, SlurmMinimalJobUsesDefaultsAndFallbacks) {
@@ -223,7 +223,7 @@ TEST(ResourceTest, SlurmMinimalJobUsesDefaultsAndFallbacks) {
   env.set("SLURM_PARTITION", "debug");
   env.set("NV_LAUNCH_SLUID", "from-launcher");
   env.set("SLURM_NTASKS", "sixteen");  // not an integer: left out
-  EXPECT_EQ(rendered(detect(), {"slurm.", "nv.dl."}),
+  EXPECT_EQ(rendered(detect(), {"slurm.", "nv.dl.job."}),
             (std::vector<std::string>{
                 "slurm.job.id=\"99\"", "slurm.job.id.raw=\"99\"", "slurm.array.job_id=\"99\"",
                 "slurm.array.task_id=\"0\"", "slurm.array.count=1", "slurm.sluid=\"from-launcher\"",

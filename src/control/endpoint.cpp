@@ -21,8 +21,9 @@
 #include <utility>
 
 #include "export/json_writer.hpp"
-#include "metrics/pipelines.hpp"
+#include "logs/log_processor.hpp"
 #include "nemo/lens/errors.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
@@ -124,7 +125,6 @@ void finish_connection(int fd) {
 }
 
 void append_stats(std::string& out, const TelemetryStats& s) {
-  out += "{";
   const std::pair<std::string_view, std::uint64_t> fields[] = {
       {"spans_started", s.spans_started},
       {"spans_ended", s.spans_ended},
@@ -135,29 +135,50 @@ void append_stats(std::string& out, const TelemetryStats& s) {
       {"spans_rejected", s.spans_rejected},
       {"spans_truncated", s.spans_truncated},
   };
-  bool first = true;
-  for (const auto& [key, value] : fields) {
-    if (!first) out += ',';
-    first = false;
-    json::append_key(out, key);
-    json::append_uint(out, value);
-  }
-  out += "}";
+  json::JsonObject o(out);
+  for (const auto& [key, value] : fields) json::append_uint(o.key(key), value);
+  o.close();
 }
 
 void append_groups(std::string& out, const GroupSet& groups) {
-  out += '[';
-  bool first = true;
-  for (const auto& g : groups) {
-    if (!first) out += ',';
-    first = false;
-    json::append_string(out, g);
-  }
-  out += ']';
+  json::JsonArray a(out);
+  for (const auto& g : groups) json::append_string(a.element(), g);
+  a.close();
 }
 
 double seconds_between(std::int64_t from_ns, std::int64_t to_ns) {
   return static_cast<double>(std::max<std::int64_t>(0, to_ns - from_ns)) / 1e9;
+}
+
+// One open span of `lens ctl dump`; its ids and attributes when it records.
+void append_open_span(std::string& out, const OpenSpanView& s, std::int64_t now) {
+  json::JsonObject o(out);
+  json::append_string(o.key("group"), s.group);
+  json::append_string(o.key("name"), s.name);
+  json::append_int(o.key("start_unix_nano"), s.start_unix_nano);
+  json::append_double(o.key("open_s"), seconds_between(s.start_unix_nano, now));
+  json::append_raw(o.key("exported"), s.exported ? "true" : "false");
+  if (s.record != nullptr && s.context.is_valid()) {
+    json::append_string(o.key("trace_id"), s.context.trace_id.to_hex());
+    json::append_string(o.key("span_id"), s.context.span_id.to_hex());
+    json::JsonObject attributes(o.key("attributes"));
+    for (const KeyValue& kv : s.attributes) {
+      json::append_plain_value(attributes.key(kv.key), kv.value);
+    }
+    attributes.close();
+  }
+  o.close();
+}
+
+// One thread of `lens ctl dump`: its id, its untracked span count and its open spans.
+void append_open_thread(std::string& out, const ThreadOpenSpans& t, std::int64_t now) {
+  json::JsonObject o(out);
+  json::append_int(o.key("tid"), t.tid);
+  json::append_uint(o.key("untracked"), t.untracked);
+  json::JsonArray spans(o.key("spans"));
+  for (const OpenSpanView& s : t.spans) append_open_span(spans.element(), s, now);
+  spans.close();
+  o.close();
 }
 
 // "step/train_step" or "train_step" for an ungated span.
@@ -194,60 +215,43 @@ struct ControlEndpoint::Impl {
   // ----- replies
 
   void append_process(std::string& out) const {
-    out += "{";
-    json::append_key(out, "run_id");
-    json::append_string(out, target.config.run_id);
-    out += ',';
-    json::append_key(out, "rank");
-    json::append_int(out, target.rank);
-    out += ',';
-    json::append_key(out, "world_size");
-    json::append_int(out, target.world_size);
-    out += ',';
-    json::append_key(out, "pid");
-    json::append_int(out, owner_pid);
-    out += ',';
-    json::append_key(out, "host");
-    json::append_string(out, hostname());
-    out += ',';
-    json::append_key(out, "service");
-    json::append_string(out, target.config.service_name);
-    out += ',';
-    json::append_key(out, "exporting");
-    out += tracing() ? "true" : "false";
-    out += ',';
-    json::append_key(out, "startup_spec");
-    json::append_string(out, target.config.span_groups);
-    out += ',';
-    json::append_key(out, "groups");
-    append_groups(out, current);
-    out += ',';
-    json::append_key(out, "track_open");
-    json::append_string(out, track_open_name(target.settings.track_open));
-    out += ',';
-    json::append_key(out, "hang_timeout_s");
-    json::append_double(out, target.settings.hang_timeout_s);
-    out += ',';
-    json::append_key(out, "uptime_s");
-    json::append_double(out, std::chrono::duration<double>(Clock::now() - started).count());
-    out += "}";
+    json::JsonObject o(out);
+    json::append_string(o.key("run_id"), target.config.run_id);
+    json::append_int(o.key("rank"), target.rank);
+    json::append_int(o.key("world_size"), target.world_size);
+    json::append_int(o.key("pid"), owner_pid);
+    json::append_string(o.key("host"), hostname());
+    json::append_string(o.key("service"), target.config.service_name);
+    json::append_raw(o.key("exporting"), tracing() ? "true" : "false");
+    json::append_string(o.key("startup_spec"), target.config.span_groups);
+    append_groups(o.key("groups"), current);
+    json::append_string(o.key("track_open"), track_open_name(target.settings.track_open));
+    json::append_double(o.key("hang_timeout_s"), target.settings.hang_timeout_s);
+    json::append_double(o.key("uptime_s"),
+                        std::chrono::duration<double>(Clock::now() - started).count());
+    o.close();
   }
 
-  std::string reply_head(bool ok) const {
-    std::string out = "{\"protocol\":1,\"ok\":";
-    out += ok ? "true" : "false";
-    out += ",\"process\":";
-    append_process(out);
+  // One reply line: {"protocol":1,"ok":...,"process":{...}, then what `members` adds to it}.
+  template <class Members>
+  std::string reply(bool ok, Members&& members) const {
+    std::string out;
+    json::JsonObject o(out);
+    json::append_int(o.key("protocol"), 1);
+    json::append_raw(o.key("ok"), ok ? "true" : "false");
+    append_process(o.key("process"));
+    members(o);
+    o.close();
+    out += '\n';
     return out;
+  }
+
+  std::string info_reply() const {
+    return reply(true, [](json::JsonObject&) {});
   }
 
   std::string error_reply(std::string_view message) const {
-    std::string out = reply_head(false);
-    out += ',';
-    json::append_key(out, "error");
-    json::append_string(out, message);
-    out += "}\n";
-    return out;
+    return reply(false, [&](json::JsonObject& o) { json::append_string(o.key("error"), message); });
   }
 
   TelemetryStats stats() const noexcept {
@@ -257,73 +261,13 @@ struct ControlEndpoint::Impl {
   std::string dump_reply() const {
     const auto threads = snapshot_open_spans();
     const std::int64_t now = now_unix_nano();
-    std::string out = reply_head(true);
-    out += ',';
-    json::append_key(out, "now_unix_nano");
-    json::append_int(out, now);
-    out += ',';
-    json::append_key(out, "threads");
-    out += '[';
-    bool first_thread = true;
-    for (const ThreadOpenSpans& t : threads) {
-      if (!first_thread) out += ',';
-      first_thread = false;
-      out += '{';
-      json::append_key(out, "tid");
-      json::append_int(out, t.tid);
-      out += ',';
-      json::append_key(out, "untracked");
-      json::append_uint(out, t.untracked);
-      out += ',';
-      json::append_key(out, "spans");
-      out += '[';
-      bool first_span = true;
-      for (const OpenSpanView& s : t.spans) {
-        if (!first_span) out += ',';
-        first_span = false;
-        out += '{';
-        json::append_key(out, "group");
-        json::append_string(out, s.group);
-        out += ',';
-        json::append_key(out, "name");
-        json::append_string(out, s.name);
-        out += ',';
-        json::append_key(out, "start_unix_nano");
-        json::append_int(out, s.start_unix_nano);
-        out += ',';
-        json::append_key(out, "open_s");
-        json::append_double(out, seconds_between(s.start_unix_nano, now));
-        out += ',';
-        json::append_key(out, "exported");
-        out += s.exported ? "true" : "false";
-        if (s.record != nullptr && s.context.is_valid()) {
-          out += ',';
-          json::append_key(out, "trace_id");
-          json::append_string(out, s.context.trace_id.to_hex());
-          out += ',';
-          json::append_key(out, "span_id");
-          json::append_string(out, s.context.span_id.to_hex());
-          out += ',';
-          json::append_key(out, "attributes");
-          out += '{';
-          bool first_attr = true;
-          for (const KeyValue& kv : s.attributes) {
-            if (!first_attr) out += ',';
-            first_attr = false;
-            json::append_key(out, kv.key);
-            json::append_plain_value(out, kv.value);
-          }
-          out += '}';
-        }
-        out += '}';
-      }
-      out += "]}";
-    }
-    out += "],";
-    json::append_key(out, "stats");
-    append_stats(out, stats());
-    out += "}\n";
-    return out;
+    return reply(true, [&](json::JsonObject& o) {
+      json::append_int(o.key("now_unix_nano"), now);
+      json::JsonArray thread_list(o.key("threads"));
+      for (const ThreadOpenSpans& t : threads) append_open_thread(thread_list.element(), t, now);
+      thread_list.close();
+      append_stats(o.key("stats"), stats());
+    });
   }
 
   // ----- group switches
@@ -359,21 +303,16 @@ struct ControlEndpoint::Impl {
     }
     if (root == nullptr) return;
     const std::string b = join(before), a = join(after);
-    add_event_to_open_record(root->record, "lens.span_groups_changed",
-                             {{"lens.span_groups.previous", std::string_view(b)},
-                              {"lens.span_groups.current", std::string_view(a)}});
+    add_event_to_open_record(root->record, semconv::kSpanGroupsChangedEvent,
+                             {{semconv::kSpanGroupsPrevious, std::string_view(b)},
+                              {semconv::kSpanGroupsCurrent, std::string_view(a)}});
   }
 
   std::string groups_reply(const GroupSet& before) const {
-    std::string out = reply_head(true);
-    out += ',';
-    json::append_key(out, "previous");
-    append_groups(out, before);
-    out += ',';
-    json::append_key(out, "groups");
-    append_groups(out, current);
-    out += "}\n";
-    return out;
+    return reply(true, [&](json::JsonObject& o) {
+      append_groups(o.key("previous"), before);
+      append_groups(o.key("groups"), current);
+    });
   }
 
   std::string switch_groups(const GroupSet& groups, int peer_pid) {
@@ -399,7 +338,7 @@ struct ControlEndpoint::Impl {
     const std::string_view verb = rest.substr(0, verb_end);
     const std::string_view arg =
         verb_end == std::string_view::npos ? std::string_view() : trim(rest.substr(verb_end + 1));
-    if (verb == "info" && arg.empty()) return reply_head(true) + "}\n";
+    if (verb == "info" && arg.empty()) return info_reply();
     if (verb == "dump" && arg.empty()) return dump_reply();
     if (verb == "groups-reset" && arg.empty())
       return switch_groups(target.startup_groups, peer_pid);
@@ -540,19 +479,19 @@ struct ControlEndpoint::Impl {
       text += '\n';
     }
     if (s.record != nullptr) {  // before the stderr line: whoever reads that finds the event
-      add_event_to_open_record(s.record, "lens.hang",
-                               {{"lens.hang.open_s", open_s},
-                                {"lens.hang.timeout_s", target.settings.hang_timeout_s},
-                                {"thread.id", t.tid}});
+      add_event_to_open_record(s.record, semconv::kHangEvent,
+                               {{semconv::kHangOpenSeconds, open_s},
+                                {semconv::kHangTimeoutSeconds, target.settings.hang_timeout_s},
+                                {semconv::kThreadId, t.tid}});
     }
     if (g_logs_recording.load(std::memory_order_relaxed)) {  // and as a log record
       const std::string message =
           "hang watchdog: '" + qualified(s) + "' open for " + format_seconds(open_s);
       emit_log_for(Severity::kWarn, message,
-                   {{"lens.hang.span", std::string_view(qualified(s))},
-                    {"lens.hang.open_s", open_s},
-                    {"lens.hang.timeout_s", target.settings.hang_timeout_s},
-                    {"thread.id", t.tid}},
+                   {{semconv::kHangSpan, std::string_view(qualified(s))},
+                    {semconv::kHangOpenSeconds, open_s},
+                    {semconv::kHangTimeoutSeconds, target.settings.hang_timeout_s},
+                    {semconv::kThreadId, t.tid}},
                    "nemo.lens", s.context);
     }
     std::fwrite(text.data(), 1, text.size(), stderr);

@@ -14,6 +14,7 @@
 
 #include "export/exporters.hpp"
 #include "export/json_writer.hpp"
+#include "nemo/lens/semconv.hpp"
 
 namespace nemo::lens::detail {
 
@@ -72,7 +73,8 @@ void append_count(std::string& out, std::string_view key, std::uint32_t count) {
 void append_resource(std::string& out, const Resource& resource) {
   json::append_raw(out, "\"resource\":{");
   bool first = true;
-  for (std::string_view key : {"service.name", "service.instance.id", "dl.rank"}) {
+  for (std::string_view key :
+       {semconv::kServiceName, semconv::kServiceInstanceId, semconv::kDlRank}) {
     const AttributeValue* value = resource.attribute(key);
     if (value == nullptr) continue;
     if (!first) out.push_back(',');

@@ -190,4 +190,48 @@ inline void append_plain_value(std::string& out, const AttributeValue& value) {
   std::visit(PlainValueWriter{out}, value);
 }
 
+/// Writes one JSON object whose members may each be left out: key() puts the ',' before every
+/// member but the first.
+///
+///   json::JsonObject o(out);                      // {
+///   if (!name.empty()) json::append_string(o.key("name"), name);
+///   o.close();                                    // }
+class JsonObject {
+ public:
+  explicit JsonObject(std::string& out) : out_(out) { out_.push_back('{'); }
+  /// Appends `"key":` (a literal that needs no escaping) and returns the output for the value.
+  std::string& key(std::string_view key) {
+    if (!first_) out_.push_back(',');
+    first_ = false;
+    json::append_key(out_, key);
+    return out_;
+  }
+  void close() { out_.push_back('}'); }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+/// The array counterpart of JsonObject: element() puts the ',' before every element but the first.
+///
+///   json::JsonArray a(out);                       // [
+///   for (const auto& g : groups) json::append_string(a.element(), g);
+///   a.close();                                    // ]
+class JsonArray {
+ public:
+  explicit JsonArray(std::string& out) : out_(out) { out_.push_back('['); }
+  /// Returns the output for the next element, after a ',' unless it is the first.
+  std::string& element() {
+    if (!first_) out_.push_back(',');
+    first_ = false;
+    return out_;
+  }
+  void close() { out_.push_back(']'); }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
 }  // namespace nemo::lens::detail::json

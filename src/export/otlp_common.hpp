@@ -186,29 +186,6 @@ inline void scope_field(pb::Writer& w, std::uint32_t field, std::string_view nam
 
 // ---- OTLP/JSON ---------------------------------------------------------------------------------
 
-/// Writes one JSON object whose members may each be left out: key() puts the ',' before every
-/// member but the first.
-///
-///   otlp::JsonObject o(out);                      // {
-///   if (!name.empty()) json::append_string(o.key("name"), name);
-///   o.close();                                    // }
-class JsonObject {
- public:
-  explicit JsonObject(std::string& out) : out_(out) { out_.push_back('{'); }
-  /// Appends `"key":` (a literal that needs no escaping) and returns the output for the value.
-  std::string& key(std::string_view key) {
-    if (!first_) out_.push_back(',');
-    first_ = false;
-    json::append_key(out_, key);
-    return out_;
-  }
-  void close() { out_.push_back('}'); }
-
- private:
-  std::string& out_;
-  bool first_ = true;
-};
-
 /// A fixed64 timestamp as a JSON string of decimal digits, negative values clamped to "0".
 inline void append_time_json(std::string& out, std::int64_t unix_nano) {
   json::append_quoted_uint(out, time_of(unix_nano));

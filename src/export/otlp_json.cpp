@@ -10,6 +10,7 @@
 #include "export/exporters.hpp"
 #include "export/json_writer.hpp"
 #include "export/otlp_common.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/version.hpp"
 
 namespace nemo::lens::detail {
@@ -23,8 +24,10 @@ constexpr std::uint32_t kContextIsRemote = 0x200;
 static_assert(kInstrumentationScope == "nemo.lens", "the scope name is spelled out below");
 
 // The span attributes the encoder adds from SpanData fields that OTLP has no slot for.
-constexpr std::string_view kGroupKey = "nemo.span.group";
-constexpr std::string_view kThreadIdKey = "thread.id";
+constexpr std::string_view kGroupKey = semconv::kNemoSpanGroup;
+constexpr std::string_view kThreadIdKey = semconv::kThreadId;
+static_assert(kGroupKey == "nemo.span.group" && kThreadIdKey == "thread.id",
+              "the keys are spelled out below");
 
 std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);

@@ -1,6 +1,6 @@
 // The OTLP encodings of log records: opentelemetry-proto's collector/logs/v1
 // ExportLogsServiceRequest in protobuf and in the OTLP specification's JSON Protobuf Encoding,
-// written by hand straight from LogRecordData (see metric_data.hpp for what each emits). The tests
+// written by hand straight from LogRecordData (see otlp_signals.hpp for what each emits). The tests
 // decode both with the distribution's protobuf library and .proto files written from the
 // specification (tests/otlp_signals_proto_test.cpp). Field numbers are those of
 // opentelemetry-proto v1.
@@ -16,15 +16,17 @@
 
 #include "export/json_writer.hpp"
 #include "export/otlp_common.hpp"
+#include "export/otlp_signals.hpp"
 #include "export/protobuf_wire.hpp"
-#include "metrics/metric_data.hpp"
 
 namespace nemo::lens::detail {
 
 namespace {
 
 // Field numbers, by message (logs/v1, collector/logs/v1).
-namespace request { constexpr std::uint32_t kResourceLogs = 1; }
+namespace request {
+constexpr std::uint32_t kResourceLogs = 1;
+}
 namespace resource_logs {
 constexpr std::uint32_t kResource = 1, kScopeLogs = 2;
 }
@@ -84,7 +86,7 @@ void append_record(pb::Writer& w, const LogRecordData& r) {
 // ---- OTLP/JSON ---------------------------------------------------------------------------------
 
 void append_record_json(std::string& out, const LogRecordData& r) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   if (const std::uint64_t t = time_of(r.time_unix_nano); t != 0) {
     json::append_quoted_uint(o.key("timeUnixNano"), t);
   }

@@ -1,6 +1,6 @@
 // The OTLP encodings of collected metrics: opentelemetry-proto's collector/metrics/v1
 // ExportMetricsServiceRequest in protobuf and in the OTLP specification's JSON Protobuf Encoding,
-// written by hand straight from MetricData (see metric_data.hpp for what each emits). The tests
+// written by hand straight from MetricData (see otlp_signals.hpp for what each emits). The tests
 // decode both with the distribution's protobuf library and .proto files written from the
 // specification (tests/otlp_signals_proto_test.cpp). Field numbers are those of
 // opentelemetry-proto v1.
@@ -20,15 +20,17 @@
 
 #include "export/json_writer.hpp"
 #include "export/otlp_common.hpp"
+#include "export/otlp_signals.hpp"
 #include "export/protobuf_wire.hpp"
-#include "metrics/metric_data.hpp"
 
 namespace nemo::lens::detail {
 
 namespace {
 
 // Field numbers, by message (metrics/v1, collector/metrics/v1).
-namespace request { constexpr std::uint32_t kResourceMetrics = 1; }
+namespace request {
+constexpr std::uint32_t kResourceMetrics = 1;
+}
 namespace resource_metrics {
 constexpr std::uint32_t kResource = 1, kScopeMetrics = 2;
 }
@@ -68,8 +70,8 @@ std::size_t number_point_bound(const NumberPoint& p) {
   return kMessageOverhead + 3 * 9 + attributes_bound(p.attributes);
 }
 std::size_t histogram_point_bound(const HistogramPoint& p) {
-  return kMessageOverhead + 6 * 9 + 2 * 16 + 8 * (p.bucket_counts.size() + p.explicit_bounds.size()) +
-         attributes_bound(p.attributes);
+  return kMessageOverhead + 6 * 9 + 2 * 16 +
+         8 * (p.bucket_counts.size() + p.explicit_bounds.size()) + attributes_bound(p.attributes);
 }
 // The metric's own fields and the opening of its data message (the points reserve their own).
 std::size_t metric_head_bound(const MetricData& m) {
@@ -100,7 +102,8 @@ void packed_field(pb::Writer& w, std::uint32_t field, const std::vector<T>& v) {
     for (std::size_t i = 0; i < v.size(); ++i) {
       std::uint64_t bits = 0;
       std::memcpy(&bits, &v[i], 8);
-      for (std::size_t b = 0; b < 8; ++b) bytes[8 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+      for (std::size_t b = 0; b < 8; ++b)
+        bytes[8 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
     }
     w.bytes_field(field, bytes);
   }
@@ -172,12 +175,12 @@ void append_metric(pb::Writer& w, const MetricData& m) {
 
 // ---- OTLP/JSON ---------------------------------------------------------------------------------
 
-void append_time_member(otlp::JsonObject& o, std::string_view key, std::int64_t unix_nano) {
+void append_time_member(json::JsonObject& o, std::string_view key, std::int64_t unix_nano) {
   if (const std::uint64_t t = time_of(unix_nano); t != 0) json::append_quoted_uint(o.key(key), t);
 }
 
 // `"attributes":[...]`, left out when there are none.
-void append_attributes_member(otlp::JsonObject& o, const std::vector<KeyValue>& attributes) {
+void append_attributes_member(json::JsonObject& o, const std::vector<KeyValue>& attributes) {
   if (attributes.empty()) return;
   std::string& out = o.key("attributes");
   out.push_back('[');
@@ -191,7 +194,7 @@ void append_attributes_member(otlp::JsonObject& o, const std::vector<KeyValue>& 
 }
 
 void append_number_point_json(std::string& out, const NumberPoint& p) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   append_time_member(o, "startTimeUnixNano", p.start_time_unix_nano);
   append_time_member(o, "timeUnixNano", p.time_unix_nano);
   if (const auto* as_int = std::get_if<std::int64_t>(&p.value)) {
@@ -204,7 +207,7 @@ void append_number_point_json(std::string& out, const NumberPoint& p) {
 }
 
 void append_histogram_point_json(std::string& out, const HistogramPoint& p) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   append_time_member(o, "startTimeUnixNano", p.start_time_unix_nano);
   append_time_member(o, "timeUnixNano", p.time_unix_nano);
   if (p.count != 0) json::append_quoted_uint(o.key("count"), p.count);
@@ -234,7 +237,7 @@ void append_histogram_point_json(std::string& out, const HistogramPoint& p) {
 }
 
 template <class Point, class AppendPoint>
-void append_data_points_json(otlp::JsonObject& o, const std::vector<Point>& points,
+void append_data_points_json(json::JsonObject& o, const std::vector<Point>& points,
                              AppendPoint append_point) {
   if (points.empty()) return;
   std::string& out = o.key("dataPoints");
@@ -249,29 +252,31 @@ void append_data_points_json(otlp::JsonObject& o, const std::vector<Point>& poin
 }
 
 void append_metric_json(std::string& out, const MetricData& m) {
-  otlp::JsonObject o(out);
+  json::JsonObject o(out);
   if (!m.name.empty()) json::append_string(o.key("name"), m.name);
   if (!m.description.empty()) json::append_string(o.key("description"), m.description);
   if (!m.unit.empty()) json::append_string(o.key("unit"), m.unit);
   switch (m.kind) {
     case MetricKind::kGauge: {
-      otlp::JsonObject data(o.key("gauge"));
+      json::JsonObject data(o.key("gauge"));
       append_data_points_json(data, m.number_points, append_number_point_json);
       data.close();
       break;
     }
     case MetricKind::kSum: {
-      otlp::JsonObject data(o.key("sum"));
+      json::JsonObject data(o.key("sum"));
       append_data_points_json(data, m.number_points, append_number_point_json);
-      json::append_uint(data.key("aggregationTemporality"), static_cast<std::uint32_t>(m.temporality));
+      json::append_uint(data.key("aggregationTemporality"),
+                        static_cast<std::uint32_t>(m.temporality));
       if (m.monotonic) json::append_raw(data.key("isMonotonic"), "true");
       data.close();
       break;
     }
     case MetricKind::kHistogram: {
-      otlp::JsonObject data(o.key("histogram"));
+      json::JsonObject data(o.key("histogram"));
       append_data_points_json(data, m.histogram_points, append_histogram_point_json);
-      json::append_uint(data.key("aggregationTemporality"), static_cast<std::uint32_t>(m.temporality));
+      json::append_uint(data.key("aggregationTemporality"),
+                        static_cast<std::uint32_t>(m.temporality));
       data.close();
       break;
     }

@@ -11,6 +11,7 @@
 #include "export/otlp.hpp"
 #include "export/otlp_common.hpp"
 #include "export/protobuf_wire.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/version.hpp"
 
 namespace nemo::lens::detail {
@@ -18,7 +19,9 @@ namespace nemo::lens::detail {
 namespace {
 
 // Field numbers, by message.
-namespace request { constexpr std::uint32_t kResourceSpans = 1; }
+namespace request {
+constexpr std::uint32_t kResourceSpans = 1;
+}
 namespace resource_spans {
 constexpr std::uint32_t kResource = 1, kScopeSpans = 2;
 }
@@ -53,8 +56,8 @@ using otlp::time_of;
 
 constexpr std::uint32_t kContextHasIsRemote = 0x100;
 constexpr std::uint32_t kContextIsRemote = 0x200;
-constexpr std::string_view kGroupKey = "nemo.span.group";
-constexpr std::string_view kThreadIdKey = "thread.id";
+constexpr std::string_view kGroupKey = semconv::kNemoSpanGroup;
+constexpr std::string_view kThreadIdKey = semconv::kThreadId;
 
 std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
@@ -70,7 +73,8 @@ std::size_t span_bound(const SpanData& s) {
     n += kMessageOverhead + 32 + string_bound(e.name) + attributes_bound(e.attributes);
   }
   for (const SpanLink& l : s.links) {
-    n += kMessageOverhead + 64 + string_bound(l.context.trace_state) + attributes_bound(l.attributes);
+    n += kMessageOverhead + 64 + string_bound(l.context.trace_state) +
+         attributes_bound(l.attributes);
   }
   return n;
 }
@@ -93,7 +97,8 @@ void append_span(pb::Writer& w, const SpanData& s) {
   w.bytes_field(span::kTraceId, bytes_of(s.context.trace_id.bytes));
   w.bytes_field(span::kSpanId, bytes_of(s.context.span_id.bytes));
   if (!s.context.trace_state.empty()) string_field(w, span::kTraceState, s.context.trace_state);
-  if (s.parent_span_id.is_valid()) w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id.bytes));
+  if (s.parent_span_id.is_valid())
+    w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id.bytes));
   string_field(w, span::kName, s.name);
   w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind));
   w.fixed64_field(span::kStartTime, time_of(s.start_time_unix_nano));

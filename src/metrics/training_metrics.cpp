@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "nemo/lens/semconv.hpp"
+
 namespace nemo::lens {
 
 namespace {
@@ -16,18 +18,19 @@ const std::vector<double>& duration_bounds() {
 }  // namespace
 
 TrainingMetrics::TrainingMetrics(Meter& meter)
-    : steps_(meter.create_counter<std::int64_t>("dl.steps", "{step}", "Training steps done")),
-      duration_(meter.create_histogram<double>("dl.step.duration", "s",
+    : steps_(
+          meter.create_counter<std::int64_t>(semconv::kDlSteps, "{step}", "Training steps done")),
+      duration_(meter.create_histogram<double>(semconv::kDlStepDuration, "s",
                                                "Wall time of a training step", duration_bounds())),
-      tokens_(meter.create_gauge<double>("dl.throughput.tokens", "{token}/s",
+      tokens_(meter.create_gauge<double>(semconv::kDlThroughputTokens, "{token}/s",
                                          "Tokens processed per second in the last step")),
-      samples_(meter.create_gauge<double>("dl.throughput.samples", "{sample}/s",
+      samples_(meter.create_gauge<double>(semconv::kDlThroughputSamples, "{sample}/s",
                                           "Samples processed per second in the last step")),
-      loss_(meter.create_gauge<double>("dl.loss", "1", "Training loss of the last step")),
-      learning_rate_(
-          meter.create_gauge<double>("dl.learning_rate", "1", "Learning rate of the last step")),
-      grad_norm_(
-          meter.create_gauge<double>("dl.grad_norm", "1", "Gradient norm of the last step")) {}
+      loss_(meter.create_gauge<double>(semconv::kDlLoss, "1", "Training loss of the last step")),
+      learning_rate_(meter.create_gauge<double>(semconv::kDlLearningRate, "1",
+                                                "Learning rate of the last step")),
+      grad_norm_(meter.create_gauge<double>(semconv::kDlGradNorm, "1",
+                                            "Gradient norm of the last step")) {}
 
 void TrainingMetrics::record_step(const StepMetrics& step,
                                   std::initializer_list<Attribute> attributes) const noexcept {

@@ -34,6 +34,7 @@
 
 #include "env.hpp"
 #include "nemo/lens/errors.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/version.hpp"
 #include "strings.hpp"
 
@@ -155,20 +156,23 @@ std::optional<std::string> uuid5_url(std::string_view name) {
 
 // 1. The service, rank and run attributes (NeMo Lens providers.py).
 void add_service(AttributeSet& attrs, const NemoLensConfig& config, int rank, int world_size) {
-  attrs.set("service.name", config.service_name);
-  attrs.set("service.version", std::string(NEMO_LENS_VERSION_STRING));
-  attrs.set("dl.rank", std::int64_t{rank});
-  attrs.set("dl.world_size", std::int64_t{world_size});
+  attrs.set(semconv::kServiceName, config.service_name);
+  attrs.set(semconv::kServiceVersion, std::string(NEMO_LENS_VERSION_STRING));
+  attrs.set(semconv::kDlRank, std::int64_t{rank});
+  attrs.set(semconv::kDlWorldSize, std::int64_t{world_size});
+  // The same two as newer NeMo Lens releases name them, so dashboards built for either work.
+  attrs.set(semconv::kNvDlRank, std::int64_t{rank});
+  attrs.set(semconv::kNvDlWorldSize, std::int64_t{world_size});
   if (!config.run_id.empty()) {
-    attrs.set("nemo.run.id", config.run_id);
-    attrs.set("service.instance.id", config.run_id + "-rank" + std::to_string(rank));
+    attrs.set(semconv::kNemoRunId, config.run_id);
+    attrs.set(semconv::kServiceInstanceId, config.run_id + "-rank" + std::to_string(rank));
   }
-  attrs.set_nonempty("nemo.user.id", config.user);
-  attrs.set_nonempty("wandb.entity", config.wandb_entity);
-  attrs.set_nonempty("wandb.project", config.wandb_project);
+  attrs.set_nonempty(semconv::kNemoUserId, config.user);
+  attrs.set_nonempty(semconv::kWandbEntity, config.wandb_entity);
+  attrs.set_nonempty(semconv::kWandbProject, config.wandb_project);
   // DEPLOYMENT_ENV when set at all (even to ""), ENVIRONMENT otherwise; nothing when empty.
   auto deployment = raw_env("DEPLOYMENT_ENV");
-  attrs.set_nonempty("deployment.environment",
+  attrs.set_nonempty(semconv::kDeploymentEnvironment,
                      deployment ? *deployment : env_or_empty("ENVIRONMENT"));
 }
 
@@ -189,31 +193,34 @@ void add_slurm(AttributeSet& attrs) {
     job_id = std::string(array_job_id) + "_" + std::string(array_task_id);
   }
 
-  attrs.set_nonempty("slurm.job.id", job_id);
-  attrs.set_nonempty("slurm.job.id.raw", raw_job_id);
-  attrs.set_nonempty("slurm.array.job_id", array_job_id.empty() ? raw_job_id : array_job_id);
-  attrs.set_nonempty("slurm.array.task_id", array_task_id);
-  set_int(attrs, "slurm.array.count", env_or_empty("SLURM_ARRAY_TASK_COUNT"), 1);
-  attrs.set_nonempty("slurm.sluid", first_nonempty_env({"LENS_SLURM_SLUID", "NV_LAUNCH_SLUID"}));
-  attrs.set_nonempty("slurm.array.sluid",
+  attrs.set_nonempty(semconv::kSlurmJobId, job_id);
+  attrs.set_nonempty(semconv::kSlurmJobIdRaw, raw_job_id);
+  attrs.set_nonempty(semconv::kSlurmArrayJobId, array_job_id.empty() ? raw_job_id : array_job_id);
+  attrs.set_nonempty(semconv::kSlurmArrayTaskId, array_task_id);
+  set_int(attrs, semconv::kSlurmArrayCount, env_or_empty("SLURM_ARRAY_TASK_COUNT"), 1);
+  attrs.set_nonempty(semconv::kSlurmSluid,
+                     first_nonempty_env({"LENS_SLURM_SLUID", "NV_LAUNCH_SLUID"}));
+  attrs.set_nonempty(semconv::kSlurmArraySluid,
                      first_nonempty_env({"LENS_SLURM_ARRAY_SLUID", "NV_LAUNCH_ARRAY_SLUID"}));
-  attrs.set_nonempty("slurm.job.name", env_or_empty("SLURM_JOB_NAME"));
-  attrs.set_nonempty("slurm.cluster.name", env_or_empty("SLURM_CLUSTER_NAME"));
-  attrs.set_nonempty("slurm.partition",
+  attrs.set_nonempty(semconv::kSlurmJobName, env_or_empty("SLURM_JOB_NAME"));
+  attrs.set_nonempty(semconv::kSlurmClusterName, env_or_empty("SLURM_CLUSTER_NAME"));
+  attrs.set_nonempty(semconv::kSlurmPartition,
                      first_nonempty_env({"SLURM_JOB_PARTITION", "SLURM_PARTITION"}));
-  set_int(attrs, "slurm.nnodes", first_nonempty_env({"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}));
-  set_int(attrs, "slurm.ntasks", env_or_empty("SLURM_NTASKS"));
-  set_int(attrs, "slurm.restart_count", env_or_empty("SLURM_RESTART_COUNT"), 0);
-  attrs.set_nonempty("slurm.job.user", env_or_empty("SLURM_JOB_USER"));
-  attrs.set_nonempty("slurm.job.account", env_or_empty("SLURM_JOB_ACCOUNT"));
-  attrs.set_nonempty("slurm.job.qos", env_or_empty("SLURM_JOB_QOS"));
-  attrs.set_nonempty("slurm.job.reservation", env_or_empty("SLURM_JOB_RESERVATION"));
-  attrs.set_nonempty("slurm.segment", env_or_empty("SLURM_SEGMENT"));
-  attrs.set_nonempty("slurm.topology.addr", env_or_empty("SLURM_TOPOLOGY_ADDR"));
-  attrs.set_nonempty("slurm.topology.addr_pattern", env_or_empty("SLURM_TOPOLOGY_ADDR_PATTERN"));
+  set_int(attrs, semconv::kSlurmNnodes,
+          first_nonempty_env({"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}));
+  set_int(attrs, semconv::kSlurmNtasks, env_or_empty("SLURM_NTASKS"));
+  set_int(attrs, semconv::kSlurmRestartCount, env_or_empty("SLURM_RESTART_COUNT"), 0);
+  attrs.set_nonempty(semconv::kSlurmJobUser, env_or_empty("SLURM_JOB_USER"));
+  attrs.set_nonempty(semconv::kSlurmJobAccount, env_or_empty("SLURM_JOB_ACCOUNT"));
+  attrs.set_nonempty(semconv::kSlurmJobQos, env_or_empty("SLURM_JOB_QOS"));
+  attrs.set_nonempty(semconv::kSlurmJobReservation, env_or_empty("SLURM_JOB_RESERVATION"));
+  attrs.set_nonempty(semconv::kSlurmSegment, env_or_empty("SLURM_SEGMENT"));
+  attrs.set_nonempty(semconv::kSlurmTopologyAddr, env_or_empty("SLURM_TOPOLOGY_ADDR"));
+  attrs.set_nonempty(semconv::kSlurmTopologyAddrPattern,
+                     env_or_empty("SLURM_TOPOLOGY_ADDR_PATTERN"));
   // SLURMD_NODENAME names the head node only in the batch script, not inside a job step.
   if (first_nonempty_env({"SLURM_STEP_ID", "SLURM_STEPID"}).empty()) {
-    attrs.set_nonempty("slurm.head_node.name", env_or_empty("SLURMD_NODENAME"));
+    attrs.set_nonempty(semconv::kSlurmHeadNodeName, env_or_empty("SLURMD_NODENAME"));
   }
 
   // The submitted job's stable id: the same on every rank, array element and requeue.
@@ -222,7 +229,7 @@ void add_slurm(AttributeSet& attrs) {
   std::string_view job_key = is_array ? array_job_id : raw_job_id;
   if (job_key.empty()) job_key = "nojob";
   const std::string name = "nemo.lens.job/" + std::string(cluster) + "/" + std::string(job_key);
-  if (auto uuid = uuid5_url(name)) attrs.set("nv.dl.job.uuid", std::move(*uuid));
+  if (auto uuid = uuid5_url(name)) attrs.set(semconv::kNvDlJobUuid, std::move(*uuid));
 }
 
 // 3. Kubernetes (NeMo Lens resources/kubernetes.py): when KUBERNETES_SERVICE_HOST is non-empty or
@@ -238,13 +245,13 @@ void add_kubernetes(AttributeSet& attrs, const ResourcePaths& paths) {
     std::string_view key;
   };
   static constexpr Mapping kMappings[] = {
-      {"K8S_NAMESPACE", "k8s.namespace.name"},
-      {"K8S_POD_NAME", "k8s.pod.name"},
-      {"K8S_POD_UID", "k8s.pod.uid"},
-      {"K8S_NODE_NAME", "k8s.node.name"},
-      {"K8S_CONTAINER_NAME", "k8s.container.name"},
-      {"K8S_JOB_NAME", "k8s.job.name"},
-      {"HOSTNAME", "k8s.pod.name"},  // the pod name when K8S_POD_NAME is not set
+      {"K8S_NAMESPACE", semconv::kK8sNamespaceName},
+      {"K8S_POD_NAME", semconv::kK8sPodName},
+      {"K8S_POD_UID", semconv::kK8sPodUid},
+      {"K8S_NODE_NAME", semconv::kK8sNodeName},
+      {"K8S_CONTAINER_NAME", semconv::kK8sContainerName},
+      {"K8S_JOB_NAME", semconv::kK8sJobName},
+      {"HOSTNAME", semconv::kK8sPodName},  // the pod name when K8S_POD_NAME is not set
   };
   for (const Mapping& m : kMappings) {
     std::string_view v = env_or_empty(m.variable);
@@ -457,12 +464,12 @@ std::optional<std::string> run_for_output(const std::vector<std::string>& argv,
 void add_host(AttributeSet& attrs, const ResourcePaths& paths) {
   std::array<char, HOST_NAME_MAX + 1> host{};
   if (gethostname(host.data(), host.size() - 1) == 0) {
-    attrs.set_nonempty("host.name", std::string_view(host.data()));
+    attrs.set_nonempty(semconv::kHostName, std::string_view(host.data()));
   }
-  attrs.set("process.pid", std::int64_t{getpid()});
+  attrs.set(semconv::kProcessPid, std::int64_t{getpid()});
   std::optional<std::int64_t> gpus = visible_gpu_count();
   if (!gpus && !paths.nvidia_smi.empty()) gpus = nvidia_smi_gpu_count(paths.nvidia_smi);
-  if (gpus) attrs.set("host.gpu.count", *gpus);
+  if (gpus) attrs.set(semconv::kHostGpuCount, *gpus);
 }
 
 // The type NeMo Lens gives an OTEL_RESOURCE_ATTRIBUTES value for a SLURM resource key (its
@@ -470,27 +477,28 @@ void add_host(AttributeSet& attrs, const ResourcePaths& paths) {
 enum class SlurmKeyType : std::uint8_t { kNone, kString, kInt };
 
 SlurmKeyType slurm_key_type(std::string_view key) {
-  static constexpr std::string_view kIntKeys[] = {"slurm.array.count", "slurm.nnodes",
-                                                  "slurm.ntasks", "slurm.restart_count"};
-  static constexpr std::string_view kStringKeys[] = {"slurm.job.id",
-                                                     "slurm.job.id.raw",
-                                                     "slurm.array.job_id",
-                                                     "slurm.array.task_id",
-                                                     "slurm.sluid",
-                                                     "slurm.array.sluid",
-                                                     "slurm.job.name",
-                                                     "slurm.cluster.name",
-                                                     "slurm.partition",
-                                                     "slurm.head_node.name",
-                                                     "slurm.job.user",
-                                                     "slurm.job.account",
-                                                     "slurm.job.qos",
-                                                     "slurm.job.reservation",
-                                                     "slurm.segment",
-                                                     "slurm.topology.addr",
-                                                     "slurm.topology.addr_pattern",
-                                                     "nv.dl.job.uuid",
-                                                     "nv.dl.run.uuid"};
+  static constexpr std::string_view kIntKeys[] = {semconv::kSlurmArrayCount, semconv::kSlurmNnodes,
+                                                  semconv::kSlurmNtasks,
+                                                  semconv::kSlurmRestartCount};
+  static constexpr std::string_view kStringKeys[] = {semconv::kSlurmJobId,
+                                                     semconv::kSlurmJobIdRaw,
+                                                     semconv::kSlurmArrayJobId,
+                                                     semconv::kSlurmArrayTaskId,
+                                                     semconv::kSlurmSluid,
+                                                     semconv::kSlurmArraySluid,
+                                                     semconv::kSlurmJobName,
+                                                     semconv::kSlurmClusterName,
+                                                     semconv::kSlurmPartition,
+                                                     semconv::kSlurmHeadNodeName,
+                                                     semconv::kSlurmJobUser,
+                                                     semconv::kSlurmJobAccount,
+                                                     semconv::kSlurmJobQos,
+                                                     semconv::kSlurmJobReservation,
+                                                     semconv::kSlurmSegment,
+                                                     semconv::kSlurmTopologyAddr,
+                                                     semconv::kSlurmTopologyAddrPattern,
+                                                     semconv::kNvDlJobUuid,
+                                                     semconv::kNvDlRunUuid};
   for (std::string_view k : kIntKeys) {
     if (k == key) return SlurmKeyType::kInt;
   }
@@ -561,7 +569,7 @@ void add_otel_resource_attributes(AttributeSet& attrs, const NemoLensConfig& con
   const bool service_name_given =
       config.service_name != "nemo" || env_trimmed("OTEL_SERVICE_NAME").has_value();
   for (ParsedAttribute& a : parse_otel_resource_attributes(*text)) {
-    if (a.key == "service.name" && service_name_given) continue;
+    if (a.key == semconv::kServiceName && service_name_given) continue;
     switch (slurm_key_type(a.key)) {
       case SlurmKeyType::kNone:
         attrs.set(a.key, std::move(a.value));

@@ -8,17 +8,18 @@
 #include <cstdio>
 
 #include "export/otlp.hpp"
-#include "metrics/pipelines.hpp"
-#include "nemo/lens/logs.hpp"
-#include "nemo/lens/state.hpp"
 #include "immortal.hpp"
+#include "logs/log_processor.hpp"
+#include "nemo/lens/logs.hpp"
+#include "nemo/lens/metrics.hpp"
+#include "nemo/lens/semconv.hpp"
+#include "nemo/lens/state.hpp"
 #include "tracing/engine.hpp"
 
 namespace nemo::lens::detail {
 
 Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
-                   std::vector<std::string> redact, Resource res,
-                   std::shared_ptr<SpanExporter> exp)
+                   std::vector<std::string> redact, Resource res, std::shared_ptr<SpanExporter> exp)
     : options(opts),
       limits(lim),
       sampler(samp),
@@ -207,8 +208,9 @@ bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept
         copy->recording = true;
         copy->data.end_time_unix_nano = now;
         copy->data.truncated = true;
-        copy->data.attributes.push_back(KeyValue{"nemo.span.truncated", true});
-        copy->data.events.push_back(SpanEvent{"nemo.span.truncated", now, {}, 0});
+        copy->data.attributes.push_back(KeyValue{std::string(semconv::kNemoSpanTruncated), true});
+        copy->data.events.push_back(
+            SpanEvent{std::string(semconv::kNemoSpanTruncated), now, {}, 0});
         r->orphaned = true;
         copies.push_back(copy);
       }
@@ -229,7 +231,8 @@ bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept
   if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter.get())) {
     const auto remaining = deadline - std::chrono::steady_clock::now();
     const auto margin = std::clamp<std::chrono::steady_clock::duration>(
-        remaining / 10, std::chrono::steady_clock::duration::zero(), std::chrono::milliseconds(100));
+        remaining / 10, std::chrono::steady_clock::duration::zero(),
+        std::chrono::milliseconds(100));
     interruptible->interrupt_by(deadline - margin);
   }
   bool done = false;
@@ -276,7 +279,7 @@ Pipeline* Pipeline::clone_for_child() noexcept {
         exporter_for_child ? exporter_for_child() : exporter;
     Resource child_resource = resource;
     for (KeyValue& kv : child_resource.attributes) {
-      if (kv.key == "process.pid") kv.value = static_cast<std::int64_t>(::getpid());
+      if (kv.key == semconv::kProcessPid) kv.value = static_cast<std::int64_t>(::getpid());
     }
     auto* p = new Pipeline(options, limits, sampler, redacted_keys, std::move(child_resource),
                            child_exporter);

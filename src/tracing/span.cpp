@@ -6,6 +6,7 @@
 #include <cstring>
 #include <span>
 
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "nvtx/ranges.hpp"
 #include "tracing/engine.hpp"
@@ -210,8 +211,9 @@ void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
 
 void record_exception_locked(SpanRecord& r, std::string_view type, std::string_view message,
                              std::int64_t time) {
-  const Attribute attributes[] = {{"exception.type", type}, {"exception.message", message}};
-  add_event_locked(r, "exception", time, attributes);
+  const Attribute attributes[] = {{semconv::kExceptionType, type},
+                                  {semconv::kExceptionMessage, message}};
+  add_event_locked(r, semconv::kExceptionEvent, time, attributes);
   r.exception_recorded = true;
   if (!r.status_final) {
     r.data.status_code = StatusCode::kError;

@@ -1,5 +1,5 @@
 // libFuzzer target: what `lens collect` does with a request body from the network
-// (tools/lens/otlp_transcode.hpp).
+// (tools/lens/common/otlp_transcode.hpp).
 //
 // Input: a body, decoded both as protobuf and as OTLP/JSON, as a request of each signal (traces,
 // metrics, logs). Properties:
@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/otlp_transcode.hpp"
 #include "fuzz_check.hpp"
-#include "otlp_transcode.hpp"
 
 namespace {
 

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   setenv("NEMO_LENS_ENABLED", "1", 1);
   setenv("NEMO_LENS_EXPORTER", "file", 1);
   setenv("NEMO_LENS_EXPORT_PATH", argv[5], 1);
+  // The job records no metrics; left on, their file (default path) would land in the cwd.
+  setenv("NEMO_LENS_METRICS_ENABLED", "0", 1);
   setenv("NEMO_LENS_EXPORT_STRATEGY", "all_ranks", 1);
   setenv("NEMO_LENS_SPAN_GROUPS", "all", 1);
   setenv("NEMO_LENS_RUN_ID", "job-test", 1);

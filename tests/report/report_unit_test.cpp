@@ -16,13 +16,13 @@
 #include <tuple>
 #include <vector>
 
-#include "convert_chrome.hpp"
+#include "common/span_reader.hpp"
 #include "metrics_fixture.hpp"
 #include "otlp_lines.hpp"
-#include "report_builder.hpp"
-#include "report_metrics.hpp"
-#include "report_sketch.hpp"
-#include "span_reader.hpp"
+#include "report/convert_chrome.hpp"
+#include "report/report_builder.hpp"
+#include "report/report_metrics.hpp"
+#include "report/report_sketch.hpp"
 
 namespace nemo::lens::cli {
 namespace {
@@ -195,6 +195,26 @@ TEST(SpanLineReader, ReadsTheFileExporterFormat) {
   EXPECT_EQ(out.resources[r.resource].rank, 7);
   EXPECT_EQ(out.resources[0].instance_id, "run-42-rank7");
   EXPECT_EQ(out.resources[0].run_id, "run-42");
+}
+
+TEST(SpanLineReader, ReadsTheRankUnderEitherNemoLensName) {
+  SpanSpec s = make_span(0x00f067aa0ba902b7, 0, "train_step", "step", kT0, kT0 + kMs, 1, {});
+  SpanLineReader reader({.threads = 1});
+  ParsedRequest out;
+  // Newer NeMo Lens releases write nv.dl.rank only.
+  ASSERT_EQ(reader.parse_line(request_line({{"nv.dl.rank", std::int64_t{6}}}, {s}), out), "");
+  EXPECT_EQ(out.resources.at(0).rank, 6);
+  // lens writes both; dl.rank wins wherever it stands.
+  ASSERT_EQ(
+      reader.parse_line(
+          request_line({{"nv.dl.rank", std::int64_t{1}}, {"dl.rank", std::int64_t{2}}}, {s}), out),
+      "");
+  EXPECT_EQ(out.resources.at(0).rank, 2);
+  ASSERT_EQ(
+      reader.parse_line(
+          request_line({{"dl.rank", std::int64_t{2}}, {"nv.dl.rank", std::int64_t{1}}}, {s}), out),
+      "");
+  EXPECT_EQ(out.resources.at(0).rank, 2);
 }
 
 TEST(SpanLineReader, AcceptsWhatProto3JsonAllows) {

@@ -10,7 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cli.hpp"
+#include "commands.hpp"
+#include "common/cli.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/version.hpp"
 
@@ -18,8 +19,8 @@ namespace nemo::lens::cli {
 namespace {
 
 std::array<const Command*, 6> commands() {
-  return {&groups_command(), &config_command(), &collect_command(), &report_command(),
-          &convert_command(), &ctl_command()};
+  return {&groups_command(), &config_command(),  &collect_command(),
+          &report_command(), &convert_command(), &ctl_command()};
 }
 
 const Command* find_command(std::string_view name) {

@@ -16,6 +16,7 @@
 #include "nemo/lens/propagation.hpp"
 #include "nemo/lens/ranks.hpp"
 #include "nemo/lens/sampling.hpp"
+#include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "nemo/lens/strategies.hpp"
 #include "nemo/lens/telemetry.hpp"

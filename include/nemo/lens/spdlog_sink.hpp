@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "nemo/lens/logs.hpp"
+#include "nemo/lens/semconv.hpp"
 
 namespace nemo::lens {
 
@@ -56,9 +57,9 @@ class SpdlogSink : public spdlog::sinks::base_sink<Mutex> {
     if (msg.source.filename != nullptr) {
       detail::emit_log(
           severity, body,
-          {{"code.filepath", std::string_view(msg.source.filename)},
-           {"code.lineno", static_cast<std::int64_t>(msg.source.line)},
-           {"code.function",
+          {{semconv::kCodeFilepath, std::string_view(msg.source.filename)},
+           {semconv::kCodeLineno, static_cast<std::int64_t>(msg.source.line)},
+           {semconv::kCodeFunction,
             std::string_view(msg.source.funcname != nullptr ? msg.source.funcname : "")}},
           scope);
     } else {

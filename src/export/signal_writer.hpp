@@ -1,0 +1,73 @@
+// What the built-in metric and log exporters share: encode a batch of one signal, then send it
+// over OTLP or write it as one OTLP/JSON line, to the destination config.exporter names. Internal.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "export/exporters.hpp"
+#include "export/otlp.hpp"
+#include "nemo/lens/config.hpp"
+#include "strings.hpp"
+
+namespace nemo::lens::detail {
+
+// What a built-in exporter of one signal does: encode the batch, then send it over OTLP (protobuf
+// or JSON, as the protocol says) or write it as one OTLP/JSON line (file, console).
+template <class Data>
+class SignalWriter {
+ public:
+  using Encoder = void (*)(std::string&, std::span<const Data>, const Resource&);
+  using Counter = std::size_t (*)(std::span<const Data>);
+
+  SignalWriter(std::unique_ptr<OtlpSender> sender, Encoder proto, Encoder json, Counter count)
+      : sender_(std::move(sender)), proto_(proto), json_(json), count_(count) {}
+  SignalWriter(std::unique_ptr<JsonLinesOutput> out, Encoder json, Counter count)
+      : out_(std::move(out)), proto_(json), json_(json), count_(count) {}
+
+  bool write(std::span<const Data> items, const Resource& resource,
+             std::chrono::steady_clock::time_point deadline) noexcept {
+    if (items.empty()) return true;
+    try {
+      buffer_.clear();
+      const bool json = !sender_ || sender_->settings().protocol == OtlpProtocol::kHttpJson;
+      (json ? json_ : proto_)(buffer_, items, resource);
+    } catch (...) {
+      return false;
+    }
+    return sender_ ? sender_->send(buffer_, count_(items), deadline) : out_->write_line(buffer_);
+  }
+  void shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
+    if (sender_) sender_->interrupt_by(deadline);
+  }
+
+ private:
+  std::unique_ptr<OtlpSender> sender_;
+  std::unique_ptr<JsonLinesOutput> out_;
+  Encoder proto_, json_;
+  Counter count_;
+  std::string buffer_;
+};
+
+// The writer config.exporter names for a signal.
+template <class Data>
+SignalWriter<Data> make_writer(const NemoLensConfig& config, int rank, OtlpSignal signal,
+                               std::string_view noun, std::string_view path_key,
+                               std::string_view default_path, std::string_view what,
+                               typename SignalWriter<Data>::Encoder proto,
+                               typename SignalWriter<Data>::Encoder json,
+                               typename SignalWriter<Data>::Counter count) {
+  const std::string value = to_lower(trim(config.exporter));
+  if (value == "otlp") return {make_otlp_sender(signal, noun), proto, json, count};
+  if (value == "console") return {std::make_unique<JsonLinesOutput>(stdout), json, count};
+  if (value != "file") (void)make_exporter(config, rank);  // throws the exporters' usual error
+  const std::string path = rank_path(config, rank, path_key, default_path);
+  return {std::make_unique<JsonLinesOutput>(path, what, path_origin(config, path_key)), json,
+          count};
+}
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,164 @@
+// The log processor and the built-in log exporter (see log_processor.hpp).
+#include "logs/log_processor.hpp"
+
+#include <unistd.h>
+
+#include "env.hpp"
+#include "export/otlp_signals.hpp"
+#include "export/signal_writer.hpp"
+#include "immortal.hpp"
+#include "nemo/lens/errors.hpp"
+
+namespace nemo::lens::detail {
+
+using Clock = std::chrono::steady_clock;
+
+constinit std::atomic<LogProcessor*> g_log_processor{nullptr};
+
+LogSettings log_settings_from_env() {
+  LogSettings s;
+  s.max_queue_size =
+      env_uint("OTEL_BLRP_MAX_QUEUE_SIZE", 1, 1u << 24, "a queue size from 1 to 16777216")
+          .value_or(s.max_queue_size);
+  s.max_export_batch_size =
+      env_uint("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", 1, 1u << 24, "a batch size from 1 to 16777216")
+          .value_or(s.max_export_batch_size);
+  if (s.max_export_batch_size > s.max_queue_size) {
+    throw ConfigError(
+        "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE (" + std::to_string(s.max_export_batch_size) +
+        ") must not exceed OTEL_BLRP_MAX_QUEUE_SIZE (" + std::to_string(s.max_queue_size) + ").");
+  }
+  s.schedule_delay = std::chrono::milliseconds(
+      env_uint("OTEL_BLRP_SCHEDULE_DELAY", 1, 86'400'000,
+               "a delay in milliseconds from 1 to 86400000")
+          .value_or(static_cast<std::uint64_t>(s.schedule_delay.count())));
+  s.export_timeout = std::chrono::milliseconds(
+      env_uint("OTEL_BLRP_EXPORT_TIMEOUT", 1, 86'400'000,
+               "a timeout in milliseconds from 1 to 86400000")
+          .value_or(static_cast<std::uint64_t>(s.export_timeout.count())));
+  return s;
+}
+
+namespace {
+
+std::size_t record_count(std::span<const LogRecordData> records) { return records.size(); }
+
+class BuiltinLogExporter final : public LogExporter {
+ public:
+  explicit BuiltinLogExporter(SignalWriter<LogRecordData> writer) : writer_(std::move(writer)) {}
+  bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
+                   Clock::time_point deadline) noexcept override {
+    return writer_.write(records, resource, deadline);
+  }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
+
+ private:
+  SignalWriter<LogRecordData> writer_;
+};
+
+}  // namespace
+
+std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int rank) {
+  return std::make_shared<BuiltinLogExporter>(
+      make_writer<LogRecordData>(config, rank, OtlpSignal::kLogs, "log records", "LOGS_EXPORT_PATH",
+                                 "lens-logs-rank{rank}.jsonl", "log file", append_otlp_logs_proto,
+                                 append_otlp_logs_json, record_count));
+}
+
+// ----- the log processor
+
+LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
+                           std::shared_ptr<LogExporter> exporter, Resource resource)
+    : settings_(settings),
+      limits_(std::move(limits)),
+      owner_pid_(::getpid()),
+      exporter_(std::move(exporter)),
+      resource_(std::move(resource)),
+      queue_(settings.max_queue_size),
+      worker_(
+          settings.schedule_delay, [this] { drain(Clock::now() + settings_.export_timeout); },
+          [this] { exporter_->shutdown(Clock::now() + settings_.export_timeout); }) {
+  keep_reachable(this);  // immortal: a thread may still be logging into it
+}
+
+bool LogProcessor::forked() const noexcept { return ::getpid() != owner_pid_; }
+
+LogProcessor::~LogProcessor() {
+  shutdown(Clock::now() + settings_.export_timeout);
+  LogRecordData* r = nullptr;
+  while (queue_.try_pop(r)) delete r;
+}
+
+bool LogProcessor::redacted(std::string_view key) const noexcept {
+  for (const auto& k : limits_.redacted_keys) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+bool LogProcessor::enqueue(LogRecordData* record) noexcept {
+  std::uint64_t position = 0;
+  if (!queue_.try_push(record, &position)) {
+    delete record;
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // A full batch: wake the thread (never waiting for it).
+  if ((position + 1) % settings_.max_export_batch_size == 0) worker_.wake();
+  return true;
+}
+
+void LogProcessor::drain(Clock::time_point deadline) noexcept {
+  std::vector<LogRecordData> batch;
+  for (;;) {
+    batch.clear();
+    try {
+      batch.reserve(settings_.max_export_batch_size);
+      LogRecordData* r = nullptr;
+      while (batch.size() < settings_.max_export_batch_size && queue_.try_pop(r)) {
+        std::unique_ptr<LogRecordData> owned(r);
+        batch.push_back(std::move(*owned));
+      }
+    } catch (...) {
+      dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
+      return;
+    }
+    if (batch.empty()) return;
+    if (exporter_->export_logs(batch, resource_,
+                               std::min(deadline, Clock::now() + settings_.export_timeout))) {
+      exported_.fetch_add(batch.size(), std::memory_order_relaxed);
+    } else {
+      dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
+    }
+  }
+}
+
+bool LogProcessor::flush(Clock::time_point deadline) noexcept { return worker_.flush(deadline); }
+
+bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
+  if (!worker_.stop(deadline)) return false;
+  exporter_.reset();  // the processor itself stays (immortal); its exporter need not
+  return true;
+}
+
+}  // namespace nemo::lens::detail
+
+namespace nemo::lens {
+
+bool InMemoryLogExporter::export_logs(std::span<const LogRecordData> records, const Resource&,
+                                      std::chrono::steady_clock::time_point) noexcept {
+  try {
+    std::lock_guard lock(mu_);
+    records_.insert(records_.end(), records.begin(), records.end());
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::vector<LogRecordData> InMemoryLogExporter::records() const {
+  std::lock_guard lock(mu_);
+  return records_;
+}
+
+}  // namespace nemo::lens

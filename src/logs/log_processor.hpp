@@ -1,0 +1,87 @@
+// The log processor of a set-up: queues log records and exports them in batches from a background
+// thread through a LogExporter (OTLP, console, file, or the program's own). Internal.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "export/periodic_worker.hpp"
+#include "nemo/lens/config.hpp"
+#include "nemo/lens/logs.hpp"
+#include "nemo/lens/telemetry_data.hpp"
+#include "tracing/mpmc_queue.hpp"
+
+namespace nemo::lens::detail {
+
+/// OTEL_BLRP_MAX_QUEUE_SIZE (2048), OTEL_BLRP_SCHEDULE_DELAY (1000 ms),
+/// OTEL_BLRP_MAX_EXPORT_BATCH_SIZE (512), OTEL_BLRP_EXPORT_TIMEOUT (30000 ms).
+struct LogSettings {
+  std::size_t max_queue_size = 2048;
+  std::chrono::milliseconds schedule_delay{1'000};
+  std::size_t max_export_batch_size = 512;
+  std::chrono::milliseconds export_timeout{30'000};
+};
+LogSettings log_settings_from_env();
+
+/// The log exporter config.exporter names: "otlp" (the LOGS_ variants of the OTLP variables),
+/// "console" or "file" (OTLP JSON Lines in <PREFIX>_LOGS_EXPORT_PATH, default
+/// "lens-logs-rank{rank}.jsonl"). Throws ConfigError.
+std::shared_ptr<LogExporter> make_log_exporter(const NemoLensConfig& config, int rank);
+
+/// Attribute limits and redaction of log records (those of spans: OTEL_ATTRIBUTE_COUNT_LIMIT,
+/// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT, the redacted keys).
+struct LogLimits {
+  std::uint32_t attribute_count = 128;
+  std::size_t attribute_value_length = SIZE_MAX;
+  std::vector<std::string> redacted_keys;
+};
+
+/// Queues log records (never blocking the caller: a full queue drops and counts) and exports them
+/// in batches from its thread. Never destroyed once published in g_log_processor: a thread may
+/// still be logging into it.
+class LogProcessor {
+ public:
+  LogProcessor(LogSettings settings, LogLimits limits, std::shared_ptr<LogExporter> exporter,
+               Resource resource);
+  ~LogProcessor();
+  const LogLimits& limits() const noexcept { return limits_; }
+  /// Whether `key` is a redacted attribute key.
+  bool redacted(std::string_view key) const noexcept;
+  /// Takes ownership of `record`; false (record freed, counted) when the queue is full.
+  bool enqueue(LogRecordData* record) noexcept;
+  /// Exports everything queued before the call; false when `deadline` passed first.
+  bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Exports what is queued, then stops the thread. Idempotent.
+  bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  std::uint64_t exported() const noexcept { return exported_.load(std::memory_order_relaxed); }
+  /// True in a forked child (see MetricReader::forked).
+  bool forked() const noexcept;
+
+ private:
+  void drain(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  LogSettings settings_;
+  LogLimits limits_;
+  int owner_pid_;
+  std::shared_ptr<LogExporter> exporter_;
+  Resource resource_;
+  MpmcQueue<LogRecordData*> queue_;
+  std::atomic<std::uint64_t> dropped_{0}, exported_{0};
+  PeriodicWorker worker_;  // last: its thread uses the members above
+};
+
+/// emit_log() with the ids of `context` (none when it is invalid) rather than the current span's:
+/// for records about another thread's span (the hang watchdog's).
+void emit_log_for(Severity severity, std::string_view message,
+                  std::initializer_list<Attribute> attributes, std::string_view scope,
+                  const SpanContext& context) noexcept;
+
+/// The log processor records go to (null when logs are off or this rank does not export them).
+extern std::atomic<LogProcessor*> g_log_processor;
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,476 @@
+// The receiver of `lens collect`. See collector.hpp.
+#include "collect/collector.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "common/cli.hpp"
+#include "common/otlp_transcode.hpp"
+#include "export/json_writer.hpp"
+#include "export/protobuf_wire.hpp"
+#include "nemo/lens/errors.hpp"
+#include "strings.hpp"
+
+namespace nemo::lens::cli {
+
+namespace {
+
+// Inflates a gzip (or zlib) body into `out`; false with `too_large` when it would exceed `cap`.
+bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_large) {
+  too_large = false;
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) return false;  // 32: detect gzip or zlib headers
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  out.clear();
+  char chunk[64 * 1024];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    zs.next_out = reinterpret_cast<Bytef*>(chunk);
+    zs.avail_out = sizeof chunk;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) break;
+    const std::size_t produced = sizeof chunk - zs.avail_out;
+    if (out.size() + produced > cap) {  // a gzip bomb stops here, after at most one chunk
+      too_large = true;
+      rc = Z_DATA_ERROR;
+      break;
+    }
+    out.append(chunk, produced);
+    if (rc == Z_OK && zs.avail_in == 0 && produced == 0) break;  // truncated stream
+  }
+  inflateEnd(&zs);
+  return rc == Z_STREAM_END;
+}
+
+}  // namespace
+
+const std::string& CollectorOutputs::path(Signal signal) const {
+  switch (signal) {
+    case Signal::kMetrics:
+      return metrics;
+    case Signal::kLogs:
+      return logs;
+    case Signal::kTraces:
+      break;
+  }
+  return traces;
+}
+
+std::string_view output_option(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "--metrics-out";
+    case Signal::kLogs:
+      return "--logs-out";
+    case Signal::kTraces:
+      break;
+  }
+  return "--out";
+}
+
+std::string_view http_path(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "/v1/metrics";
+    case Signal::kLogs:
+      return "/v1/logs";
+    case Signal::kTraces:
+      break;
+  }
+  return "/v1/traces";
+}
+
+std::string_view grpc_method(Signal signal) {
+  switch (signal) {
+    case Signal::kMetrics:
+      return "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+    case Signal::kLogs:
+      return "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    case Signal::kTraces:
+      break;
+  }
+  return "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+}
+
+std::string not_collected_message(Signal signal) {
+  return std::string("lens collect is not collecting ") + lens_cli::signal_name(signal) +
+         ": start it with " + std::string(output_option(signal)) + " FILE";
+}
+
+CollectorSink::Output::~Output() {
+  if (fd >= 0) ::close(fd);
+}
+
+CollectorSink::CollectorSink(const CollectorOutputs& outputs, std::size_t max_body)
+    : max_body_(max_body) {
+  for (const Signal signal : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+    Output& o = out_[index(signal)];
+    o.path = outputs.path(signal);
+    if (o.path.empty()) continue;
+    o.fd = ::open(o.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (o.fd < 0) {  // the outputs opened so far are closed by their destructors
+      throw ConfigError("Cannot open " + std::string(output_option(signal)) + " file '" + o.path +
+                        "' for appending: " + std::strerror(errno) + ".");
+    }
+  }
+}
+
+CollectorSink::~CollectorSink() = default;
+
+Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json, bool gzip) {
+  Acceptance a;
+  Output& output = out_[index(signal)];
+  if (output.fd < 0) {
+    a.status = 404;
+    a.error = not_collected_message(signal);
+    rejected_.fetch_add(1);
+    return a;
+  }
+  // Buffers kept per server thread: a fresh multi-megabyte string per request costs page faults.
+  thread_local std::string inflated;
+  thread_local std::string line;
+  if (gzip) {
+    bool too_large = false;
+    if (!gunzip(body, max_body_, inflated, too_large)) {
+      a.status = too_large ? 413 : 400;
+      a.error = too_large ? "the decompressed body exceeds " + std::to_string(max_body_) + " bytes"
+                          : "the body is not valid gzip";
+      rejected_.fetch_add(1);
+      return a;
+    }
+    body = inflated;
+  }
+  line.clear();
+  const lens_cli::TranscodeResult r = json ? lens_cli::json_to_json(body, line, signal)
+                                           : lens_cli::protobuf_to_json(body, line, signal);
+  if (!r.ok) {
+    a.status = 400;
+    a.error = (json ? "undecodable OTLP/JSON: " : "undecodable OTLP protobuf: ") + r.error;
+    rejected_.fetch_add(1);
+    return a;
+  }
+  line.push_back('\n');
+  {
+    // One write() per request on an O_APPEND descriptor: a reader (or a crash) sees whole lines.
+    std::lock_guard lock(write_mu_);
+    std::string_view rest = line;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(output.fd, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        a.status = 500;
+        a.error = std::string("cannot write the output file: ") + std::strerror(errno);
+        rejected_.fetch_add(1);
+        return a;
+      }
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  a.items = r.spans + r.points + r.records;  // the one of the signal
+  output.requests.fetch_add(1);
+  output.items.fetch_add(a.items);
+  return a;
+}
+
+std::string CollectorSink::summary() const {
+  std::string counts;
+  std::string files;
+  for (const Signal signal : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+    const Output& o = out_[index(signal)];
+    if (o.fd < 0) continue;
+    const char* what = signal == Signal::kTraces    ? " requests, "
+                       : signal == Signal::kMetrics ? " metrics requests, "
+                                                    : " logs requests, ";
+    const char* items = signal == Signal::kTraces    ? " spans, "
+                        : signal == Signal::kMetrics ? " data points, "
+                                                     : " log records, ";
+    counts += std::to_string(o.requests.load()) + what + std::to_string(o.items.load()) + items;
+    files += (files.empty() ? "" : ", ") + o.path;
+  }
+  return "lens collect: " + counts + std::to_string(rejected_.load()) + " rejected; written to " +
+         files;
+}
+
+std::string ListenAddress::to_string() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+bool ListenAddress::is_loopback() const {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+ListenAddress parse_listen_address(std::string_view value, std::string_view flag) {
+  auto bad = [&](const std::string& why) {
+    return UsageError("invalid " + std::string(flag) + " '" + std::string(value) + "': " + why +
+                      " (expected HOST:PORT, e.g. 127.0.0.1:4318 or [::1]:4318)");
+  };
+  ListenAddress a;
+  std::string_view port;
+  if (value.starts_with('[')) {
+    const auto close = value.find("]:");
+    if (close == std::string_view::npos) throw bad("no ']:' after an IPv6 address");
+    a.host = std::string(value.substr(1, close - 1));
+    port = value.substr(close + 2);
+  } else {
+    const auto colon = value.rfind(':');
+    if (colon == std::string_view::npos) throw bad("no port");
+    a.host = std::string(value.substr(0, colon));
+    port = value.substr(colon + 1);
+  }
+  if (a.host.empty()) throw bad("no host");
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoi(std::string(port)) > 65535) {
+    throw bad("the port must be a number from 0 to 65535");
+  }
+  a.port = static_cast<std::uint16_t>(std::stoi(std::string(port)));
+  if (a.host == "localhost") a.host = "127.0.0.1";
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+namespace {
+
+// The state of one request across libmicrohttpd's calls of the access handler.
+struct Request {
+  std::string body;
+  int refuse_status = 0;  // set when the request is refused before its body is read
+  std::string refuse_reason;
+  Signal signal = Signal::kTraces;
+  bool json = false;
+  bool gzip = false;
+};
+
+// The signal whose OTLP/HTTP path `url` is.
+std::optional<Signal> signal_at(std::string_view url) {
+  for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+    if (url == http_path(s)) return s;
+  }
+  return std::nullopt;
+}
+
+// google.rpc.Status {code = 1, message = 2}, the body OTLP/HTTP gives refused protobuf requests.
+std::string rpc_status_proto(int code, const std::string& message) {
+  std::string out;
+  {
+    nemo::lens::detail::pb::Writer w(out);
+    w.reserve(32 + message.size());
+    w.varint_field(1, static_cast<std::uint64_t>(code));
+    w.bytes_field(2, message);
+  }
+  return out;
+}
+
+MHD_Result respond(MHD_Connection* connection, int status, const std::string& body,
+                   const char* content_type) {
+  MHD_Response* response = MHD_create_response_from_buffer(
+      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  if (content_type != nullptr) MHD_add_response_header(response, "Content-Type", content_type);
+  const MHD_Result r = MHD_queue_response(connection, static_cast<unsigned>(status), response);
+  MHD_destroy_response(response);
+  return r;
+}
+
+// An error answer in the encoding the client used (OTLP/HTTP: a google.rpc.Status).
+MHD_Result respond_error(MHD_Connection* connection, int status, const std::string& message,
+                         bool json) {
+  const int grpc_code = status == 413   ? 8  /* RESOURCE_EXHAUSTED */
+                        : status == 404 ? 12 /* UNIMPLEMENTED */
+                        : status >= 500 ? 13 /* INTERNAL */
+                                        : 3 /* INVALID_ARGUMENT */;
+  if (json) {
+    std::string body = "{\"code\":" + std::to_string(grpc_code) + ",\"message\":";
+    nemo::lens::detail::json::append_string(body, message);
+    body.push_back('}');
+    return respond(connection, status, body, "application/json");
+  }
+  return respond(connection, status, rpc_status_proto(grpc_code, message),
+                 "application/x-protobuf");
+}
+
+}  // namespace
+
+struct HttpReceiver::Impl {
+  CollectorSink& sink;
+  MHD_Daemon* daemon = nullptr;
+  std::mutex mu;
+  std::condition_variable idle;
+  int in_flight = 0;
+
+  explicit Impl(CollectorSink& s) : sink(s) {}
+
+  static MHD_Result handle(void* cls, MHD_Connection* connection, const char* url,
+                           const char* method, const char*, const char* upload_data,
+                           size_t* upload_data_size, void** con_cls) {
+    auto* self = static_cast<Impl*>(cls);
+    auto* request = static_cast<Request*>(*con_cls);
+    if (request == nullptr) {  // first call: headers only
+      request = new Request();
+      *con_cls = request;
+      {
+        std::lock_guard lock(self->mu);
+        ++self->in_flight;
+      }
+      const char* type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Type");
+      const std::string content_type = nemo::lens::detail::to_lower(type == nullptr ? "" : type);
+      const std::string media = content_type.substr(0, content_type.find(';'));
+      request->json = media == "application/json";
+      const char* encoding =
+          MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Encoding");
+      const std::string enc = nemo::lens::detail::to_lower(encoding == nullptr ? "" : encoding);
+      request->gzip = enc == "gzip";
+      const char* length_header =
+          MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
+      const bool has_length = length_header != nullptr;
+      const std::uint64_t length = has_length ? std::strtoull(length_header, nullptr, 10) : 0;
+      const std::optional<Signal> signal = signal_at(url);
+      if (!signal) {
+        request->refuse_status = 404;
+        std::string paths;
+        for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+          if (!self->sink.collects(s)) continue;
+          paths += (paths.empty() ? "" : ", ") + std::string(http_path(s));
+        }
+        request->refuse_reason = "not found: lens collect serves POST " + paths;
+      } else if (!self->sink.collects(*signal)) {
+        request->refuse_status = 404;
+        request->refuse_reason = not_collected_message(*signal);
+      } else if (std::string_view(method) != "POST") {
+        request->refuse_status = 405;
+        request->refuse_reason = "method not allowed: use POST";
+      } else if (media != "application/x-protobuf" && media != "application/json") {
+        request->refuse_status = 415;
+        request->refuse_reason = "unsupported Content-Type '" + content_type +
+                                 "': use application/x-protobuf or application/json";
+      } else if (!enc.empty() && enc != "gzip" && enc != "identity") {
+        request->refuse_status = 415;
+        request->refuse_reason = "unsupported Content-Encoding '" + enc + "': use gzip or none";
+      } else if (has_length && length > self->sink.max_body()) {
+        request->refuse_status = 413;
+        request->refuse_reason = "the body (" + std::to_string(length) +
+                                 " bytes) exceeds the limit of " +
+                                 std::to_string(self->sink.max_body()) + " bytes (--max-body)";
+      } else if (has_length) {
+        request->body.reserve(length);  // at most max_body, checked above
+      }
+      if (signal) request->signal = *signal;
+      if (request->refuse_status != 0) {  // answer now, without reading the body
+        self->sink.count_rejected();
+        return respond_error(connection, request->refuse_status, request->refuse_reason,
+                             request->json);
+      }
+      return MHD_YES;
+    }
+    if (*upload_data_size != 0) {  // a piece of the body
+      if (request->refuse_status == 0) {
+        if (request->body.size() + *upload_data_size > self->sink.max_body()) {
+          request->refuse_status = 413;
+          request->refuse_reason = "the body exceeds the limit of " +
+                                   std::to_string(self->sink.max_body()) + " bytes (--max-body)";
+          request->body.clear();
+          request->body.shrink_to_fit();
+        } else {
+          request->body.append(upload_data, *upload_data_size);
+        }
+      }
+      *upload_data_size = 0;  // consumed (or discarded)
+      return MHD_YES;
+    }
+    // The whole body has arrived (or went over the limit on the way).
+    if (request->refuse_status != 0) {
+      self->sink.count_rejected();
+      return respond_error(connection, request->refuse_status, request->refuse_reason,
+                           request->json);
+    }
+    const Acceptance a =
+        self->sink.accept(request->signal, request->body, request->json, request->gzip);
+    if (a.status != 200) return respond_error(connection, a.status, a.error, request->json);
+    // The OTLP success answer: an empty Export<Signal>ServiceResponse in the request's encoding.
+    return request->json ? respond(connection, 200, "{}", "application/json")
+                         : respond(connection, 200, "", "application/x-protobuf");
+  }
+
+  static void completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+    auto* self = static_cast<Impl*>(cls);
+    auto* request = static_cast<Request*>(*con_cls);
+    if (request == nullptr) return;
+    delete request;
+    *con_cls = nullptr;
+    std::lock_guard lock(self->mu);
+    if (--self->in_flight == 0) self->idle.notify_all();
+  }
+};
+
+HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
+    : impl_(std::make_unique<Impl>(sink)) {
+  sockaddr_storage storage{};
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_EPOLL;
+  if (address.host.find(':') != std::string::npos) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(address.port);
+    if (inet_pton(AF_INET6, address.host.c_str(), &v6->sin6_addr) != 1) {
+      throw ConfigError("Cannot listen on '" + address.to_string() + "': not an IPv6 address.");
+    }
+    flags |= MHD_USE_IPv6;
+  } else {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(address.port);
+    if (inet_pton(AF_INET, address.host.c_str(), &v4->sin_addr) != 1) {
+      throw ConfigError("Cannot listen on '" + address.to_string() +
+                        "': not an IPv4 address (use an address such as 127.0.0.1 or 0.0.0.0).");
+    }
+  }
+  impl_->daemon = MHD_start_daemon(
+      flags, address.port, nullptr, nullptr, &Impl::handle, impl_.get(), MHD_OPTION_SOCK_ADDR,
+      reinterpret_cast<sockaddr*>(&storage), MHD_OPTION_NOTIFY_COMPLETED, &Impl::completed,
+      impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT, 60U,
+      MHD_OPTION_CONNECTION_LIMIT, 256U,
+      // Bodies arrive in pieces of at most this buffer: 1 MiB keeps a batch to a few pieces.
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20), MHD_OPTION_END);
+  if (impl_->daemon == nullptr) {
+    throw ConfigError("Cannot listen for OTLP/HTTP on " + address.to_string() +
+                      " (is the port in use? pick another with --listen).");
+  }
+}
+
+HttpReceiver::~HttpReceiver() { stop(0); }
+
+std::uint16_t HttpReceiver::port() const {
+  if (impl_->daemon == nullptr) return 0;
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(impl_->daemon, MHD_DAEMON_INFO_BIND_PORT);
+  return info == nullptr ? 0 : info->port;
+}
+
+void HttpReceiver::stop(int timeout_ms) {
+  if (impl_->daemon == nullptr) return;
+  const MHD_socket listener = MHD_quiesce_daemon(impl_->daemon);
+  if (listener != MHD_INVALID_SOCKET) ::close(listener);
+  {
+    std::unique_lock lock(impl_->mu);
+    impl_->idle.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                         [&] { return impl_->in_flight == 0; });
+  }
+  MHD_stop_daemon(impl_->daemon);
+  impl_->daemon = nullptr;
+}
+
+}  // namespace nemo::lens::cli

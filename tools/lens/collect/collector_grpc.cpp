@@ -1,0 +1,141 @@
+// The OTLP/gRPC front-end of `lens collect`: a generic callback service, so the request arrives
+// as the same protobuf bytes the HTTP front-end decodes. Built only with NEMO_LENS_WITH_GRPC.
+#include "collect/collector.hpp"
+
+#ifdef NEMO_LENS_WITH_GRPC
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+
+#include <optional>
+#include <string>
+
+#include "nemo/lens/errors.hpp"
+
+namespace nemo::lens::cli {
+
+namespace {
+
+class ExportReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  ExportReactor(grpc::GenericCallbackServerContext* context, CollectorSink& sink) : sink_(sink) {
+    std::optional<Signal> signal;
+    std::string served;
+    for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
+      if (context->method() == grpc_method(s)) signal = s;
+      if (sink_.collects(s)) served += (served.empty() ? "" : ", ") + std::string(grpc_method(s));
+    }
+    if (!signal || !sink_.collects(*signal)) {
+      sink_.count_rejected();
+      Finish(grpc::Status(
+          grpc::StatusCode::UNIMPLEMENTED,
+          signal ? not_collected_message(*signal) : "lens collect serves " + served + " only"));
+      return;
+    }
+    signal_ = *signal;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
+      return;
+    }
+    std::string bytes;
+    std::vector<grpc::Slice> slices;
+    if (request_.Dump(&slices).ok()) {
+      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    const Acceptance a = sink_.accept(signal_, bytes, /*json=*/false, /*gzip=*/false);
+    if (a.status != 200) {
+      Finish(grpc::Status(a.status == 413   ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                          : a.status >= 500 ? grpc::StatusCode::INTERNAL
+                                            : grpc::StatusCode::INVALID_ARGUMENT,
+                          a.error));
+      return;
+    }
+    grpc::Slice empty;
+    response_ = grpc::ByteBuffer(&empty, 1);  // an empty Export<Signal>ServiceResponse
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  CollectorSink& sink_;
+  Signal signal_ = Signal::kTraces;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+class Service final : public grpc::CallbackGenericService {
+ public:
+  explicit Service(CollectorSink& sink) : sink_(sink) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override {
+    return new ExportReactor(context, sink_);
+  }
+
+ private:
+  CollectorSink& sink_;
+};
+
+class Receiver final : public GrpcReceiver {
+ public:
+  Receiver(const ListenAddress& address, CollectorSink& sink) : service_(sink) {
+    grpc::ServerBuilder builder;
+    int selected = 0;
+    builder.AddListeningPort(address.to_string(), grpc::InsecureServerCredentials(), &selected);
+    builder.RegisterCallbackGenericService(&service_);
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<std::size_t>(sink.max_body(), INT32_MAX)));
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || selected == 0) {
+      throw ConfigError(
+          "Cannot listen for OTLP/gRPC on " + address.to_string() +
+          " (is the port in use? pick another with --grpc-listen, or --grpc-listen off).");
+    }
+    port_ = static_cast<std::uint16_t>(selected);
+  }
+
+  ~Receiver() override { stop(0); }
+
+  std::uint16_t port() const override { return port_; }
+
+  void stop(int timeout_ms) override {
+    if (server_ == nullptr) return;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    server_->Wait();
+    server_.reset();
+  }
+
+ private:
+  Service service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress& address,
+                                                 CollectorSink& sink) {
+  return std::make_unique<Receiver>(address, sink);
+}
+
+bool grpc_receiver_built_in() { return true; }
+
+}  // namespace nemo::lens::cli
+
+#else
+
+namespace nemo::lens::cli {
+
+std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress&, CollectorSink&) {
+  return nullptr;
+}
+
+bool grpc_receiver_built_in() { return false; }
+
+}  // namespace nemo::lens::cli
+
+#endif

@@ -1,0 +1,101 @@
+#include "report/convert_chrome.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/json_output.hpp"
+#include "nemo/lens/semconv.hpp"
+#include "report/report_builder.hpp"
+#include "report/report_output.hpp"
+
+namespace nemo::lens::cli {
+namespace {
+
+std::string hex16(std::uint64_t v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<std::size_t>(i)] = kHex[v & 0xf];
+  return out;
+}
+
+}  // namespace
+
+std::string micros_text(std::uint64_t ns) {
+  std::string out = std::to_string(ns / 1000);
+  std::uint64_t frac = ns % 1000;
+  if (frac == 0) return out;
+  std::string digits = std::to_string(frac);
+  digits.insert(0, 3 - digits.size(), '0');
+  while (digits.back() == '0') digits.pop_back();
+  return out + "." + digits;
+}
+
+ChromeTraceWriter::ChromeTraceWriter(std::FILE* out, std::string path)
+    : out_(out), path_(std::move(path)) {
+  std::fputs("{\"traceEvents\":[", out_);
+}
+
+void ChromeTraceWriter::write_event(const std::string& json) {
+  if (!first_)
+    std::fputs(",\n", out_);
+  else
+    std::fputs("\n", out_);
+  first_ = false;
+  std::fwrite(json.data(), 1, json.size(), out_);
+  ++events_;
+}
+
+void ChromeTraceWriter::add(const ParsedRequest& request) {
+  for (const SpanRecord& span : request.spans()) {
+    const SpanResource& resource = request.resources[span.resource];
+    const std::int64_t pid = resource.rank.value_or(kUnknownRankPid);
+    const std::int64_t tid = span.thread_id.value_or(0);
+    const std::string ids = "\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
+    if (processes_.insert(pid).second) {
+      const std::string name = resource.rank ? "rank " + std::to_string(pid) : "rank unknown";
+      write_event("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+                  ",\"tid\":0,\"args\":{\"name\":" + json_string(name) + "}}");
+      write_event("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+                  ",\"tid\":0,\"args\":{\"sort_index\":" + std::to_string(pid) + "}}");
+    }
+    if (threads_.insert({pid, tid}).second) {
+      const std::string name = span.thread_id ? "thread " + std::to_string(tid) : "thread unknown";
+      write_event("{\"name\":\"thread_name\",\"ph\":\"M\"," + ids +
+                  ",\"args\":{\"name\":" + json_string(name) + "}}");
+    }
+    const std::string category = json_string(
+        span.has_group && !span.group.empty() ? std::string_view(span.group) : kNoGroup);
+
+    nlohmann::ordered_json args = span.attributes;
+    args["trace_id"] = span.trace_id;
+    args["span_id"] = hex16(span.span_id);
+    if (span.parent_span_id != 0) args["parent_span_id"] = hex16(span.parent_span_id);
+    if (span.status_code == 2) {
+      args["status"] = "error";
+      if (!span.status_message.empty()) args["status_message"] = span.status_message;
+    }
+    if (!resource.instance_id.empty())
+      args[std::string(semconv::kServiceInstanceId)] = resource.instance_id;
+    buffer_ = "{\"name\":" + json_string(span.name) + ",\"cat\":" + category + ",\"ph\":\"X\"," +
+              ids + ",\"ts\":" + micros_text(span.start_ns) +
+              ",\"dur\":" + micros_text(span.duration_ns()) + ",\"args\":" + dump_json(args) + "}";
+    write_event(buffer_);
+    ++spans_;
+    for (const SpanEventRecord& event : span.events) {
+      buffer_ = "{\"name\":" + json_string(event.name) + ",\"cat\":" + category +
+                ",\"ph\":\"i\",\"s\":\"t\"," + ids + ",\"ts\":" + micros_text(event.time_ns) +
+                ",\"args\":" + dump_json(event.attributes) + "}";
+      write_event(buffer_);
+    }
+  }
+}
+
+void ChromeTraceWriter::finish() {
+  std::fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"lens convert\"}}\n",
+             out_);
+  if (std::fflush(out_) != 0 || std::ferror(out_)) {
+    throw FileError("cannot write '" + path_ + "': " + std::strerror(errno));
+  }
+}
+
+}  // namespace nemo::lens::cli

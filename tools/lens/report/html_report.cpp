@@ -1,0 +1,351 @@
+#include "report/html_report.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/span_reader.hpp"
+#include "report/report_output.hpp"
+
+namespace nemo::lens::cli {
+namespace {
+
+constexpr std::string_view kHead = R"html(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>lens report</title>
+<style>
+:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dee7; --bg: #ffffff; --band: #f4f6fa;
+        --step: #3b73c4; --slow: #d9482b; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1200px; padding: 24px; color: var(--fg); background: var(--bg);
+       font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+p.note, .summary { color: var(--muted); margin: 4px 0; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
+th { background: var(--band); cursor: default; user-select: none; }
+th.sortable { cursor: pointer; }
+td.num, th.num { text-align: right; }
+tr.straggler-row td, tr.is-straggler td { color: var(--slow); font-weight: 600; }
+svg text { font-size: 11px; fill: var(--muted); }
+svg .rank-label { fill: var(--fg); }
+.legend { display: flex; flex-wrap: wrap; gap: 6px 18px; margin: 8px 0; }
+.legend span.swatch { display: inline-block; width: 12px; height: 12px; margin-right: 5px;
+                      vertical-align: -2px; border-radius: 2px; }
+#lens-error { color: var(--slow); white-space: pre-wrap; }
+.scroll { overflow-x: auto; }
+</style>
+</head>
+<body>
+<h1>lens report</h1>
+<div class="summary" id="summary"></div>
+<noscript><p>This page draws its charts and tables with JavaScript; the data is in the
+<code>lens-data</code> script element (the output of <code>lens report --json</code>).</p></noscript>
+<main id="report"></main>
+<script type="application/json" id="lens-data">)html";
+
+constexpr std::string_view kTail = R"html(</script>
+<script>
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var PALETTE = ["#3b73c4", "#e69f00", "#2a9d8f", "#c4458a", "#7a5cc4", "#8c6d31", "#56b4e9",
+                 "#d55e00", "#009e73", "#999999", "#b8860b", "#4b0082"];
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function svgEl(tag, attrs, text) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function digits(v, unit) {
+    var d = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
+    return v.toFixed(d) + unit;
+  }
+  function fmt(ns) {
+    if (ns === null || ns === undefined) return "-";
+    if (ns < 999.5) return Math.round(ns) + "ns";
+    if (ns < 999950) return digits(ns / 1e3, "us");
+    if (ns < 999950000) return digits(ns / 1e6, "ms");
+    return digits(ns / 1e9, "s");
+  }
+  function pct(x) { return x === null || x === undefined ? "-" : (x * 100).toFixed(1) + "%"; }
+  function rankLabel(r) { return r === null ? "?" : String(r); }
+  function section(title, id) {
+    var s = el("section", {id: id});
+    s.appendChild(el("h2", {}, title));
+    document.getElementById("report").appendChild(s);
+    return s;
+  }
+
+  // A table whose numeric columns sort when their header is clicked.
+  function table(columns, rows, rowAttrs) {
+    var t = el("table"), head = el("tr"), body = el("tbody");
+    columns.forEach(function (c, i) {
+      var th = el("th", {"class": (c.num ? "num " : "") + (c.sort ? "sortable" : "")}, c.title);
+      if (c.sort) th.addEventListener("click", function () { sortBy(i); });
+      head.appendChild(th);
+    });
+    var thead = el("thead");
+    thead.appendChild(head);
+    t.appendChild(thead);
+    var order = rows.map(function (r, i) { return i; }), descending = {};
+    function fill() {
+      while (body.firstChild) body.removeChild(body.firstChild);
+      order.forEach(function (i) {
+        var tr = el("tr", rowAttrs ? rowAttrs(rows[i]) : {});
+        columns.forEach(function (c) {
+          tr.appendChild(el("td", c.num ? {"class": "num"} : {}, c.text(rows[i])));
+        });
+        body.appendChild(tr);
+      });
+    }
+    function sortBy(i) {
+      var key = columns[i].sort;
+      descending[i] = !descending[i];
+      order.sort(function (a, b) {
+        var x = key(rows[a]), y = key(rows[b]);
+        var r = x < y ? -1 : x > y ? 1 : 0;
+        return descending[i] ? -r : r;
+      });
+      fill();
+    }
+    fill();
+    t.appendChild(body);
+    var wrap = el("div", {"class": "scroll"});
+    wrap.appendChild(t);
+    return wrap;
+  }
+
+  function summary(d) {
+    var parts = [d.files.length + " file" + (d.files.length === 1 ? "" : "s"),
+                 d.input.spans + " spans", d.ranks.length + " rank" + (d.ranks.length === 1 ? "" : "s"),
+                 d.step.count + " top-level step spans (" + fmt(d.step.total_ns) + ")"];
+    if (d.input.malformed_lines) parts.push(d.input.malformed_lines + " malformed lines skipped");
+    if (d.run_ids.length) parts.push("run " + d.run_ids.join(", "));
+    document.getElementById("summary").textContent = parts.join(" \u00b7 ");
+  }
+
+  function isStraggler(rank) {
+    return rank.steps.some(function (s) { return s.straggler; });
+  }
+
+  function timeline(d) {
+    var s = section("Step timeline per rank", "timeline");
+    var end = 0, shown = 0, total = 0;
+    d.ranks.forEach(function (r) {
+      shown += r.timeline.shown;
+      total += r.timeline.steps;
+      r.timeline.offset_and_duration_ns.forEach(function (p) { end = Math.max(end, p[0] + p[1]); });
+    });
+    if (total === 0) { s.appendChild(el("p", {"class": "note"}, "No spans of group step.")); return; }
+    s.appendChild(el("p", {"class": "note"},
+        "One row per rank; each bar is a top-level step span" +
+        (shown < total ? " (" + shown + " of " + total + " drawn, evenly thinned)" : "") +
+        ". Ranks flagged as stragglers are drawn in red. Time from the first step's start."));
+    var rowH = Math.max(4, Math.min(18, Math.floor(600 / d.ranks.length))), gap = rowH > 8 ? 4 : 1;
+    var left = 70, width = 1100, plot = width - left - 10, top = 6;
+    var height = top + d.ranks.length * (rowH + gap) + 24;
+    var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + height, width: "100%", role: "img",
+                            "aria-label": "step timeline", id: "timeline-svg"});
+    var x = function (ns) { return left + (end > 0 ? ns / end * plot : 0); };
+    for (var t = 0; t <= 5; t++) {
+      var at = end * t / 5, px = x(at);
+      svg.appendChild(svgEl("line", {x1: px, x2: px, y1: top, y2: height - 20, stroke: "#e3e7ee"}));
+      svg.appendChild(svgEl("text", {x: px, y: height - 6, "text-anchor": t === 0 ? "start" : t === 5 ? "end" : "middle"},
+                            "+" + fmt(at)));
+    }
+    d.ranks.forEach(function (r, i) {
+      var y = top + i * (rowH + gap), slow = isStraggler(r);
+      var g = svgEl("g", {"class": "rank-row", "data-rank": rankLabel(r.rank),
+                          "data-straggler": slow ? "true" : "false"});
+      if (rowH >= 9) {
+        g.appendChild(svgEl("text", {"class": "rank-label", x: left - 8, y: y + rowH - 4, "text-anchor": "end"},
+                            "rank " + rankLabel(r.rank)));
+      }
+      g.appendChild(svgEl("rect", {x: left, y: y, width: plot, height: rowH, fill: "#f4f6fa"}));
+      r.timeline.offset_and_duration_ns.forEach(function (p) {
+        var w = Math.max(0.5, x(p[0] + p[1]) - x(p[0]));
+        var bar = svgEl("rect", {"class": "step-bar", x: x(p[0]), y: y, width: w, height: rowH,
+                                 fill: slow ? "#d9482b" : "#3b73c4", "fill-opacity": "0.85"});
+        bar.appendChild(svgEl("title", {}, "rank " + rankLabel(r.rank) + ": " + fmt(p[1]) +
+                                           " at +" + fmt(p[0])));
+        g.appendChild(bar);
+      });
+      svg.appendChild(g);
+    });
+    s.appendChild(svg);
+  }
+
+  function breakdown(d) {
+    var s = section("Where the step time goes (self time by group)", "breakdown");
+    var groups = d.groups.filter(function (g) { return g.in_step_self_ns > 0; });
+    if (!d.step.total_ns || groups.length === 0) {
+      s.appendChild(el("p", {"class": "note"}, "No time inside top-level step spans."));
+      return;
+    }
+    s.appendChild(el("p", {"class": "note"},
+        "Self time (a span's time minus its direct children's) of each group inside top-level " +
+        "step spans, as a share of the " + fmt(d.step.total_ns) + " of step time."));
+    var sum = groups.reduce(function (a, g) { return a + g.self_share; }, 0), scale = Math.max(1, sum);
+    var width = 1100, h = 28, xpos = 0;
+    var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + h, width: "100%", role: "img",
+                            "aria-label": "step breakdown", id: "breakdown-svg"});
+    var legend = el("div", {"class": "legend"});
+    groups.forEach(function (g, i) {
+      var w = g.self_share / scale * width, color = PALETTE[i % PALETTE.length];
+      var r = svgEl("rect", {"class": "group-share", "data-group": g.group, x: xpos, y: 0,
+                             width: Math.max(w, 0.5), height: h, fill: color});
+      r.appendChild(svgEl("title", {}, g.group + ": " + fmt(g.in_step_self_ns) + " (" + pct(g.self_share) + ")"));
+      svg.appendChild(r);
+      xpos += w;
+      var item = el("span");
+      item.appendChild(el("span", {"class": "swatch", style: "background:" + color}));
+      item.appendChild(document.createTextNode(g.group + " " + pct(g.self_share) + " (" + fmt(g.in_step_self_ns) + ")"));
+      legend.appendChild(item);
+    });
+    s.appendChild(svg);
+    s.appendChild(legend);
+  }
+
+  function stragglers(d) {
+    var s = section("Stragglers", "stragglers");
+    s.appendChild(el("p", {"class": "note"}, "Ranks whose median step time is more than " +
+        d.stragglers.threshold_pct + "% above the median across ranks."));
+    if (d.stragglers.ranks.length === 0) {
+      s.appendChild(el("p", {"class": "no-stragglers"}, "None."));
+      return;
+    }
+    s.appendChild(table([
+      {title: "rank", text: function (r) { return rankLabel(r.rank); }},
+      {title: "step", text: function (r) { return r.name; }},
+      {title: "median", num: true, text: function (r) { return fmt(r.p50_ns); }},
+      {title: "median across ranks", num: true, text: function (r) { return fmt(r.median_ns); }},
+      {title: "excess", num: true, text: function (r) { return "+" + r.excess_pct.toFixed(1) + "%"; }}
+    ], d.stragglers.ranks, function (r) { return {"class": "straggler-row", "data-rank": rankLabel(r.rank)}; }));
+  }
+
+  function rankSteps(d) {
+    var s = section("Step time per rank", "ranks");
+    var rows = [];
+    d.ranks.forEach(function (r) {
+      r.steps.forEach(function (st) { rows.push({rank: r.rank, step: st}); });
+    });
+    if (rows.length === 0) { s.appendChild(el("p", {"class": "note"}, "No spans of group step.")); return; }
+    s.appendChild(table([
+      {title: "rank", text: function (r) { return rankLabel(r.rank); }, sort: function (r) { return r.rank === null ? Infinity : r.rank; }},
+      {title: "step", text: function (r) { return r.step.name; }},
+      {title: "count", num: true, text: function (r) { return String(r.step.count); }, sort: function (r) { return r.step.count; }},
+      {title: "p50", num: true, text: function (r) { return fmt(r.step.p50_ns); }, sort: function (r) { return r.step.p50_ns; }},
+      {title: "p95", num: true, text: function (r) { return fmt(r.step.p95_ns); }, sort: function (r) { return r.step.p95_ns; }},
+      {title: "max", num: true, text: function (r) { return fmt(r.step.max_ns); }, sort: function (r) { return r.step.max_ns; }}
+    ], rows, function (r) {
+      return {"class": "rank-step-row" + (r.step.straggler ? " is-straggler" : ""), "data-rank": rankLabel(r.rank)};
+    }));
+  }
+
+  function names(d) {
+    var s = section("Time by span group and name", "names");
+    s.appendChild(el("p", {"class": "note"},
+        "step%: time inside top-level step spans as a share of the step time; self%: the same " +
+        "for self time. Click a numeric header to sort." +
+        (d.names.length < d.names_total ? " Showing " + d.names.length + " of " + d.names_total + " rows." : "")));
+    s.appendChild(table([
+      {title: "group", text: function (n) { return n.group; }},
+      {title: "name", text: function (n) { return n.name; }},
+      {title: "count", num: true, text: function (n) { return String(n.count); }, sort: function (n) { return n.count; }},
+      {title: "total", num: true, text: function (n) { return fmt(n.total_ns); }, sort: function (n) { return n.total_ns; }},
+      {title: "mean", num: true, text: function (n) { return fmt(n.mean_ns); }, sort: function (n) { return n.mean_ns; }},
+      {title: "p50", num: true, text: function (n) { return fmt(n.p50_ns); }, sort: function (n) { return n.p50_ns; }},
+      {title: "p95", num: true, text: function (n) { return fmt(n.p95_ns); }, sort: function (n) { return n.p95_ns; }},
+      {title: "max", num: true, text: function (n) { return fmt(n.max_ns); }, sort: function (n) { return n.max_ns; }},
+      {title: "step%", num: true, text: function (n) { return pct(n.step_share); }, sort: function (n) { return n.step_share || 0; }},
+      {title: "self%", num: true, text: function (n) { return pct(n.self_share); }, sort: function (n) { return n.self_share || 0; }}
+    ], d.names, function (n) { return {"class": "name-row", "data-group": n.group}; }));
+  }
+
+  function truncatedAndMalformed(d) {
+    if (d.truncated.count > 0) {
+      var s = section("Truncated spans (" + d.truncated.count + ")", "truncated");
+      s.appendChild(el("p", {"class": "note"}, "Spans still open at shutdown, ended there."));
+      s.appendChild(table([
+        {title: "rank", text: function (t) { return rankLabel(t.rank); }},
+        {title: "group", text: function (t) { return t.group; }},
+        {title: "name", text: function (t) { return t.name; }},
+        {title: "duration", num: true, text: function (t) { return fmt(t.duration_ns); }}
+      ], d.truncated.spans, function () { return {"class": "truncated-row"}; }));
+    }
+    if (d.malformed.count > 0) {
+      var m = section("Malformed lines (" + d.malformed.count + ", skipped)", "malformed");
+      m.appendChild(table([
+        {title: "file", text: function (l) { return l.file; }},
+        {title: "line", num: true, text: function (l) { return String(l.line); }},
+        {title: "error", text: function (l) { return l.error; }}
+      ], d.malformed.lines, function () { return {"class": "malformed-row"}; }));
+    }
+  }
+
+  try {
+    var d = JSON.parse(document.getElementById("lens-data").textContent);
+    summary(d);
+    timeline(d);
+    breakdown(d);
+    stragglers(d);
+    rankSteps(d);
+    names(d);
+    truncatedAndMalformed(d);
+    document.body.appendChild(el("div", {id: "lens-rendered", hidden: "",
+        "data-ranks": String(d.ranks.length), "data-stragglers": String(d.stragglers.ranks.length),
+        "data-names": String(d.names.length), "data-steps": String(d.step.count)}));
+    document.documentElement.setAttribute("data-lens-rendered", "ok");
+  } catch (e) {
+    document.documentElement.setAttribute("data-lens-rendered", "error");
+    document.getElementById("report").appendChild(el("pre", {id: "lens-error"},
+        "The report could not be drawn: " + (e && e.stack ? e.stack : e)));
+  }
+})();
+</script>
+</body>
+</html>
+)html";
+
+}  // namespace
+
+std::string html_report(const nlohmann::ordered_json& data) {
+  // Inside <script>, "</script" or "<!--" would end or confuse the element: JSON allows "<" only
+  // inside strings, where \u003c means the same.
+  const std::string json = dump_json(data);
+  std::string out(kHead);
+  out.reserve(kHead.size() + json.size() + kTail.size() + 64);
+  for (char c : json) {
+    if (c == '<') {
+      out += "\\u003c";
+    } else {
+      out += c;
+    }
+  }
+  out += kTail;
+  return out;
+}
+
+void write_text_file(const std::string& path, std::string_view text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw FileError("cannot write '" + path + "': " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int saved = errno;
+  if (std::fclose(f) != 0 || !written) {
+    throw FileError("cannot write '" + path + "': " + std::strerror(written ? errno : saved));
+  }
+}
+
+}  // namespace nemo::lens::cli

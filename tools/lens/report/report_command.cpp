@@ -1,0 +1,118 @@
+// lens report: where the time went, from OTLP JSON Lines files.
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "common/cli.hpp"
+#include "common/input_args.hpp"
+#include "common/span_reader.hpp"
+#include "report/html_report.hpp"
+#include "report/report_builder.hpp"
+#include "report/report_output.hpp"
+
+namespace nemo::lens::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"help(usage: lens report FILE... [--json] [--straggler-threshold PCT] [--top N]
+                   [--html OUT.html]
+
+Reads OTLP JSON Lines (what `lens collect` and the file exporter write; several files, e.g. one
+per rank, are read as one job; - is standard input) and prints where the time went:
+  - per span group (nemo.span.group, "(none)" when absent) and span name: count, total, mean,
+    p50, p95, max, and the share of the step time spent in those spans (step%: their time
+    inside top-level step spans; self%: the same minus their children's time);
+  - the step time split by group (self time inside top-level step spans);
+  - per rank (dl.rank): count, p50, p95 and max of its top-level step spans (spans of group
+    step with no ancestor of group step on that rank);
+  - stragglers: ranks whose median step time exceeds the median across ranks by more than PCT
+    percent;
+  - truncated spans (nemo.span.truncated) and malformed lines, which are skipped;
+  - metrics (lines of OTLP metrics, as `lens collect --metrics-out` writes), per metric name and
+    rank (dl.rank, else service.instance.id): a sum's last cumulative value (or its deltas
+    added up), a gauge's last value, a histogram's count, sum, mean, and p50, p95 and max
+    estimated from its buckets. Lines of logs are counted and skipped.
+Percentiles are exact up to 256 values, then within 1 %. The files are streamed: memory grows
+with the number of distinct groups, names, ranks and metric series, not with the number of
+spans or points.
+
+options:
+  --json                     print one JSON object on one line instead (docs/report.md)
+  --straggler-threshold PCT  how far above the median across ranks a rank's median step time
+                             must be to make it a straggler, in percent (default 20)
+  --top N                    the per-name table keeps the N rows with the most time (default 20
+                             for the text and the HTML page, all in --json unless given; 0: all)
+  --html OUT.html            also write a self-contained HTML page: step timeline per rank, the
+                             step broken down by group, stragglers and the per-name table
+  -h, --help                 show this help and exit
+
+exit status: 0 on success (malformed lines included: they are reported, not fatal), 2 for a bad
+command line or a file that cannot be read or written.
+)help";
+
+constexpr FlagSpec kFlags[] = {
+    {"--json", false}, {"--straggler-threshold", true}, {"--top", true}, {"--html", true}};
+
+int run_report(std::span<const std::string_view> args) {
+  const InputArgs in = split_input_args(args, kFlags);
+  const ParsedFlags flags = parse_flags(in.flag_args, kFlags);
+  if (in.files.empty()) throw UsageError("no input FILE given");
+  ReportOptions options;
+  if (auto t = flags.value("--straggler-threshold")) {
+    options.straggler_threshold_pct = non_negative_number(*t, "--straggler-threshold");
+  }
+  const int top = flags.int_value_or("--top", 20);
+  if (top < 0) {
+    throw UsageError("invalid value '" + std::to_string(top) + "' for --top: expected N >= 0");
+  }
+  const std::optional<std::string> html_path = flags.value("--html");
+  if (html_path && html_path->empty()) throw UsageError("--html requires a file name");
+
+  try {
+    std::vector<InputFile> files;  // all opened first: a missing one fails before any work
+    files.reserve(in.files.size());
+    for (const std::string& path : in.files) files.emplace_back(path);
+
+    SpanLineReader reader({.metrics = true});
+    ReportBuilder builder;
+    for (InputFile& file : files) {
+      builder.add_file(file.path());
+      reader.read(
+          file, [&](const ParsedRequest& request) { builder.add(request); },
+          [&](const MalformedLine& line) { builder.add_malformed(line); });
+    }
+    const Report report = builder.finish(options, reader.counts());
+    if (html_path) {
+      write_text_file(*html_path, html_report(report_json(report, static_cast<std::size_t>(top))));
+    }
+    if (flags.has("--json")) {
+      const std::optional<std::size_t> json_top =
+          flags.has("--top") ? std::optional<std::size_t>(top) : std::nullopt;
+      std::cout << dump_json(report_json(report, json_top)) << '\n';
+    } else {
+      std::cout << report_text(report, static_cast<std::size_t>(top));
+    }
+    if (report.input.malformed > 0) {
+      std::cout.flush();
+      std::cerr << "lens report: skipped " << report.input.malformed << " malformed line"
+                << (report.input.malformed == 1 ? "" : "s") << " (listed in the report)\n";
+    }
+    return 0;
+  } catch (const FileError& e) {
+    std::cerr << "lens report: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+}  // namespace
+
+const Command& report_command() {
+  static constexpr Command kCommand{
+      "report", "summarise spans: time per group and name, step time per rank, stragglers", kHelp,
+      run_report};
+  return kCommand;
+}
+
+}  // namespace nemo::lens::cli

@@ -1,0 +1,263 @@
+#include "report/report_metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace nemo::lens::cli {
+
+const char* metric_type_name(MetricType type) {
+  switch (type) {
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kSum:
+      return "sum";
+    case MetricType::kHistogram:
+      return "histogram";
+    case MetricType::kExponentialHistogram:
+      return "exponential_histogram";
+    case MetricType::kSummary:
+      return "summary";
+    case MetricType::kNone:
+      break;
+  }
+  return "none";
+}
+
+// ---- BucketHistogram ----
+
+BucketHistogram BucketHistogram::of(const MetricPoint& point) {
+  BucketHistogram h;
+  h.empty = false;
+  h.count = point.count;
+  h.has_sum = point.sum.has_value();
+  h.sum = point.sum.value_or(0);
+  h.min = point.min;
+  h.max = point.max;
+  h.bounds = point.explicit_bounds;
+  h.counts = point.bucket_counts;
+  return h;
+}
+
+void BucketHistogram::merge(const BucketHistogram& other) {
+  if (other.empty) return;
+  if (empty) {
+    *this = other;
+    return;
+  }
+  if (other.count > 0) {
+    if (count == 0) {
+      min = other.min;
+      max = other.max;
+    } else {
+      min = min && other.min ? std::optional(std::min(*min, *other.min)) : std::nullopt;
+      max = max && other.max ? std::optional(std::max(*max, *other.max)) : std::nullopt;
+    }
+  }
+  count += other.count;
+  has_sum = has_sum && other.has_sum;
+  sum += other.sum;
+  if (other.counts.empty()) return;
+  if (counts.empty()) {
+    bounds = other.bounds;
+    counts = other.counts;
+    return;
+  }
+  if (bounds == other.bounds) {
+    for (std::size_t i = 0; i < counts.size(); ++i) counts[i] += other.counts[i];
+    return;
+  }
+  // Other bounds: each bucket goes to the one of ours that holds its upper bound.
+  for (std::size_t i = 0; i < other.counts.size(); ++i) {
+    std::size_t j = bounds.size();  // the overflow bucket
+    if (i < other.bounds.size()) {
+      j = static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), other.bounds[i]) -
+                                   bounds.begin());
+    }
+    counts[j] += other.counts[i];
+  }
+}
+
+std::optional<double> BucketHistogram::quantile(double q) const {
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : counts) total += c;
+  if (total == 0) return std::nullopt;
+  const double rank = q * static_cast<double>(total);
+  std::uint64_t below = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    const std::uint64_t c = counts[i];
+    if (c == 0) continue;
+    if (static_cast<double>(below + c) < rank && below + c < total) {
+      below += c;
+      continue;
+    }
+    double lower = 0, upper = 0;
+    if (i > 0) {
+      lower = bounds[i - 1];
+    } else if (min) {
+      lower = *min;
+    } else if (!bounds.empty()) {
+      lower = bounds[0] > 0 ? 0 : bounds[0];
+    } else {
+      return std::nullopt;  // one bucket, no extremes: nothing to place the values by
+    }
+    if (i < bounds.size()) {
+      upper = bounds[i];
+    } else if (max) {
+      upper = *max;
+    } else if (!bounds.empty()) {
+      upper = bounds.back();
+    } else {
+      return std::nullopt;
+    }
+    if (min) lower = std::max(lower, *min);
+    if (max) upper = std::min(upper, *max);
+    if (upper < lower) upper = lower;
+    const double fraction =
+        std::clamp((rank - static_cast<double>(below)) / static_cast<double>(c), 0.0, 1.0);
+    return lower + (upper - lower) * fraction;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> BucketHistogram::max_estimate() const {
+  if (max) return max;
+  for (std::size_t i = counts.size(); i-- > 0;) {
+    if (counts[i] == 0) continue;
+    if (i < bounds.size()) return bounds[i];
+    if (!bounds.empty()) return bounds.back();
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// ---- MetricAggregator ----
+
+void MetricAggregator::Number::add(const MetricPoint& p) {
+  Number n;
+  n.is_int = p.is_int;
+  n.int_value = p.int_value;
+  n.value = p.value;
+  add(n);
+}
+
+void MetricAggregator::Number::add(const Number& n) {
+  value += n.value;
+  if (is_int && n.is_int) {
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(int_value, n.int_value, &sum)) {
+      is_int = false;
+    } else {
+      int_value = sum;
+    }
+  } else {
+    is_int = false;
+  }
+}
+
+void MetricAggregator::add(const ParsedRequest& request) {
+  for (const MetricRecord& m : request.metrics) {
+    if (m.type == MetricType::kNone) continue;
+    const SpanResource& r = request.resources[m.resource];
+    const int rank_class = r.rank ? 0 : !r.instance_id.empty() ? 1 : 2;
+    State& s =
+        metrics_[Key{m.name, rank_class, r.rank.value_or(0),
+                     rank_class == 1 ? r.instance_id : std::string(), static_cast<int>(m.type)}];
+    if (!m.unit.empty()) s.unit = m.unit;
+    if (s.instance_id.empty()) s.instance_id = r.instance_id;
+    const bool delta =
+        m.temporality == 1 && m.type != MetricType::kGauge && m.type != MetricType::kSummary;
+    if (m.type == MetricType::kSum || m.type == MetricType::kHistogram ||
+        m.type == MetricType::kExponentialHistogram) {
+      s.temporalities |= delta ? 2u : 4u;
+    }
+    if (m.type == MetricType::kSum) s.monotonic = m.monotonic;
+    for (const MetricPoint& p : m.points) {
+      ++s.points;
+      Series& series = s.series[p.series];
+      if (m.type == MetricType::kGauge || m.type == MetricType::kSum) {
+        if (!p.has_value) continue;
+        Number n;
+        n.add(p);
+        if (delta) {
+          series.has_delta = true;
+          series.delta.add(n);
+          continue;
+        }
+        if (!series.has_latest || p.time_ns >= series.latest_time) {
+          series.has_latest = true;
+          series.latest_time = p.time_ns;
+          series.latest = n;
+        }
+        if (m.type == MetricType::kGauge && (!s.has_latest || p.time_ns >= s.latest_time)) {
+          s.has_latest = true;
+          s.latest_time = p.time_ns;
+          s.latest = n;
+        }
+        continue;
+      }
+      if (delta) {
+        series.has_delta = true;
+        series.delta_histogram.merge(BucketHistogram::of(p));
+      } else if (!series.has_latest || p.time_ns >= series.latest_time) {
+        series.has_latest = true;
+        series.latest_time = p.time_ns;
+        series.latest_histogram = BucketHistogram::of(p);
+      }
+    }
+  }
+}
+
+std::vector<MetricRow> MetricAggregator::finish() const {
+  std::vector<MetricRow> rows;
+  for (const auto& [key, s] : metrics_) {
+    MetricRow row;
+    const auto& [name, rank_class, rank, instance_id, type] = key;
+    row.name = name;
+    row.type = static_cast<MetricType>(type);
+    if (rank_class == 0) row.rank = rank;
+    row.instance_id = rank_class == 1 ? instance_id : s.instance_id;
+    row.unit = s.unit;
+    row.temporality = s.temporalities == 2u   ? "delta"
+                      : s.temporalities == 4u ? "cumulative"
+                      : s.temporalities == 6u ? "mixed"
+                                              : "";
+    row.monotonic = s.monotonic;
+    row.series = s.series.size();
+    row.points = s.points;
+    if (row.type == MetricType::kGauge || row.type == MetricType::kSum) {
+      Number total;
+      if (row.type == MetricType::kGauge) {
+        row.has_value = s.has_latest;
+        total = s.latest;
+      } else {
+        for (const auto& [attributes, series] : s.series) {
+          if (series.has_latest) total.add(series.latest);
+          if (series.has_delta) total.add(series.delta);
+          row.has_value = row.has_value || series.has_latest || series.has_delta;
+        }
+      }
+      row.is_int = total.is_int;
+      row.int_value = total.int_value;
+      row.value = total.is_int ? static_cast<double>(total.int_value) : total.value;
+    } else {
+      BucketHistogram total;
+      for (const auto& [attributes, series] : s.series) {
+        if (series.has_latest) total.merge(series.latest_histogram);
+        if (series.has_delta) total.merge(series.delta_histogram);
+      }
+      row.count = total.count;
+      if (!total.empty && total.has_sum) {
+        row.sum = total.sum;
+        if (total.count > 0) row.mean = total.sum / static_cast<double>(total.count);
+      }
+      row.p50 = total.quantile(0.5);
+      row.p95 = total.quantile(0.95);
+      row.max = total.max_estimate();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace nemo::lens::cli

@@ -1,0 +1,124 @@
+// The metrics section of `lens report`: the OTLP metrics found in the input lines
+// (resourceMetrics), aggregated per metric name and rank. Memory grows with the number of distinct
+// series (metric, rank, attribute set) and their histogram buckets, never with the number of points
+// or lines.
+//
+//   MetricAggregator metrics;
+//   reader.read(file, [&](const ParsedRequest& r) { metrics.add(r); }, ...);
+//   std::vector<MetricRow> rows = metrics.finish();  // by name, then rank
+//
+// Per series (one attribute set of one metric of one rank): a sum is its last cumulative value
+// (the point with the latest timeUnixNano) plus the sum of its delta points; a histogram the
+// same, bucket by bucket. A row adds up its series; a gauge row is the value of the latest point
+// of any of its series. Rules and limits: docs/report.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/span_reader.hpp"
+
+namespace nemo::lens::cli {
+
+/// One metric of one rank, over every point read.
+struct MetricRow {
+  std::string name;
+  std::string unit;
+  MetricType type = MetricType::kNone;
+  std::optional<std::int64_t> rank;  // dl.rank of the resource
+  std::string instance_id;           // service.instance.id (the first seen): the rank's label
+                                     // without dl.rank
+  /// Sums and histograms: "cumulative" (unspecified counts as cumulative), "delta", or "mixed"
+  /// when both were seen; empty for gauges and summaries.
+  std::string temporality;
+  bool monotonic = false;    // sums
+  std::uint64_t series = 0;  // distinct attribute sets
+  std::uint64_t points = 0;  // data points read
+  // Gauges and sums: the value (an integer when every point contributing to it was asInt).
+  bool has_value = false;
+  bool is_int = false;
+  std::int64_t int_value = 0;
+  double value = 0;
+  // Histograms, exponential histograms and summaries.
+  std::uint64_t count = 0;
+  std::optional<double> sum, mean, p50, p95, max;
+};
+
+/// "sum", "gauge", "histogram", "exponential_histogram", "summary" (or "none").
+const char* metric_type_name(MetricType type);
+
+/// The distribution a histogram's buckets describe, with what it knows of its extremes. `counts`
+/// has one more entry than `bounds` (bucket i holds the values in (bounds[i-1], bounds[i]]), or
+/// none at all (exponential histograms and summaries: count and sum only).
+struct BucketHistogram {
+  bool empty = true;  // nothing merged yet
+  std::uint64_t count = 0;
+  bool has_sum = true;
+  double sum = 0;
+  std::optional<double> min, max;  // known only when every merged point carried them
+  std::vector<double> bounds;
+  std::vector<std::uint64_t> counts;
+
+  /// Adds a point's (or another histogram's) counts. Different bounds are re-bucketed into this
+  /// one's: each incoming bucket goes whole to the bucket holding its upper bound.
+  void merge(const BucketHistogram& other);
+  static BucketHistogram of(const MetricPoint& point);
+
+  /// The q-quantile (0 <= q <= 1) estimated from the buckets: the bucket holding rank q·count, by
+  /// linear interpolation between its bounds. The first bucket starts at min (else 0, or its
+  /// upper bound when that is not positive), the last ends at max (else at the highest bound);
+  /// estimates are clamped to [min, max]. Empty without buckets or counts.
+  std::optional<double> quantile(double q) const;
+  /// max when known, else the upper bound of the highest non-empty bucket (the highest bound for
+  /// the overflow bucket). Empty without buckets or counts.
+  std::optional<double> max_estimate() const;
+};
+
+/// Aggregates the metrics of the requests it is given. Not thread-safe.
+class MetricAggregator {
+ public:
+  void add(const ParsedRequest& request);
+  /// The rows by name, then by rank (numeric dl.rank first, then by service.instance.id, then
+  /// without either), then type.
+  std::vector<MetricRow> finish() const;
+
+ private:
+  struct Number {
+    bool is_int = true;
+    std::int64_t int_value = 0;
+    double value = 0;
+    void add(const MetricPoint& p);
+    void add(const Number& n);
+  };
+  struct Series {
+    bool has_latest = false;  // the latest cumulative point (gauges: any point)
+    std::uint64_t latest_time = 0;
+    Number latest;
+    BucketHistogram latest_histogram;
+    bool has_delta = false;  // the delta points, added up
+    Number delta;
+    BucketHistogram delta_histogram;
+  };
+  // name, rank class (0 dl.rank, 1 instance id only, 2 neither), rank, instance id, type
+  using Key = std::tuple<std::string, int, std::int64_t, std::string, int>;
+  struct State {
+    std::string unit;
+    std::string instance_id;     // the first service.instance.id seen
+    unsigned temporalities = 0;  // bit 1: delta, bit 2: cumulative
+    bool monotonic = false;
+    std::uint64_t points = 0;
+    std::map<std::string, Series> series;  // by attribute set
+    // Gauges: the latest point over every series.
+    bool has_latest = false;
+    std::uint64_t latest_time = 0;
+    Number latest;
+  };
+
+  std::map<Key, State> metrics_;
+};
+
+}  // namespace nemo::lens::cli

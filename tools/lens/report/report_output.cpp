@@ -1,0 +1,440 @@
+#include "report/report_output.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "common/text_table.hpp"
+
+namespace nemo::lens::cli {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string printf_string(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// `value` (in the unit) with four significant digits.
+std::string four_digits(double value, const char* unit) {
+  const char* format = value < 9.9995   ? "%.3f"
+                       : value < 99.995 ? "%.2f"
+                       : value < 999.95 ? "%.1f"
+                                        : "%.0f";
+  return printf_string(format, value) + unit;
+}
+
+std::string percent(double fraction) { return printf_string("%.1f", fraction * 100) + "%"; }
+
+std::string rank_label(const std::optional<std::int64_t>& rank) {
+  return rank ? std::to_string(*rank) : std::string("?");
+}
+
+std::string share_text(std::uint64_t ns, std::uint64_t step_total_ns) {
+  return step_total_ns == 0 ? std::string("-")
+                            : percent(static_cast<double>(ns) / static_cast<double>(step_total_ns));
+}
+
+// The report's tables sit two spaces in from its headings.
+TextTable indented_table(std::vector<TextTable::Column> columns) {
+  return TextTable(std::move(columns), 2);
+}
+
+std::string plural(std::uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::uint64_t rounded(double ns) { return static_cast<std::uint64_t>(std::llround(ns)); }
+
+double round_to(double v, double scale) { return std::round(v * scale) / scale; }
+
+ojson rank_json(const std::optional<std::int64_t>& rank) {
+  return rank ? ojson(*rank) : ojson(nullptr);
+}
+
+ojson share_json(std::uint64_t ns, std::uint64_t step_total_ns) {
+  if (step_total_ns == 0) return nullptr;
+  return round_to(static_cast<double>(ns) / static_cast<double>(step_total_ns), 1e6);
+}
+
+// A metric's value for people: integers (up to 10^15) in full, other numbers with six
+// significant digits.
+std::string metric_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return printf_string("%.0f", v);
+  return printf_string("%.6g", v);
+}
+
+std::string metric_number(const std::optional<double>& v) {
+  return v ? metric_number(*v) : std::string("-");
+}
+
+std::string metric_rank_label(const MetricRow& m) {
+  if (m.rank) return std::to_string(*m.rank);
+  return m.instance_id.empty() ? std::string("?") : m.instance_id;
+}
+
+bool is_distribution(const MetricRow& m) {
+  return m.type != MetricType::kGauge && m.type != MetricType::kSum;
+}
+
+std::string metrics_text(const std::vector<MetricRow>& metrics) {
+  std::string out;
+  TextTable values = indented_table(
+      {{"metric", false}, {"rank", false}, {"kind", false}, {"unit", false}, {"value", true}});
+  TextTable distributions = indented_table({{"metric", false},
+                                            {"rank", false},
+                                            {"kind", false},
+                                            {"unit", false},
+                                            {"count", true},
+                                            {"sum", true},
+                                            {"mean", true},
+                                            {"p50", true},
+                                            {"p95", true},
+                                            {"max", true}});
+  bool have_values = false, have_distributions = false;
+  for (const MetricRow& m : metrics) {
+    const std::string kind = m.type == MetricType::kSum && m.temporality == "delta"
+                                 ? "sum (delta)"
+                                 : metric_type_name(m.type);
+    if (!is_distribution(m)) {
+      have_values = true;
+      values.add({m.name, metric_rank_label(m), kind, m.unit,
+                  !m.has_value ? std::string("-")
+                  : m.is_int   ? std::to_string(m.int_value)
+                               : metric_number(m.value)});
+    } else {
+      have_distributions = true;
+      distributions.add({m.name, metric_rank_label(m), kind, m.unit, std::to_string(m.count),
+                         metric_number(m.sum), metric_number(m.mean), metric_number(m.p50),
+                         metric_number(m.p95), metric_number(m.max)});
+    }
+  }
+  if (have_values) {
+    out +=
+        "\nMetrics: sums and gauges (a sum's last cumulative value, or its deltas added up; a "
+        "gauge's last value)\n";
+    out += values.str();
+  }
+  if (have_distributions) {
+    out +=
+        "\nMetrics: histograms (p50, p95 and max estimated from the buckets when not "
+        "recorded)\n";
+    out += distributions.str();
+  }
+  return out;
+}
+
+ojson optional_json(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
+
+ojson metrics_json(const std::vector<MetricRow>& metrics) {
+  ojson rows = ojson::array();
+  for (const MetricRow& m : metrics) {
+    ojson row = {{"name", m.name},
+                 {"unit", m.unit},
+                 {"type", metric_type_name(m.type)},
+                 {"rank", rank_json(m.rank)},
+                 {"instance_id", m.instance_id},
+                 {"temporality", m.temporality.empty() ? ojson(nullptr) : ojson(m.temporality)},
+                 {"monotonic", m.monotonic},
+                 {"series", m.series},
+                 {"points", m.points}};
+    if (!is_distribution(m)) {
+      row["value"] = !m.has_value ? ojson(nullptr) : m.is_int ? ojson(m.int_value) : ojson(m.value);
+    } else {
+      row["count"] = m.count;
+      row["sum"] = optional_json(m.sum);
+      row["mean"] = optional_json(m.mean);
+      row["p50"] = optional_json(m.p50);
+      row["p95"] = optional_json(m.p95);
+      row["max"] = optional_json(m.max);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string format_duration(double ns) {
+  if (ns < 999.5) return printf_string("%.0f", ns) + "ns";
+  if (ns < 999950) return four_digits(ns / 1e3, "us");
+  if (ns < 999950000) return four_digits(ns / 1e6, "ms");
+  return four_digits(ns / 1e9, "s");
+}
+
+std::string report_text(const Report& r, std::size_t top) {
+  std::string lines_detail = std::to_string(r.input.malformed) + " malformed";
+  if (r.input.metric_lines > 0) {
+    lines_detail += ", " + std::to_string(r.input.metric_lines) + " of metrics";
+  }
+  if (r.input.log_lines > 0) lines_detail += ", " + std::to_string(r.input.log_lines) + " of logs";
+  std::string out = "lens report: " + plural(r.files.size(), "file", "files") + ", " +
+                    plural(r.input.lines, "line", "lines") + " (" + lines_detail + "), " +
+                    plural(r.input.spans, "span", "spans") + ", " +
+                    plural(r.ranks.size(), "rank", "ranks") + "\n";
+  if (!r.run_ids.empty()) {
+    out += (r.run_ids.size() == 1 ? "run: " : "runs: ");
+    for (std::size_t i = 0; i < r.run_ids.size(); ++i) out += (i ? ", " : "") + r.run_ids[i];
+    out += '\n';
+  }
+
+  // Per group and name.
+  const std::size_t shown = top == 0 ? r.names.size() : std::min(top, r.names.size());
+  out += "\nTime by span group and name";
+  if (r.step_total_ns > 0) {
+    out += " (step% and self%: share of the " +
+           format_duration(static_cast<double>(r.step_total_ns)) + " spent in " +
+           plural(r.step_count, "top-level step span", "top-level step spans") + ")";
+  }
+  out += '\n';
+  if (r.names.empty()) {
+    out += "  no spans\n";
+  } else {
+    TextTable t = indented_table({{"group", false},
+                                  {"name", false},
+                                  {"count", true},
+                                  {"total", true},
+                                  {"mean", true},
+                                  {"p50", true},
+                                  {"p95", true},
+                                  {"max", true},
+                                  {"step%", true},
+                                  {"self%", true}});
+    for (std::size_t i = 0; i < shown; ++i) {
+      const NameRow& n = r.names[i];
+      t.add({n.group, n.name, std::to_string(n.count),
+             format_duration(static_cast<double>(n.total_ns)), format_duration(n.mean_ns),
+             format_duration(n.p50_ns), format_duration(n.p95_ns),
+             format_duration(static_cast<double>(n.max_ns)),
+             share_text(n.in_step_ns, r.step_total_ns),
+             share_text(n.in_step_self_ns, r.step_total_ns)});
+    }
+    out += t.str();
+    if (shown < r.names.size()) {
+      out += "  (" + std::to_string(shown) + " of " + std::to_string(r.names.size()) +
+             " rows; --top 0 shows all)\n";
+    }
+  }
+
+  // The step, broken down by group.
+  if (r.step_total_ns > 0) {
+    out += "\nStep time by group (self time inside top-level step spans)\n";
+    TextTable t = indented_table({{"group", false}, {"self", true}, {"share", true}});
+    for (const GroupRow& g : r.groups) {
+      if (g.in_step_self_ns == 0) continue;
+      t.add({g.group, format_duration(static_cast<double>(g.in_step_self_ns)),
+             share_text(g.in_step_self_ns, r.step_total_ns)});
+    }
+    out += t.str();
+  }
+
+  // Per rank.
+  out += "\nStep time per rank (top-level spans of group step)\n";
+  if (r.step_count == 0) {
+    out += "  no spans of group step\n";
+  } else {
+    TextTable t = indented_table({{"rank", false},
+                                  {"name", false},
+                                  {"count", true},
+                                  {"p50", true},
+                                  {"p95", true},
+                                  {"max", true},
+                                  {"", false}});
+    for (const RankRow& rank : r.ranks) {
+      if (rank.steps.empty()) {
+        t.add({rank_label(rank.rank), "-", "0", "-", "-", "-", ""});
+      }
+      for (const RankStepRow& s : rank.steps) {
+        t.add({rank_label(rank.rank), s.name, std::to_string(s.count), format_duration(s.p50_ns),
+               format_duration(s.p95_ns), format_duration(static_cast<double>(s.max_ns)),
+               s.straggler ? "straggler" : ""});
+      }
+    }
+    out += t.str();
+  }
+
+  // Stragglers.
+  const std::string rule = "median step time more than " +
+                           printf_string("%g", r.straggler_threshold_pct) +
+                           "% above the median across ranks";
+  if (r.stragglers.empty()) {
+    out += "\nStragglers (" + rule + "): none\n";
+  } else {
+    out += "\nStragglers (" + rule + ")\n";
+    TextTable t = indented_table({{"rank", false},
+                                  {"name", false},
+                                  {"median", true},
+                                  {"across ranks", true},
+                                  {"excess", true}});
+    for (const StragglerRow& s : r.stragglers) {
+      t.add({rank_label(s.rank), s.name, format_duration(s.p50_ns), format_duration(s.median_ns),
+             "+" + printf_string("%.1f", s.excess_pct) + "%"});
+    }
+    out += t.str();
+  }
+
+  // Truncated spans.
+  if (r.truncated_count == 0) {
+    out += "\nTruncated spans: none\n";
+  } else {
+    out += "\nTruncated spans (" + std::to_string(r.truncated_count) +
+           (r.truncated.size() < r.truncated_count
+                ? ", the first " + std::to_string(r.truncated.size()) + " listed"
+                : std::string()) +
+           ")\n";
+    TextTable t =
+        indented_table({{"rank", false}, {"group", false}, {"name", false}, {"duration", true}});
+    for (const TruncatedRow& s : r.truncated) {
+      t.add({rank_label(s.rank), s.group, s.name,
+             format_duration(static_cast<double>(s.duration_ns))});
+    }
+    out += t.str();
+  }
+
+  out += metrics_text(r.metrics);
+
+  // Malformed lines.
+  if (r.input.malformed == 0) {
+    out += "\nMalformed lines: none\n";
+  } else {
+    out += "\nMalformed lines (" + std::to_string(r.input.malformed) + ", skipped" +
+           (r.malformed.size() < r.input.malformed
+                ? "; the first " + std::to_string(r.malformed.size()) + " listed"
+                : std::string()) +
+           ")\n";
+    for (const MalformedRow& m : r.malformed) {
+      out += "  " + m.file + ":" + std::to_string(m.line) + ": " + m.error + "\n";
+    }
+  }
+  if (r.ancestry.evicted > 0) {
+    out += "\nnote: more than " + std::to_string(ReportBuilder::kMaxPendingParents) +
+           " spans waited for their parents at once; " + std::to_string(r.ancestry.evicted) +
+           " were given up, so step% and the top-level steps are approximate\n";
+  }
+  return out;
+}
+
+ojson report_json(const Report& r, std::optional<std::size_t> top) {
+  ojson j;
+  j["format"] = "lens.report";
+  j["version"] = 1;
+  j["files"] = r.files;
+  j["input"] = {{"lines", r.input.lines},
+                {"requests", r.input.requests},
+                {"spans", r.input.spans},
+                {"metric_lines", r.input.metric_lines},
+                {"data_points", r.input.data_points},
+                {"log_lines", r.input.log_lines},
+                {"malformed_lines", r.input.malformed}};
+  j["run_ids"] = r.run_ids;
+  j["step"] = {{"group", kStepGroup}, {"count", r.step_count}, {"total_ns", r.step_total_ns}};
+
+  ojson names = ojson::array();
+  const std::size_t shown = !top || *top == 0 ? r.names.size() : std::min(*top, r.names.size());
+  for (std::size_t i = 0; i < shown; ++i) {
+    const NameRow& n = r.names[i];
+    names.push_back({{"group", n.group},
+                     {"name", n.name},
+                     {"count", n.count},
+                     {"total_ns", n.total_ns},
+                     {"mean_ns", rounded(n.mean_ns)},
+                     {"p50_ns", rounded(n.p50_ns)},
+                     {"p95_ns", rounded(n.p95_ns)},
+                     {"max_ns", n.max_ns},
+                     {"in_step_ns", n.in_step_ns},
+                     {"in_step_self_ns", n.in_step_self_ns},
+                     {"step_share", share_json(n.in_step_ns, r.step_total_ns)},
+                     {"self_share", share_json(n.in_step_self_ns, r.step_total_ns)}});
+  }
+  j["names"] = std::move(names);
+  j["names_total"] = r.names.size();
+
+  ojson groups = ojson::array();
+  for (const GroupRow& g : r.groups) {
+    groups.push_back({{"group", g.group},
+                      {"count", g.count},
+                      {"total_ns", g.total_ns},
+                      {"in_step_ns", g.in_step_ns},
+                      {"in_step_self_ns", g.in_step_self_ns},
+                      {"step_share", share_json(g.in_step_ns, r.step_total_ns)},
+                      {"self_share", share_json(g.in_step_self_ns, r.step_total_ns)}});
+  }
+  j["groups"] = std::move(groups);
+
+  ojson ranks = ojson::array();
+  for (const RankRow& rank : r.ranks) {
+    ojson steps = ojson::array();
+    for (const RankStepRow& s : rank.steps) {
+      steps.push_back({{"name", s.name},
+                       {"count", s.count},
+                       {"total_ns", s.total_ns},
+                       {"p50_ns", rounded(s.p50_ns)},
+                       {"p95_ns", rounded(s.p95_ns)},
+                       {"max_ns", s.max_ns},
+                       {"straggler", s.straggler}});
+    }
+    ojson timeline = ojson::array();
+    for (const TimelineStep& s : rank.timeline) {
+      timeline.push_back({s.start_ns - r.timeline_origin_ns, s.duration_ns});
+    }
+    ranks.push_back({{"rank", rank_json(rank.rank)},
+                     {"instance_id", rank.instance_id},
+                     {"spans", rank.spans},
+                     {"steps", std::move(steps)},
+                     {"timeline",
+                      {{"steps", rank.timeline_steps},
+                       {"shown", rank.timeline.size()},
+                       {"offset_and_duration_ns", std::move(timeline)}}}});
+  }
+  j["ranks"] = std::move(ranks);
+  j["timeline_origin_unix_ns"] = r.timeline_origin_ns;
+
+  ojson step_names = ojson::array();
+  for (const StepNameRow& s : r.step_names) {
+    step_names.push_back(
+        {{"name", s.name}, {"ranks", s.ranks}, {"median_ns", rounded(s.median_ns)}});
+  }
+  j["step_names"] = std::move(step_names);
+
+  ojson stragglers = ojson::array();
+  for (const StragglerRow& s : r.stragglers) {
+    stragglers.push_back({{"rank", rank_json(s.rank)},
+                          {"name", s.name},
+                          {"p50_ns", rounded(s.p50_ns)},
+                          {"median_ns", rounded(s.median_ns)},
+                          {"excess_pct", round_to(s.excess_pct, 100)}});
+  }
+  j["stragglers"] = {{"threshold_pct", r.straggler_threshold_pct},
+                     {"ranks", std::move(stragglers)}};
+
+  ojson truncated = ojson::array();
+  for (const TruncatedRow& s : r.truncated) {
+    truncated.push_back({{"rank", rank_json(s.rank)},
+                         {"group", s.group},
+                         {"name", s.name},
+                         {"duration_ns", s.duration_ns}});
+  }
+  j["truncated"] = {{"count", r.truncated_count}, {"spans", std::move(truncated)}};
+
+  ojson malformed = ojson::array();
+  for (const MalformedRow& m : r.malformed) {
+    malformed.push_back({{"file", m.file}, {"line", m.line}, {"error", m.error}});
+  }
+  j["malformed"] = {{"count", r.input.malformed}, {"lines", std::move(malformed)}};
+  j["ancestry"] = {{"evicted", r.ancestry.evicted},
+                   {"unresolved", r.ancestry.unresolved},
+                   {"peak_pending", r.ancestry.peak_pending}};
+  j["metrics"] = metrics_json(r.metrics);
+  return j;
+}
+
+std::string dump_json(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace nemo::lens::cli
