@@ -3,12 +3,13 @@
 // Input: header values separated by '\n': `traceparent`, then `tracestate`, then `baggage` (which
 // takes the rest of the input, '\n' included); a header without a line is absent. Properties,
 // each checked against the documented rules rather than the implementation:
-//   - extraction never crashes; a valid context is remote, keeps only the sampled flag and the ids
-//     of the `traceparent` text; baggage keys are tokens, values valid UTF-8, at most 180 members;
+//   - extraction never crashes; a valid context is remote, keeps the ids and the sampled and
+//     random flags of the `traceparent` text; baggage keys are tokens, values valid UTF-8, at
+//     most 180 members;
 //   - header names match in any case: the values under mixed-case names extract the same;
 //   - what lens writes reads back the same: inject_context(ctx, carrier, baggage), into an empty
 //     carrier and over the received headers (with and without the trace state), then
-//     extract_context gives ctx's ids, sampled flag and trace state, and the baggage members the
+//     extract_context gives ctx's ids, flags and trace state, and the baggage members the
 //     documented limits keep (at most 64, in at most 8192 bytes, a member dropped whole);
 //   - the binary form of an extracted context deserialises to the same context.
 #include <cstddef>
@@ -156,12 +157,14 @@ void check_extracted(const ExtractedContext& in, const Carrier& carrier) {
   const SpanContext& ctx = in.context;
   if (ctx.is_valid()) {
     LENS_FUZZ_CHECK(ctx.is_remote);
-    LENS_FUZZ_CHECK(ctx.trace_flags <= 1);
-    // The ids are those of the traceparent text: "vv-<trace id>-<span id>-ff...".
+    // The ids and flags are those of the traceparent text: "vv-<trace id>-<span id>-ff...", of
+    // the flags only the two W3C Level 2 defines (sampled, random).
     const std::string_view tp = trim_ows(carrier.at("traceparent"));
     LENS_FUZZ_CHECK(tp.size() >= 55);
     LENS_FUZZ_CHECK(tp.substr(3, 32) == ctx.trace_id.to_hex());
     LENS_FUZZ_CHECK(tp.substr(36, 16) == ctx.span_id.to_hex());
+    const int flags = std::stoi(std::string(tp.substr(53, 2)), nullptr, 16);
+    LENS_FUZZ_CHECK(ctx.trace_flags == (flags & 3));
   } else {
     LENS_FUZZ_CHECK(ctx.trace_state.empty());  // read only with a valid traceparent
   }
@@ -183,7 +186,7 @@ void check_round_trip(const SpanContext& ctx, const Baggage& baggage, const Bagg
   if (ctx.is_valid()) {
     LENS_FUZZ_CHECK(out.context.trace_id == ctx.trace_id);
     LENS_FUZZ_CHECK(out.context.span_id == ctx.span_id);
-    LENS_FUZZ_CHECK(out.context.is_sampled() == ctx.is_sampled());
+    LENS_FUZZ_CHECK(out.context.trace_flags == (ctx.trace_flags & 3));
     LENS_FUZZ_CHECK(out.context.trace_state == ctx.trace_state);
     LENS_FUZZ_CHECK(out.context.is_remote);
   }
