@@ -1,5 +1,6 @@
 // lens config: the configuration the environment gives, checked as set-up would check it.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "control/settings.hpp"
 #include "export/otlp.hpp"
 #include "nemo/lens/config.hpp"
+#include "nemo/lens/propagation.hpp"
 #include "nemo/lens/ranks.hpp"
 #include "nemo/lens/strategies.hpp"
 #include "nvtx/settings.hpp"
@@ -34,7 +36,8 @@ fills an empty one from SLURM_JOB_ID or at random. Four fields near the end are 
 settings (docs/control.md): the control endpoint, its directory, which open spans are tracked
 for `lens ctl dump`, and the hang watchdog's timeout (0: off); then the NVTX settings
 (docs/nvtx.md): the mode, whether an NVTX tool is attached (NVTX_INJECTION64_PATH, as under
-Nsight Systems) and whether span sites open NVTX ranges. R and W default to what the launcher's
+Nsight Systems) and whether span sites open NVTX ranges; last, the context this process would
+continue from TRACEPARENT/TRACESTATE (docs/distributed.md; empty when unset). R and W default to what the launcher's
 variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
 rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
 command_line (--rank).
@@ -51,11 +54,11 @@ options:
 variables: <P>_ENABLED, <P>_EXPORT_STRATEGY, <P>_EXPORT_RANK, <P>_EXPORT_SAMPLE_RATE,
 <P>_SAMPLER_ENABLED, <P>_TRACES_ENABLED, <P>_METRICS_ENABLED, <P>_LOGS_ENABLED, <P>_SPAN_GROUPS,
 <P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, <P>_CONTROL, <P>_CONTROL_DIR, <P>_TRACK_OPEN,
-<P>_HANG_TIMEOUT, <P>_NVTX, NVTX_INJECTION64_PATH, XDG_RUNTIME_DIR, OTEL_SERVICE_NAME,
-OTEL_SDK_DISABLED, WANDB_ENTITY, WANDB_PROJECT, LOCAL_RANK for the first_rank_per_node strategy,
-and the launcher variables
-OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
-PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID.
+<P>_HANG_TIMEOUT, <P>_NVTX, NVTX_INJECTION64_PATH, TRACEPARENT, TRACESTATE, XDG_RUNTIME_DIR,
+OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY, WANDB_PROJECT, LOCAL_RANK for the
+first_rank_per_node strategy, and the launcher variables OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK},
+RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS
+and SLURM_LOCALID.
 
 exit status: 0 on success, 2 for a bad command line or an invalid configuration.
 )";
@@ -85,6 +88,22 @@ struct JsonText {
   std::string operator()(const std::string& v) const { return json_string(v); }
   std::string operator()(const GroupSet& v) const { return json_string_array(v); }
 };
+
+// The context TRACEPARENT (with TRACESTATE) hands this process, as set-up reads it: the
+// traceparent lens continues, "" when unset, "ignored: ..." when set-up would ignore it.
+std::string inherited_context() {
+  const char* traceparent = std::getenv("TRACEPARENT");
+  if (traceparent == nullptr || detail::trim(traceparent).empty()) return "";
+  Carrier carrier{{"traceparent", traceparent}};
+  if (const char* trace_state = std::getenv("TRACESTATE")) carrier["tracestate"] = trace_state;
+  const SpanContext ctx = extract_context(carrier).context;
+  if (!ctx.is_valid()) return "ignored: TRACEPARENT is not a W3C traceparent";
+  Carrier out;
+  inject_context(ctx, out);
+  std::string text = out["traceparent"];
+  if (auto it = out.find("tracestate"); it != out.end()) text += " tracestate=" + it->second;
+  return text;
+}
 
 // Where from_env() read `key` from, as `VARIABLE='value'`, or `field='value'` for a default.
 std::string origin(const NemoLensConfig& config, std::string_view key, std::string_view field,
@@ -170,6 +189,7 @@ int run(std::span<const std::string_view> args) {
       {"nvtx", std::string(detail::nvtx_mode_name(nvtx))},
       {"nvtx_tool_attached", detail::nvtx_tool_attached()},
       {"nvtx_emits", config.enabled && detail::nvtx_emits(nvtx)},
+      {"inherited_context", inherited_context()},
   };
   std::vector<Field> fields = std::move(fields_before);
   if (detail::to_lower(detail::trim(config.exporter)) == "otlp") {
