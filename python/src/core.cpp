@@ -341,6 +341,30 @@ class PySpan {
   std::uint64_t key_ = 0;
 };
 
+// The attributes of one call (a dict), converted as to_attribute() keeps them (at most `max`), and
+// the storage they point into.
+struct CallAttributes {
+  std::vector<ValueHolder> holders;
+  std::vector<std::string> keys;
+  std::vector<lens::Attribute> list;
+
+  explicit CallAttributes(const py::handle& attributes, std::size_t max = SIZE_MAX) {
+    if (attributes.is_none() || !PyDict_Check(attributes.ptr())) return;
+    py::dict d = py::reinterpret_borrow<py::dict>(attributes);
+    holders.resize(d.size());
+    keys.reserve(d.size());  // the attributes view the keys: no reallocation below
+    std::size_t i = 0;
+    for (auto [k, v] : d) {
+      if (list.size() == max) break;
+      if (!PyUnicode_Check(k.ptr())) continue;
+      if (auto arg = to_attribute(v, holders[i++])) {
+        keys.emplace_back(utf8_of(k.ptr()));
+        list.push_back({keys.back(), *arg});
+      }
+    }
+  }
+};
+
 // ------------------------------------------------------------------------------------------------
 // Enabled spans (CPython API): SpanBase, the type of what `with managed_span(...)` yields when its
 // group is on. The package's Span subclasses it (adding the friendly methods in Python); the
@@ -560,21 +584,9 @@ PyObject* span_add_event(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   if (!s->span.is_recording()) Py_RETURN_NONE;
-  py::dict a = py::reinterpret_borrow<py::dict>(args[1]);
-  // Events take their attributes at once: convert them into owned storage first.
-  std::vector<ValueHolder> holders(a.size());
-  std::vector<std::string> keys;
-  keys.reserve(a.size());  // the attributes view the keys: no reallocation below
-  std::vector<lens::Attribute> attrs;
-  std::size_t i = 0;
-  for (auto [k, v] : a) {
-    if (!PyUnicode_Check(k.ptr())) continue;
-    if (auto arg = to_attribute(v, holders[i++])) {
-      keys.emplace_back(utf8_of(k.ptr()));
-      attrs.push_back({keys.back(), *arg});
-    }
-  }
-  s->span.add_event(utf8_of(args[0]), attrs);
+  // Events take their attributes at once: converted into owned storage first.
+  const CallAttributes attributes(args[1]);
+  s->span.add_event(utf8_of(args[0]), attributes.list);
   Py_RETURN_NONE;
 }
 
@@ -805,29 +817,6 @@ py::dict span_to_py(const lens::SpanData& s) {
 
 constexpr std::size_t kMaxListAttributes = 8;
 
-// Converted attributes of one call, and the storage they point into.
-struct CallAttributes {
-  std::vector<ValueHolder> holders;
-  std::vector<std::string> keys;
-  std::vector<lens::Attribute> list;
-
-  explicit CallAttributes(const py::object& attributes) {
-    if (attributes.is_none() || !PyDict_Check(attributes.ptr())) return;
-    py::dict d = py::reinterpret_borrow<py::dict>(attributes);
-    holders.resize(d.size());
-    keys.reserve(d.size());  // the attributes view the keys: no reallocation below
-    std::size_t i = 0;
-    for (auto [k, v] : d) {
-      if (list.size() == kMaxListAttributes) break;
-      if (!PyUnicode_Check(k.ptr())) continue;
-      if (auto arg = to_attribute(v, holders[i++])) {
-        keys.emplace_back(utf8_of(k.ptr()));
-        list.push_back({keys.back(), *arg});
-      }
-    }
-  }
-};
-
 template <class F, std::size_t... I>
 void call_with_list(const std::vector<lens::Attribute>& a, F& f, std::index_sequence<I...>) {
   f({a[I]...});
@@ -876,7 +865,7 @@ void bind_instrument(py::module_& m, const char* name, const char* method, const
       .def(
           method,
           [record](const Instrument& i, double value, py::object attributes) {
-            CallAttributes a(attributes);
+            CallAttributes a(attributes, kMaxListAttributes);
             with_attribute_list(
                 a, [&](std::initializer_list<lens::Attribute> list) { record(i, value, list); });
           },
@@ -1138,7 +1127,7 @@ PYBIND11_MODULE(_core, m) {
       [](int severity, const std::string& message, py::object attributes,
          const std::string& scope) {
         if (!lens::detail::g_logs_recording.load(std::memory_order_relaxed)) return;
-        CallAttributes a(attributes);
+        CallAttributes a(attributes, kMaxListAttributes);
         with_attribute_list(a, [&](std::initializer_list<lens::Attribute> list) {
           lens::detail::emit_log(static_cast<lens::Severity>(severity), message, list, scope);
         });
