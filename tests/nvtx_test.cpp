@@ -56,6 +56,12 @@ struct Call {
 class ToolLog {
  public:
   ToolLog() : path_(std::getenv("LENS_NVTX_TOOL_LOG")) { offset_ = size(); }
+  /// The whole log, from the process's first NVTX call.
+  static ToolLog whole() {
+    ToolLog log;
+    log.offset_ = 0;
+    return log;
+  }
 
   std::vector<Call> calls() const {
     std::vector<Call> out;
@@ -108,19 +114,13 @@ struct Timeline {
 };
 
 Timeline timeline(const ToolLog& since) {
-  // Names: read the whole log (strings and categories are registered once per process).
+  // Names: from the whole log (strings and categories are registered once per process).
   std::map<std::string, std::string> domain_ids, strings, categories;
-  {
-    std::ifstream in(std::getenv("LENS_NVTX_TOOL_LOG"));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream w(line);
-      std::string op, a, b, rest;
-      w >> op >> a >> b;
-      std::getline(w >> std::ws, rest);
-      if (op == "domain") domain_ids[a] = b;  // id -> name
-      if (op == "string") strings[a + "/" + b] = rest;
-      if (op == "category") categories[a + "/" + b] = rest;
+  for (const Call& c : ToolLog::whole().calls()) {
+    if (c.op == "domain" && c.args.size() == 2) domain_ids[c.args[0]] = c.args[1];  // id -> name
+    if (c.op == "string" && c.args.size() == 3) strings[c.args[0] + "/" + c.args[1]] = c.args[2];
+    if (c.op == "category" && c.args.size() == 3) {
+      categories[c.args[0] + "/" + c.args[1]] = c.args[2];
     }
   }
   std::string lens_domain;

@@ -14,6 +14,16 @@ namespace {
 
 using Tracing = lens_test::Tracing;
 
+// The sampled remote context of the W3C Trace Context examples.
+SpanContext w3c_example_context() {
+  SpanContext c;
+  c.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  c.span_id = *SpanId::from_hex("00f067aa0ba902b7");
+  c.trace_flags = 0x01;
+  c.is_remote = true;
+  return c;
+}
+
 const AttributeValue* attr(const SpanData& s, std::string_view key) { return s.attribute(key); }
 
 TEST_F(Tracing, ChildrenNestUnderTheCurrentSpan) {
@@ -457,11 +467,7 @@ TEST_F(Tracing, EventAttributesKnownAtRunTimeAndExceptionsByName) {
 }
 
 TEST_F(Tracing, AnAttachedContextParentsTheThreadsSpansAndIsNeverExported) {
-  SpanContext remote;
-  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
-  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
-  remote.trace_flags = 0x01;
-  remote.is_remote = true;
+  const SpanContext remote = w3c_example_context();
   EXPECT_FALSE(attach_context(SpanContext{}));  // invalid: an empty handle, no parent
   {
     Span attached = attach_context(remote);
@@ -535,11 +541,7 @@ TEST_F(Tracing, AnInvalidTraceParentIsIgnoredWithOneWarningNamingIt) {
 }
 
 TEST_F(Tracing, StartSpanWithExplicitParentRootKindAndLink) {
-  SpanContext remote;
-  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
-  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
-  remote.trace_flags = 1;
-  remote.is_remote = true;
+  const SpanContext remote = w3c_example_context();
   auto local = span_cm("local");
   SpanStartOptions o;
   o.parent = &remote;
@@ -592,11 +594,8 @@ TEST_F(Tracing, RatioSamplerDecidesAtTheRootAndChildrenFollow) {
 }
 
 TEST_F(Tracing, ParentBasedFollowsAnUnsampledRemoteParent) {
-  SpanContext remote;
-  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
-  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
-  remote.trace_flags = 0;
-  remote.is_remote = true;
+  SpanContext remote = w3c_example_context();
+  remote.trace_flags = 0;  // not sampled
   SpanStartOptions o;
   o.parent = &remote;
   auto s = start_span("unsampled_child", o);
