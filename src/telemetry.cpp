@@ -8,6 +8,7 @@
 
 #include "control/endpoint.hpp"
 #include "env.hpp"
+#include "immortal.hpp"
 #include "export/exporters.hpp"
 #include "inherited_context.hpp"
 #include "logs/log_processor.hpp"
@@ -31,13 +32,42 @@ struct TelemetryState {
   bool exporting = false;
   Pipeline* pipeline = nullptr;  // immortal; null when not exporting
   std::unique_ptr<ControlEndpoint> control;  // null when off or it could not start
-  std::unique_ptr<MetricReader> metrics;     // null when metrics are off or not exported here
+  // Null when metrics are off or not exported here. Owned, unless `metrics_kept`: its thread may
+  // outlive the state (a forked child, or shutdown gave up on a custom exporter), so it stays.
+  MetricReader* metrics = nullptr;
+  bool metrics_kept = false;
   LogProcessor* logs = nullptr;              // immortal (threads may be logging); null when off
   Resource resource;                         // of every signal; empty when nothing is exported
   std::atomic<bool> shut_down{false};  // written under g_setup_mu
+
+  TelemetryState() = default;
+  TelemetryState(const TelemetryState&) = delete;
+  TelemetryState& operator=(const TelemetryState&) = delete;
+  ~TelemetryState() {
+    if (!metrics_kept) delete metrics;
+  }
 };
 
 namespace {
+
+// The counters of every signal of `s`.
+TelemetryStats stats_of(const TelemetryState& s) noexcept {
+  TelemetryStats st;
+  if (s.pipeline != nullptr) st = s.pipeline->current()->stats();
+  if (s.metrics != nullptr) {
+    st.metric_points_collected = s.metrics->collected_points();
+    st.metric_points_exported = s.metrics->exported_points();
+    st.metric_points_dropped = s.metrics->dropped_points();
+    st.metric_exports_failed = s.metrics->failed_exports();
+    st.metric_measurements_dropped = dropped_measurements();
+  }
+  if (s.logs != nullptr) {
+    st.log_records_emitted = s.logs->emitted();
+    st.log_records_exported = s.logs->exported();
+    st.log_records_dropped = s.logs->dropped();
+  }
+  return st;
+}
 
 constinit std::mutex g_setup_mu;
 // The active enabled set-up, if any. Held strongly: it stays active (and is shut down at exit)
@@ -69,23 +99,45 @@ std::vector<std::string> redacted_keys(const NemoLensConfig& config, const Setup
   return keys;
 }
 
+// The one-line summary shutdown prints last, when any signal lost something.
 void print_summary(const TelemetryState& s, const TelemetryStats& st) {
   const std::uint64_t dropped =
       st.spans_dropped_queue_full + st.spans_dropped_export_failed + st.spans_dropped_shutdown;
-  if (dropped == 0 && st.spans_rejected == 0) return;
-  std::fprintf(stderr,
-               "lens: rank %d dropped %llu of %llu spans (queue full %llu, export failed %llu, "
-               "at shutdown %llu); exported %llu, of which the receiver rejected %llu\n",
-               s.rank, static_cast<unsigned long long>(dropped),
-               static_cast<unsigned long long>(st.spans_ended),
-               static_cast<unsigned long long>(st.spans_dropped_queue_full),
-               static_cast<unsigned long long>(st.spans_dropped_export_failed),
-               static_cast<unsigned long long>(st.spans_dropped_shutdown),
-               static_cast<unsigned long long>(st.spans_exported),
-               static_cast<unsigned long long>(st.spans_rejected));
+  if (dropped == 0 && st.spans_rejected == 0 && st.metric_points_dropped == 0 &&
+      st.log_records_dropped == 0) {
+    return;
+  }
+  using ull = unsigned long long;
+  std::string line = "lens: rank " + std::to_string(s.rank) + " at shutdown:";
+  if (s.pipeline != nullptr) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  " dropped %llu of %llu spans (queue full %llu, export failed %llu, at shutdown "
+                  "%llu); exported %llu, of which the receiver rejected %llu",
+                  static_cast<ull>(dropped), static_cast<ull>(st.spans_ended),
+                  static_cast<ull>(st.spans_dropped_queue_full),
+                  static_cast<ull>(st.spans_dropped_export_failed),
+                  static_cast<ull>(st.spans_dropped_shutdown), static_cast<ull>(st.spans_exported),
+                  static_cast<ull>(st.spans_rejected));
+    line += buf;
+  }
+  if (s.metrics) {
+    line += (s.pipeline != nullptr ? ";" : "") + std::string(" dropped ") +
+            std::to_string(st.metric_points_dropped) + " of " +
+            std::to_string(st.metric_points_collected) + " metric data points";
+  }
+  if (s.logs != nullptr) {
+    line += (s.pipeline != nullptr || s.metrics ? ";" : "") + std::string(" dropped ") +
+            std::to_string(st.log_records_dropped) + " of " +
+            std::to_string(st.log_records_emitted) + " log records";
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-// Requires g_setup_mu. Stops `s`'s pipeline and, when `s` is the active set-up, every group.
+// Requires g_setup_mu. Stops `s`'s signals and, when `s` is the active set-up, every group. The
+// three signals stop at the same time, each on its own thread with the whole budget, so that a
+// hung export of one cannot take the time of another; every export in flight is interrupted at
+// export_cutoff(deadline).
 bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadline) noexcept {
   if (s.control) s.control->stop();  // first: it may switch groups
   if (active_state().get() == &s) {
@@ -100,16 +152,27 @@ bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadli
     if (g_log_processor.load() == s.logs) g_log_processor.store(nullptr);
     active_state().reset();
   }
-  bool ok = true;
-  if (s.metrics && s.metrics->forked()) (void)s.metrics.release();  // its thread is the parent's
-  if (s.metrics) ok = s.metrics->shutdown(deadline) && ok;
-  if (s.logs != nullptr && !s.logs->forked()) ok = s.logs->shutdown(deadline) && ok;
-  if (s.pipeline != nullptr) {
-    Pipeline* p = s.pipeline->current();
-    ok = p->shutdown(deadline);
-    print_summary(s, p->stats());
+  if (s.metrics != nullptr && s.metrics->forked()) {  // its thread is the parent's
+    keep_reachable(s.metrics);
+    s.metrics_kept = true;
+    s.metrics = nullptr;
   }
+  LogProcessor* logs = s.logs != nullptr && !s.logs->forked() ? s.logs : nullptr;
+  Pipeline* pipeline = s.pipeline != nullptr ? s.pipeline->current() : nullptr;
+  if (pipeline != nullptr) pipeline->begin_shutdown(deadline);
+  if (s.metrics) s.metrics->begin_shutdown(deadline);
+  if (logs != nullptr) logs->begin_shutdown(deadline);
+  bool ok = true;
+  if (pipeline != nullptr) ok = pipeline->finish_shutdown(deadline) && ok;
+  if (s.metrics != nullptr && !s.metrics->finish_shutdown(deadline)) {
+    // Its thread is still inside a custom exporter: the reader must outlive it.
+    keep_reachable(s.metrics);
+    s.metrics_kept = true;
+    ok = false;
+  }
+  if (logs != nullptr) ok = logs->finish_shutdown(deadline) && ok;
   s.shut_down.store(true);
+  print_summary(s, stats_of(s));
   return ok;
 }
 
@@ -152,10 +215,19 @@ int TelemetryHandle::world_size() const noexcept { return state_ ? state_->world
 bool TelemetryHandle::force_flush(std::chrono::milliseconds timeout) noexcept {
   if (!state_ || state_->shut_down.load()) return true;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // The three flush at the same time, each on its own thread: one cannot hold up the others.
+  detail::Pipeline* pipeline = state_->pipeline != nullptr ? state_->pipeline->current() : nullptr;
+  detail::MetricReader* metrics =
+      state_->metrics != nullptr && !state_->metrics->forked() ? state_->metrics : nullptr;
+  detail::LogProcessor* logs =
+      state_->logs != nullptr && !state_->logs->forked() ? state_->logs : nullptr;
+  const std::uint64_t span_ticket = pipeline != nullptr ? pipeline->request_flush() : 0;
+  const std::uint64_t metric_ticket = metrics != nullptr ? metrics->request_flush() : 0;
+  const std::uint64_t log_ticket = logs != nullptr ? logs->request_flush() : 0;
   bool ok = true;
-  if (state_->pipeline != nullptr) ok = state_->pipeline->current()->flush(deadline);
-  if (state_->metrics && !state_->metrics->forked()) ok = state_->metrics->flush(deadline) && ok;
-  if (state_->logs != nullptr && !state_->logs->forked()) ok = state_->logs->flush(deadline) && ok;
+  if (pipeline != nullptr) ok = pipeline->wait_flushed(span_ticket, deadline) && ok;
+  if (metrics != nullptr) ok = metrics->wait_flushed(metric_ticket, deadline) && ok;
+  if (logs != nullptr) ok = logs->wait_flushed(log_ticket, deadline) && ok;
   return ok;
 }
 
@@ -176,19 +248,7 @@ bool TelemetryHandle::is_shut_down() const noexcept {
 }
 
 TelemetryStats TelemetryHandle::stats() const noexcept {
-  if (!state_) return {};
-  TelemetryStats s;
-  if (state_->pipeline != nullptr) s = state_->pipeline->current()->stats();
-  if (state_->metrics) {
-    s.metric_points_exported = state_->metrics->exported_points();
-    s.metric_exports_failed = state_->metrics->failed_exports();
-    s.metric_measurements_dropped = detail::dropped_measurements();
-  }
-  if (state_->logs != nullptr) {
-    s.log_records_exported = state_->logs->exported();
-    s.log_records_dropped = state_->logs->dropped();
-  }
-  return s;
+  return state_ ? detail::stats_of(*state_) : TelemetryStats{};
 }
 
 const Resource& TelemetryHandle::resource() const noexcept {
@@ -319,9 +379,8 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
       {state->config, rank, world_size, state->pipeline, std::move(groups), control});
   if (metrics) {
     detail::reset_metric_values();
-    state->metrics = std::make_unique<detail::MetricReader>(*metric_settings,
-                                                            std::move(metric_exporter),
-                                                            state->resource);
+    state->metrics = new detail::MetricReader(*metric_settings, std::move(metric_exporter),
+                                              state->resource);
     detail::g_metrics_recording.store(true, std::memory_order_relaxed);
   }
   if (logs) {

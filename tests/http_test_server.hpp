@@ -1,14 +1,17 @@
 // Test helpers: a programmable HTTP server on 127.0.0.1 (libmicrohttpd) that records requests and
-// answers as the test says, a "black hole" that accepts connections and never answers, and a
-// free-port finder.
+// answers as the test says, a "black hole" that accepts connections, reads and never answers, and
+// a free-port finder.
 #pragma once
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -154,30 +158,92 @@ class TestHttpServer {
   std::size_t answered_ = 0;
 };
 
-/// A listening socket on 127.0.0.1 that never accepts: connections complete in the kernel's
-/// backlog, requests are written into it, and no answer ever comes.
+/// A receiver on 127.0.0.1 that accepts every connection and reads everything sent on it, and
+/// never answers: a hung collector or a dead load balancer. Its thread waits in poll() and ends
+/// when the object goes (a byte on a pipe wakes it).
 class BlackHole {
  public:
   BlackHole() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd_, 64) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listen_fd_, 64) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        ::pipe2(wake_, O_CLOEXEC) != 0) {
       throw std::runtime_error("cannot open the black hole");
     }
     port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { run(); });
   }
-  ~BlackHole() { ::close(fd_); }
+  ~BlackHole() {
+    const char stop = 0;
+    (void)!::write(wake_[1], &stop, 1);
+    thread_.join();
+    for (int fd : clients_) ::close(fd);
+    ::close(listen_fd_);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+  }
   BlackHole(const BlackHole&) = delete;
   BlackHole& operator=(const BlackHole&) = delete;
   std::uint16_t port() const { return port_; }
 
+  /// Waits up to `timeout` until at least `n` bytes arrived (over every connection).
+  bool wait_for_bytes(std::uint64_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return bytes_ >= n; });
+  }
+  /// Connections accepted so far.
+  std::size_t connections() const {
+    std::lock_guard lock(mu_);
+    return accepted_;
+  }
+
  private:
-  int fd_ = -1;
+  void run() {
+    for (;;) {
+      std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+      for (int fd : clients_) fds.push_back({fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+      if (fds[0].revents != 0) return;
+      if (fds[1].revents != 0) {
+        for (int fd; (fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
+          clients_.push_back(fd);
+          std::lock_guard lock(mu_);
+          ++accepted_;
+        }
+      }
+      for (std::size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        char buf[65536];
+        ssize_t n = 0;
+        std::uint64_t got = 0;
+        while ((n = ::read(fds[i].fd, buf, sizeof buf)) > 0) got += static_cast<std::uint64_t>(n);
+        if (got != 0) {
+          std::lock_guard lock(mu_);
+          bytes_ += got;
+          cv_.notify_all();
+        }
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {  // the peer closed
+          ::close(fds[i].fd);
+          std::erase(clients_, fds[i].fd);
+        }
+      }
+    }
+  }
+
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
   std::uint16_t port_ = 0;
+  std::vector<int> clients_;  // the thread's
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t bytes_ = 0;
+  std::size_t accepted_ = 0;
+  std::thread thread_;
 };
 
 /// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).

@@ -763,9 +763,12 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["spans_dropped_shutdown"] = s.spans_dropped_shutdown;
   d["spans_truncated"] = s.spans_truncated;
   d["export_requests"] = s.export_requests;
+  d["metric_points_collected"] = s.metric_points_collected;
   d["metric_points_exported"] = s.metric_points_exported;
+  d["metric_points_dropped"] = s.metric_points_dropped;
   d["metric_exports_failed"] = s.metric_exports_failed;
   d["metric_measurements_dropped"] = s.metric_measurements_dropped;
+  d["log_records_emitted"] = s.log_records_emitted;
   d["log_records_exported"] = s.log_records_exported;
   d["log_records_dropped"] = s.log_records_dropped;
   return d;

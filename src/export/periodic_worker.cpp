@@ -5,7 +5,7 @@ namespace nemo::lens::detail {
 
 using Clock = std::chrono::steady_clock;
 
-PeriodicWorker::PeriodicWorker(std::chrono::milliseconds period, std::function<void()> round,
+PeriodicWorker::PeriodicWorker(std::chrono::milliseconds period, Round round,
                                std::function<void()> last)
     : period_(period), round_(std::move(round)), last_(std::move(last)) {
   thread_ = std::thread([this] { run(); });
@@ -27,9 +27,10 @@ void PeriodicWorker::run() noexcept {
     cv_.wait_until(lock, next, [&] { return stop_ || wake_ || requested_ != done_; });
     wake_ = false;
     const bool stopping = stop_;
+    const Clock::time_point deadline = stopping ? stop_cutoff_ : Clock::time_point::max();
     const std::uint64_t target = requested_;
     lock.unlock();
-    round_();
+    round_(deadline);
     if (stopping) last_();
     lock.lock();
     done_ = target;
@@ -40,23 +41,38 @@ void PeriodicWorker::run() noexcept {
   }
 }
 
-bool PeriodicWorker::flush(Clock::time_point deadline) noexcept {
+std::uint64_t PeriodicWorker::request_flush() noexcept {
+  std::lock_guard lock(mu_);
+  const std::uint64_t ticket = ++requested_;
+  cv_.notify_all();
+  return ticket;
+}
+
+bool PeriodicWorker::wait_flushed(std::uint64_t ticket, Clock::time_point deadline) noexcept {
   try {
     std::unique_lock lock(mu_);
-    if (stopped_) return true;
-    const std::uint64_t ticket = ++requested_;
-    cv_.notify_all();
     return cv_.wait_until(lock, deadline, [&] { return done_ >= ticket || stopped_; });
   } catch (...) {
     return false;
   }
 }
 
-bool PeriodicWorker::stop(Clock::time_point deadline) noexcept {
+bool PeriodicWorker::flush(Clock::time_point deadline) noexcept {
+  return wait_flushed(request_flush(), deadline);
+}
+
+void PeriodicWorker::request_stop(Clock::time_point cutoff) noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (!stop_) stop_cutoff_ = cutoff;
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool PeriodicWorker::wait_stopped(Clock::time_point deadline) noexcept {
   try {
     std::unique_lock lock(mu_);
-    stop_ = true;
-    cv_.notify_all();
     if (!cv_.wait_until(lock, deadline, [&] { return stopped_; })) return false;
   } catch (...) {
     return false;

@@ -13,17 +13,26 @@ namespace nemo::lens::detail {
 
 /// The thread of the metric reader and of the log processor: runs `round` every `period`, when
 /// woken, at each flush (which waits for a round started after it) and once more at stop, followed
-/// by `last`. The owner must stop it before its own members go.
+/// by `last`. `round` gets the time its exports must end by: the stop's cutoff for the last round,
+/// no limit otherwise (the owner's own export timeout applies). The owner must stop it before its
+/// own members go, and must leave itself undestroyed when wait_stopped() gave up.
 class PeriodicWorker {
  public:
-  PeriodicWorker(std::chrono::milliseconds period, std::function<void()> round,
-                 std::function<void()> last);
+  using Round = std::function<void(std::chrono::steady_clock::time_point deadline)>;
+  PeriodicWorker(std::chrono::milliseconds period, Round round, std::function<void()> last);
   ~PeriodicWorker();
   /// Runs a round now; false when `deadline` passed before it ended.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// A last round, `last`, then the thread ends. Idempotent; false when `deadline` passed first
-  /// (the thread is then left to finish).
-  bool stop(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Asks for a flush round without waiting; returns its ticket for wait_flushed().
+  std::uint64_t request_flush() noexcept;
+  /// Waits for the flush round `ticket`; false when `deadline` passed first.
+  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Asks for the last round (its exports end by `cutoff`), `last`, then the thread's end, without
+  /// waiting.
+  void request_stop(std::chrono::steady_clock::time_point cutoff) noexcept;
+  /// Waits for the thread to end and joins it; false when `deadline` passed first (the thread is
+  /// then left running). Idempotent.
+  bool wait_stopped(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Asks for a round soon, without ever waiting (a busy thread runs another round anyway).
   void wake() noexcept;
 
@@ -31,11 +40,13 @@ class PeriodicWorker {
   void run() noexcept;
 
   const std::chrono::milliseconds period_;
-  const std::function<void()> round_, last_;
+  const Round round_;
+  const std::function<void()> last_;
   std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   std::uint64_t requested_ = 0, done_ = 0;  // flush tickets
   bool stop_ = false, stopped_ = false, wake_ = false;
+  std::chrono::steady_clock::time_point stop_cutoff_ = std::chrono::steady_clock::time_point::max();
   std::thread thread_;
 };
 

@@ -41,7 +41,8 @@ class SignalWriter {
     }
     return sender_ ? sender_->send(buffer_, count_(items), deadline) : out_->write_line(buffer_);
   }
-  void shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
+  /// From now on, no send lasts past `deadline` (files and the console are never waited on).
+  void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept {
     if (sender_) sender_->interrupt_by(deadline);
   }
 

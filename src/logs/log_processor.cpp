@@ -43,14 +43,15 @@ namespace {
 
 std::size_t record_count(std::span<const LogRecordData> records) { return records.size(); }
 
-class BuiltinLogExporter final : public LogExporter {
+class BuiltinLogExporter final : public LogExporter, public InterruptibleExporter {
  public:
   explicit BuiltinLogExporter(SignalWriter<LogRecordData> writer) : writer_(std::move(writer)) {}
   bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
                    Clock::time_point deadline) noexcept override {
     return writer_.write(records, resource, deadline);
   }
-  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
+  void interrupt_by(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
 
  private:
   SignalWriter<LogRecordData> writer_;
@@ -76,8 +77,10 @@ LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
       resource_(std::move(resource)),
       queue_(settings.max_queue_size),
       worker_(
-          settings.schedule_delay, [this] { drain(Clock::now() + settings_.export_timeout); },
-          [this] { exporter_->shutdown(Clock::now() + settings_.export_timeout); }) {
+          settings.schedule_delay, [this](Clock::time_point deadline) { drain(deadline); },
+          [this] {
+            if (!ledger_.closed()) exporter_->shutdown(Clock::now() + settings_.export_timeout);
+          }) {
   keep_reachable(this);  // immortal: a thread may still be logging into it
 }
 
@@ -97,6 +100,7 @@ bool LogProcessor::redacted(std::string_view key) const noexcept {
 }
 
 bool LogProcessor::enqueue(LogRecordData* record) noexcept {
+  emitted_.fetch_add(1, std::memory_order_relaxed);
   std::uint64_t position = 0;
   if (!queue_.try_push(record, &position)) {
     delete record;
@@ -112,33 +116,64 @@ void LogProcessor::drain(Clock::time_point deadline) noexcept {
   std::vector<LogRecordData> batch;
   for (;;) {
     batch.clear();
-    try {
-      batch.reserve(settings_.max_export_batch_size);
-      LogRecordData* r = nullptr;
-      while (batch.size() < settings_.max_export_batch_size && queue_.try_pop(r)) {
-        std::unique_ptr<LogRecordData> owned(r);
-        batch.push_back(std::move(*owned));
+    std::size_t lost = 0;  // out of memory: the record being moved is lost
+    // Records leave the queue under the ledger's lock: once shutdown closed it, they are its.
+    const bool open = ledger_.take([&] {
+      try {
+        batch.reserve(settings_.max_export_batch_size);
+        LogRecordData* r = nullptr;
+        while (batch.size() < settings_.max_export_batch_size && queue_.try_pop(r)) {
+          std::unique_ptr<LogRecordData> owned(r);
+          batch.push_back(std::move(*owned));
+        }
+      } catch (...) {
+        lost = 1;
       }
-    } catch (...) {
-      dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
-      return;
-    }
+      return batch.size() + lost;
+    });
+    if (!open) return;
+    if (lost != 0 && !ledger_.settle(lost, ExportLedger::Outcome::kFailed)) return;
     if (batch.empty()) return;
-    if (exporter_->export_logs(batch, resource_,
-                               std::min(deadline, Clock::now() + settings_.export_timeout))) {
-      exported_.fetch_add(batch.size(), std::memory_order_relaxed);
-    } else {
-      dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
+    const Clock::time_point limit = std::min(deadline, Clock::now() + settings_.export_timeout);
+    ExportLedger::Outcome outcome = ExportLedger::Outcome::kShutdown;
+    if (Clock::now() < limit) {
+      outcome = exporter_->export_logs(batch, resource_, limit) ? ExportLedger::Outcome::kExported
+                                                                : ExportLedger::Outcome::kFailed;
     }
+    if (!ledger_.settle(batch.size(), outcome)) return;
   }
 }
 
 bool LogProcessor::flush(Clock::time_point deadline) noexcept { return worker_.flush(deadline); }
 
-bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
-  if (!worker_.stop(deadline)) return false;
+void LogProcessor::begin_shutdown(Clock::time_point deadline) noexcept {
+  const Clock::time_point cutoff = export_cutoff(deadline);
+  worker_.request_stop(cutoff);
+  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter_.get())) {
+    interruptible->interrupt_by(cutoff);
+  }
+}
+
+bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {
+  if (!worker_.wait_stopped(deadline)) {
+    ledger_.close([&] {
+      std::uint64_t n = 0;
+      LogRecordData* r = nullptr;
+      while (queue_.try_pop(r)) {
+        delete r;
+        ++n;
+      }
+      return n;
+    });
+    return false;  // the thread still runs; the processor is immortal, its exporter stays
+  }
   exporter_.reset();  // the processor itself stays (immortal); its exporter need not
   return true;
+}
+
+bool LogProcessor::shutdown(Clock::time_point deadline) noexcept {
+  begin_shutdown(deadline);
+  return finish_shutdown(deadline);
 }
 
 }  // namespace nemo::lens::detail

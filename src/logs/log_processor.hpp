@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "export/export_ledger.hpp"
 #include "export/periodic_worker.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/logs.hpp"
@@ -55,10 +56,28 @@ class LogProcessor {
   bool enqueue(LogRecordData* record) noexcept;
   /// Exports everything queued before the call; false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// Exports what is queued, then stops the thread. Idempotent.
+  /// Asks for the queue's export without waiting; the ticket is for wait_flushed().
+  std::uint64_t request_flush() noexcept { return worker_.request_flush(); }
+  /// Waits for the flush `ticket`; false when `deadline` passed first.
+  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept {
+    return worker_.wait_flushed(ticket, deadline);
+  }
+  /// Starts exporting what is queued for the last time, by export_cutoff(deadline) (an export in
+  /// flight is interrupted then), without waiting.
+  void begin_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Waits until the thread stopped or `deadline`; when it did not stop in time, closes the
+  /// counts (what the thread held and what is still queued count as dropped) and returns false.
+  bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// begin_shutdown() then finish_shutdown(). Idempotent.
   bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
-  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
-  std::uint64_t exported() const noexcept { return exported_.load(std::memory_order_relaxed); }
+  /// Records handed to enqueue(), exported, and dropped (queue full, export failed, or shutdown
+  /// came first). Final once shutdown() returned: emitted = exported + dropped.
+  std::uint64_t emitted() const noexcept { return emitted_.load(std::memory_order_relaxed); }
+  std::uint64_t dropped() const noexcept {
+    return dropped_.load(std::memory_order_relaxed) + ledger_.failed() +
+           ledger_.dropped_at_shutdown();
+  }
+  std::uint64_t exported() const noexcept { return ledger_.exported(); }
   /// True in a forked child (see MetricReader::forked).
   bool forked() const noexcept;
 
@@ -71,7 +90,8 @@ class LogProcessor {
   std::shared_ptr<LogExporter> exporter_;
   Resource resource_;
   MpmcQueue<LogRecordData*> queue_;
-  std::atomic<std::uint64_t> dropped_{0}, exported_{0};
+  std::atomic<std::uint64_t> emitted_{0}, dropped_{0};  // dropped_: queue full
+  ExportLedger ledger_;
   PeriodicWorker worker_;  // last: its thread uses the members above
 };
 

@@ -34,14 +34,15 @@ std::size_t point_count(std::span<const MetricData> metrics) {
   return n;
 }
 
-class BuiltinMetricExporter final : public MetricExporter {
+class BuiltinMetricExporter final : public MetricExporter, public InterruptibleExporter {
  public:
   explicit BuiltinMetricExporter(SignalWriter<MetricData> writer) : writer_(std::move(writer)) {}
   bool export_metrics(std::span<const MetricData> metrics, const Resource& resource,
                       Clock::time_point deadline) noexcept override {
     return writer_.write(metrics, resource, deadline);
   }
-  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
+  void interrupt_by(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
 
  private:
   SignalWriter<MetricData> writer_;
@@ -66,29 +67,50 @@ MetricReader::MetricReader(MetricSettings settings, std::shared_ptr<MetricExport
       start_unix_nano_(now_unix_nano()),
       owner_pid_(::getpid()),
       worker_(
-          settings.interval, [this] { collect_and_export(); },
-          [this] { exporter_->shutdown(Clock::now() + settings_.timeout); }) {}
+          settings.interval, [this](Clock::time_point deadline) { collect_and_export(deadline); },
+          [this] {
+            if (!ledger_.closed()) exporter_->shutdown(Clock::now() + settings_.timeout);
+          }) {}
 
 bool MetricReader::forked() const noexcept { return ::getpid() != owner_pid_; }
 
 MetricReader::~MetricReader() { shutdown(Clock::now() + settings_.timeout); }
 
-bool MetricReader::flush(Clock::time_point deadline) noexcept { return worker_.flush(deadline); }
+void MetricReader::begin_shutdown(Clock::time_point deadline) noexcept {
+  const Clock::time_point cutoff = export_cutoff(deadline);
+  worker_.request_stop(cutoff);
+  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter_.get())) {
+    interruptible->interrupt_by(cutoff);
+  }
+}
 
-bool MetricReader::shutdown(Clock::time_point deadline) noexcept { return worker_.stop(deadline); }
+bool MetricReader::finish_shutdown(Clock::time_point deadline) noexcept {
+  if (worker_.wait_stopped(deadline)) return true;
+  ledger_.close([] { return 0; });
+  return false;
+}
 
-void MetricReader::collect_and_export() noexcept {
+bool MetricReader::shutdown(Clock::time_point deadline) noexcept {
+  begin_shutdown(deadline);
+  return finish_shutdown(deadline);
+}
+
+void MetricReader::collect_and_export(Clock::time_point deadline) noexcept {
   try {
     const std::vector<MetricData> metrics =
         collect_metrics(settings_.temporality, start_unix_nano_, now_unix_nano());
     if (metrics.empty()) return;
-    if (exporter_->export_metrics(metrics, resource_, Clock::now() + settings_.timeout)) {
-      points_.fetch_add(point_count(metrics), std::memory_order_relaxed);
-    } else {
-      failed_.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t n = point_count(metrics);
+    if (!ledger_.take([&] { return n; })) return;  // shutdown gave up on this thread
+    deadline = std::min(deadline, Clock::now() + settings_.timeout);
+    if (Clock::now() >= deadline) {
+      ledger_.settle(n, ExportLedger::Outcome::kShutdown);
+      return;
     }
+    const bool ok = exporter_->export_metrics(metrics, resource_, deadline);
+    ledger_.settle(n, ok ? ExportLedger::Outcome::kExported : ExportLedger::Outcome::kFailed);
   } catch (...) {
-    failed_.fetch_add(1, std::memory_order_relaxed);  // out of memory
+    ledger_.settle(0, ExportLedger::Outcome::kFailed);  // out of memory
   }
 }
 

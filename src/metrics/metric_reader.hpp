@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "export/export_ledger.hpp"
 #include "export/periodic_worker.hpp"
 #include "metrics/instruments.hpp"
 #include "nemo/lens/config.hpp"
@@ -34,26 +35,44 @@ class MetricReader {
   MetricReader(MetricSettings settings, std::shared_ptr<MetricExporter> exporter,
                Resource resource);
   ~MetricReader();
-  /// Collects and exports now; false when `deadline` passed first.
-  bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// A last collection and export, then the thread stops. Idempotent.
+  /// Asks for a collection and export now without waiting; the ticket is for wait_flushed().
+  std::uint64_t request_flush() noexcept { return worker_.request_flush(); }
+  /// Waits for the flush `ticket`; false when `deadline` passed first.
+  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept {
+    return worker_.wait_flushed(ticket, deadline);
+  }
+  /// Starts the last collection and export, which ends by export_cutoff(deadline): an export in
+  /// flight is interrupted then (the built-in exporters; a custom one gets the cutoff as its
+  /// deadline). Does not wait.
+  void begin_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Waits until the thread stopped or `deadline`. When it did not stop in time (a custom exporter
+  /// that ignores its deadline), the counts are closed, what the thread held counts as dropped,
+  /// and the reader must never be destroyed (its thread still runs): returns false.
+  bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// begin_shutdown() then finish_shutdown(). Idempotent.
   bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// Collections whose export failed, and data points exported.
-  std::uint64_t failed_exports() const noexcept { return failed_.load(std::memory_order_relaxed); }
-  std::uint64_t exported_points() const noexcept { return points_.load(std::memory_order_relaxed); }
+  /// Collections whose export failed; data points collected for export, exported, and dropped
+  /// (export failed or shutdown came first). Final once shutdown() returned: collected = exported
+  /// + dropped.
+  std::uint64_t failed_exports() const noexcept { return ledger_.failed_requests(); }
+  std::uint64_t collected_points() const noexcept { return ledger_.taken(); }
+  std::uint64_t exported_points() const noexcept { return ledger_.exported(); }
+  std::uint64_t dropped_points() const noexcept {
+    return ledger_.failed() + ledger_.dropped_at_shutdown();
+  }
   /// True in a forked child, where the thread does not exist: the object must be leaked, not
   /// shut down or destroyed.
   bool forked() const noexcept;
 
  private:
-  void collect_and_export() noexcept;
+  void collect_and_export(std::chrono::steady_clock::time_point deadline) noexcept;
 
   MetricSettings settings_;
   std::shared_ptr<MetricExporter> exporter_;
   Resource resource_;
   std::int64_t start_unix_nano_;
   int owner_pid_;
-  std::atomic<std::uint64_t> failed_{0}, points_{0};
+  ExportLedger ledger_;
   PeriodicWorker worker_;  // last: its thread uses the members above
 };
 

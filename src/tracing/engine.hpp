@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "export/export_ledger.hpp"
 #include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "nemo/lens/telemetry.hpp"
@@ -168,8 +169,21 @@ struct Pipeline {
   void enqueue(SpanRecord* rec, ThreadState* current) noexcept;
   /// Exports everything queued before the call; false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// Stops accepting spans, exports truncated copies of open spans and everything queued, stops
-  /// the exporter thread. False when `deadline` passed first (the thread is then left to finish).
+  /// Asks for everything queued now to be exported, without waiting; the ticket is for
+  /// wait_flushed().
+  std::uint64_t request_flush() noexcept;
+  /// Waits for the flush `ticket`; false when `deadline` passed first.
+  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Stops accepting spans, queues truncated copies of open spans, and asks the exporter thread
+  /// to export everything queued by export_cutoff(deadline) and stop: an export in flight is
+  /// interrupted at the cutoff (an InterruptibleExporter), spans left then are dropped at
+  /// shutdown. Does not wait.
+  void begin_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Waits for the exporter thread until `deadline`. When it did not stop in time (an exporter
+  /// that ignores its deadline), closes the books: what the thread holds and what is queued count
+  /// as dropped at shutdown, and the thread, left running, counts nothing more. False then.
+  bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// begin_shutdown() then finish_shutdown().
   bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Whether `key` is a redacted attribute key.
   bool redacted(std::string_view key) const noexcept;
@@ -202,7 +216,8 @@ struct Pipeline {
  private:
   void ensure_thread() noexcept;
   void run() noexcept;
-  void export_batch(std::vector<SpanRecord*>& batch,
+  // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile.
+  bool export_batch(std::vector<SpanRecord*>& batch,
                     std::chrono::steady_clock::time_point deadline) noexcept;
   std::size_t drain(bool full_batches_only, std::chrono::steady_clock::time_point deadline) noexcept;
 
@@ -219,10 +234,10 @@ struct Pipeline {
   std::uint64_t flush_done_local_ = 0;  // the exporter thread's copy, read without the mutex
   bool stop_requested_ = false;
   bool stopped_ = false;
+  std::chrono::steady_clock::time_point stop_cutoff_ = std::chrono::steady_clock::time_point::max();
 
-  std::atomic<std::uint64_t> exported_{0};
-  std::atomic<std::uint64_t> dropped_export_failed_{0};
-  std::atomic<std::uint64_t> dropped_at_shutdown_{0};
+  ExportLedger ledger_;  // what the exporter thread took, exported, failed to export
+  std::atomic<std::uint64_t> dropped_at_shutdown_{0};  // ended while stopping, or no room to queue
   std::atomic<std::uint64_t> export_calls_{0};
   std::atomic<std::uint64_t> truncated_{0};
   // Per-thread counter totals when this pipeline started; stats() reports the difference.

@@ -79,22 +79,27 @@ void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
   if ((position + 1) % options.max_export_batch_size == 0) wake_.release();
 }
 
-void Pipeline::export_batch(std::vector<SpanRecord*>& batch,
+bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
                             std::chrono::steady_clock::time_point deadline) noexcept {
-  if (batch.empty()) return;
-  std::vector<const SpanData*> views;
-  bool ok = false;
-  try {
-    views.reserve(batch.size());
-    for (SpanRecord* r : batch) views.push_back(&r->data);
-    export_calls_.fetch_add(1, std::memory_order_relaxed);
-    ok = exporter != nullptr &&
-         exporter->export_spans(views, resource, deadline) == ExportResult::kSuccess;
-  } catch (...) {
-    ok = false;
+  if (batch.empty()) return true;
+  auto outcome = ExportLedger::Outcome::kShutdown;  // no time left: not sent at all
+  if (std::chrono::steady_clock::now() < deadline) {
+    outcome = ExportLedger::Outcome::kFailed;
+    try {
+      std::vector<const SpanData*> views;
+      views.reserve(batch.size());
+      for (SpanRecord* r : batch) views.push_back(&r->data);
+      export_calls_.fetch_add(1, std::memory_order_relaxed);
+      if (exporter != nullptr &&
+          exporter->export_spans(views, resource, deadline) == ExportResult::kSuccess) {
+        outcome = ExportLedger::Outcome::kExported;
+      }
+    } catch (...) {
+    }
   }
-  (ok ? exported_ : dropped_export_failed_).fetch_add(batch.size(), std::memory_order_relaxed);
+  const bool open = ledger_.settle(batch.size(), outcome);
   recycle_batch(batch);
+  return open;
 }
 
 std::size_t Pipeline::drain(bool full_batches_only,
@@ -107,19 +112,26 @@ std::size_t Pipeline::drain(bool full_batches_only,
   }
   for (;;) {
     if (full_batches_only && queue_.size_estimate() < options.max_export_batch_size) break;
-    SpanRecord* rec = nullptr;
-    while (batch.size() < options.max_export_batch_size && queue_.try_pop(rec)) {
-      try {
-        batch.push_back(rec);
-      } catch (...) {
-        dropped_export_failed_.fetch_add(1, std::memory_order_relaxed);
-        delete rec;
+    // Spans leave the queue under the ledger's lock: once shutdown closed it, they are its.
+    std::size_t lost = 0;  // out of memory
+    const bool open = ledger_.take([&] {
+      SpanRecord* rec = nullptr;
+      while (batch.size() < options.max_export_batch_size && queue_.try_pop(rec)) {
+        try {
+          batch.push_back(rec);
+        } catch (...) {
+          ++lost;
+          delete rec;
+        }
       }
-    }
+      return batch.size() + lost;
+    });
+    if (!open) break;
+    if (lost != 0 && !ledger_.settle(lost, ExportLedger::Outcome::kFailed)) break;
     if (batch.empty()) break;
     total += batch.size();
     const auto now = std::chrono::steady_clock::now();
-    export_batch(batch, std::min(deadline, now + options.export_timeout));
+    if (!export_batch(batch, std::min(deadline, now + options.export_timeout))) break;
   }
   return total;
 }
@@ -130,18 +142,22 @@ void Pipeline::run() noexcept {
     refresh_clock();
     std::uint64_t flush_target = 0;
     bool stopping = false;
+    auto cutoff = std::chrono::steady_clock::time_point::max();
     {
       std::lock_guard lock(flush_mu_);
       flush_target = flush_requested_;
       stopping = stop_requested_;
+      if (stopping) cutoff = stop_cutoff_;
     }
     const bool flushing = flush_target > flush_done_local_;
     // A wake-up for a full batch exports full batches only; a timer expiry, a flush or a stop
     // exports everything.
-    drain(woken && !flushing && !stopping, std::chrono::steady_clock::time_point::max());
+    drain(woken && !flushing && !stopping, cutoff);
+    // Shutdown gave up waiting for this thread: it touches nothing more.
+    if (ledger_.closed()) return;
     if (flushing || stopping) {
       if (exporter != nullptr) {
-        exporter->force_flush(std::chrono::steady_clock::now() + options.export_timeout);
+        exporter->force_flush(std::min(cutoff, std::chrono::steady_clock::now() + options.export_timeout));
       }
       flush_done_local_ = flush_target;
       std::lock_guard lock(flush_mu_);
@@ -153,17 +169,29 @@ void Pipeline::run() noexcept {
   }
 }
 
-bool Pipeline::flush(std::chrono::steady_clock::time_point deadline) noexcept {
+std::uint64_t Pipeline::request_flush() noexcept {
+  ensure_thread();
+  std::uint64_t ticket = 0;
+  {
+    std::lock_guard lock(flush_mu_);
+    ticket = ++flush_requested_;
+  }
+  wake_.release();
+  return ticket;
+}
+
+bool Pipeline::wait_flushed(std::uint64_t ticket,
+                            std::chrono::steady_clock::time_point deadline) noexcept {
   try {
-    ensure_thread();
     std::unique_lock lock(flush_mu_);
-    if (stopped_) return true;
-    const std::uint64_t ticket = ++flush_requested_;
-    wake_.release();
     return flush_cv_.wait_until(lock, deadline, [&] { return flush_done_ >= ticket || stopped_; });
   } catch (...) {
     return false;
   }
+}
+
+bool Pipeline::flush(std::chrono::steady_clock::time_point deadline) noexcept {
+  return wait_flushed(request_flush(), deadline);
 }
 
 TelemetryStats Pipeline::stats() const noexcept {
@@ -180,16 +208,17 @@ TelemetryStats Pipeline::stats() const noexcept {
   s.spans_started = started - base_started_;
   s.spans_ended = ended - base_ended_;
   s.spans_dropped_queue_full = dropped_full - base_dropped_full_;
-  s.spans_exported = exported_.load(std::memory_order_relaxed);
-  s.spans_dropped_export_failed = dropped_export_failed_.load(std::memory_order_relaxed);
-  s.spans_dropped_shutdown = dropped_at_shutdown_.load(std::memory_order_relaxed);
+  s.spans_exported = ledger_.exported();
+  s.spans_dropped_export_failed = ledger_.failed();
+  s.spans_dropped_shutdown =
+      dropped_at_shutdown_.load(std::memory_order_relaxed) + ledger_.dropped_at_shutdown();
   s.spans_truncated = truncated_.load(std::memory_order_relaxed);
   s.export_requests = export_calls_.load(std::memory_order_relaxed);
   if (exporter != nullptr) s.spans_rejected = exporter->rejected_spans();
   return s;
 }
 
-bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
+void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
   // New spans no longer start here, then open ones are exported as truncated copies.
   Pipeline* self = this;
   g_active_pipeline.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
@@ -226,33 +255,37 @@ bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept
     }
   }
   accepting.store(false, std::memory_order_release);
-  // An exporter waiting on a slow receiver (or backing off) gives up in time for the thread to
-  // finish by the deadline.
+  // Exports end by the cutoff: one waiting on a slow receiver (or backing off) gives up then, and
+  // the thread drops what is left, so that it finishes by the deadline.
+  const auto cutoff = export_cutoff(deadline);
   if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter.get())) {
-    const auto remaining = deadline - std::chrono::steady_clock::now();
-    const auto margin = std::clamp<std::chrono::steady_clock::duration>(
-        remaining / 10, std::chrono::steady_clock::duration::zero(),
-        std::chrono::milliseconds(100));
-    interruptible->interrupt_by(deadline - margin);
+    interruptible->interrupt_by(cutoff);
   }
-  bool done = false;
   try {
     ensure_thread();
-    std::unique_lock lock(flush_mu_);
+    std::lock_guard lock(flush_mu_);
+    if (!stop_requested_) stop_cutoff_ = cutoff;
     stop_requested_ = true;
-    wake_.release();
+  } catch (...) {
+  }
+  wake_.release();
+}
+
+bool Pipeline::finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
+  bool done = false;
+  try {
+    std::unique_lock lock(flush_mu_);
     done = flush_cv_.wait_until(lock, deadline, [&] { return stopped_; });
   } catch (...) {
   }
-  if (done) {
-    std::lock_guard lock(thread_mu_);
-    if (thread_.joinable()) thread_.join();
-    if (exporter != nullptr) exporter->shutdown(deadline);
-    // Spans that ended between the stop and `accepting` turning false.
+  // What is queued now (spans that ended between the stop and `accepting` turning false, or
+  // everything, when the thread did not finish) counts as dropped at shutdown.
+  auto take_queued = [this] {
     std::vector<SpanRecord*> late;
     SpanRecord* rec = nullptr;
+    std::uint64_t n = 0;
     while (queue_.try_pop(rec)) {
-      dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);
+      ++n;
       try {
         late.push_back(rec);
       } catch (...) {
@@ -260,11 +293,23 @@ bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept
       }
     }
     recycle_batch(late);
+    return n;
+  };
+  std::lock_guard lock(thread_mu_);
+  if (done) {
+    if (thread_.joinable()) thread_.join();
+    if (exporter != nullptr) exporter->shutdown(deadline);
+    dropped_at_shutdown_.fetch_add(take_queued(), std::memory_order_relaxed);
   } else {
-    std::lock_guard lock(thread_mu_);
-    if (thread_.joinable()) thread_.detach();  // still exporting; it owns nothing we free
+    ledger_.close(take_queued);
+    if (thread_.joinable()) thread_.detach();  // it counts nothing more; it owns nothing we free
   }
   return done;
+}
+
+bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
+  begin_shutdown(deadline);
+  return finish_shutdown(deadline);
 }
 
 Pipeline* Pipeline::current() noexcept {

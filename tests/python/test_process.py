@@ -165,3 +165,76 @@ def test_a_child_started_with_child_environment_continues_the_trace(tmp_path):
     (work,) = read_spans(tmp_path / "child0.jsonl")
     assert work["traceId"] == launch["traceId"]
     assert work["parentSpanId"] == launch["spanId"]
+
+
+class BlackHole:
+    """A receiver on 127.0.0.1 that accepts, reads everything and never answers."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stop_r, self.stop_w = os.pipe()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(self.listener, selectors.EVENT_READ)
+        sel.register(self.stop_r, selectors.EVENT_READ)
+        while True:
+            for key, _ in sel.select():
+                if key.fileobj == self.stop_r:  # close every connection, then the thread ends
+                    for k in list(sel.get_map().values()):
+                        if isinstance(k.fileobj, socket.socket):
+                            k.fileobj.close()
+                    return
+                if key.fileobj is self.listener:
+                    conn, _ = self.listener.accept()
+                    sel.register(conn, selectors.EVENT_READ)
+                elif not key.fileobj.recv(65536):
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+
+    def close(self):
+        os.write(self.stop_w, b"x")
+        self.thread.join(5)
+        os.close(self.stop_r)
+        os.close(self.stop_w)
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_interpreter_exit_under_a_black_hole_is_bounded(protocol):
+    """No shutdown, every signal's receiver hung: the exit handler's 5 s shutdown (all signals
+    together), then the process ends; the summary is lens' last line."""
+    hole = BlackHole()
+    try:
+        env = {"NEMO_LENS_ENABLED": "1", "NEMO_LENS_EXPORTER": "otlp",
+               "NEMO_LENS_SPAN_GROUPS": "all", "NEMO_LENS_LOGS_ENABLED": "1",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{hole.port}",
+               "OTEL_EXPORTER_OTLP_TIMEOUT": "60000", "OTEL_BSP_SCHEDULE_DELAY": "100",
+               "OTEL_METRIC_EXPORT_INTERVAL": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
+        result = run_python("""
+            import sys, time
+            import nemo_lens_cpp as lens
+            lens.setup_telemetry(lens.NemoLensConfig.from_env())
+            counter = lens.get_meter("exit").create_counter("exit.count")
+            for i in range(2000):
+                with lens.managed_span("step", "s", i=i):
+                    counter.add(1)
+                    if i % 10 == 0:
+                        lens.log(lens.Severity.INFO, "ten")
+            time.sleep(0.3)  # a steady load while the exports hang
+            print(time.monotonic(), flush=True)
+        """, env)
+        exited = time.monotonic()
+    finally:
+        hole.close()
+    if "is not available in this build" in result.stderr:
+        pytest.skip("this build of lens has no OTLP/gRPC")
+    assert result.returncode == 0, result.stderr
+    exit_s = exited - float(result.stdout.strip())
+    assert exit_s < 5.0 + 0.5, result.stderr  # docs/otlp.md: 5 s at exit, then a small bound
+    lens_lines = [l for l in result.stderr.splitlines() if l.startswith("lens: ")]
+    assert lens_lines and "at shutdown:" in lens_lines[-1], result.stderr

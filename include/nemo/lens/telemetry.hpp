@@ -68,13 +68,23 @@ struct TelemetryStats {
   std::uint64_t spans_truncated = 0;
   /// export_spans() calls made.
   std::uint64_t export_requests = 0;
-  /// Metric data points exported, and collections whose export failed.
+  /// Metric data points collected for export. After shutdown() returned, collected = exported +
+  /// dropped.
+  std::uint64_t metric_points_collected = 0;
+  /// Metric data points exported.
   std::uint64_t metric_points_exported = 0;
+  /// Metric data points lost: their export failed, or shutdown's time ran out first.
+  std::uint64_t metric_points_dropped = 0;
+  /// Collections whose export failed.
   std::uint64_t metric_exports_failed = 0;
   /// Measurements dropped: negative counter increments, NaN, out of memory (process-wide).
   std::uint64_t metric_measurements_dropped = 0;
-  /// Log records exported, and dropped (queue full or export failed).
+  /// Log records emitted while logs were recorded. After shutdown() returned, emitted = exported +
+  /// dropped.
+  std::uint64_t log_records_emitted = 0;
+  /// Log records exported.
   std::uint64_t log_records_exported = 0;
+  /// Log records lost: the queue was full, their export failed, or shutdown's time ran out first.
   std::uint64_t log_records_dropped = 0;
 };
 
@@ -104,16 +114,23 @@ class NEMO_LENS_API TelemetryHandle {
   int world_size() const noexcept;
 
   /// Exports everything recorded so far — queued spans, a collection of every metric, queued log
-  /// records — waiting at most `timeout`. Returns true when done in time (always true when not
-  /// exporting).
+  /// records — waiting at most `timeout` for all three together (each signal flushes on its own
+  /// thread, at the same time). Returns true when all were done in time (always true when not
+  /// exporting). An export still in flight at the timeout goes on under its own export timeout.
   bool force_flush(std::chrono::milliseconds timeout = std::chrono::seconds(30)) noexcept;
 
   /// Switches every span group off, ends still-open spans as truncated (attribute and event
-  /// nemo.span.truncated, innermost first), exports everything queued and stops the exporter
-  /// thread; makes a last metric collection and exports the queued log records, then stops the
-  /// metric reader and the log processor, all within `timeout`. Prints a one-line summary to
-  /// stderr when spans were dropped. Idempotent: later calls return true at once. After it, a new setup_telemetry() is
-  /// allowed. Returns false when the timeout expired first.
+  /// nemo.span.truncated, innermost first), then shuts the three signals down at the same time,
+  /// each on its own thread and each with the whole `timeout`: the spans queued are exported, a
+  /// last metric collection is exported, the queued log records are exported. Exports still in
+  /// flight shortly before the timeout (a tenth of it, at most 100 ms) are interrupted and what is
+  /// left is dropped, so that a hung receiver of one signal takes no time from the others and
+  /// shutdown returns within `timeout`. When it returns, no lens thread of this set-up counts,
+  /// prints or sends any more: stats() is final (ended = exported + every dropped count, per
+  /// signal). Prints a one-line summary to stderr, last, when something was dropped. Idempotent:
+  /// later calls return true at once. After it, a new setup_telemetry() is allowed. Returns false
+  /// when an exporter thread did not finish in time (a custom exporter that ignores its deadline);
+  /// what it held is then counted as dropped at shutdown.
   bool shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(30)) noexcept;
 
   /// Whether shutdown() has completed (false for a default-constructed handle).
