@@ -63,13 +63,17 @@ class Collector {
       throw std::runtime_error("lens collect did not start: " + child_->stderr_text());
     }
     http_port_ = port_after(child_->stderr_text(), "OTLP/HTTP on http://127.0.0.1:");
+    if (http_port_ == 0) {  // --tls-cert
+      http_port_ = port_after(child_->stderr_text(), "OTLP/HTTP on https://127.0.0.1:");
+      scheme_ = "https";
+    }
     grpc_port_ = port_after(child_->stderr_text(), "OTLP/gRPC on 127.0.0.1:");
   }
 
  public:
   std::string http_url() const { return http_base() + "/v1/traces"; }
-  /// "http://127.0.0.1:PORT", for the other paths.
-  std::string http_base() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
+  /// "http://127.0.0.1:PORT" ("https://" with TLS), for the other paths.
+  std::string http_base() const { return scheme_ + "://127.0.0.1:" + std::to_string(http_port_); }
   /// What it printed on stderr so far.
   std::string stderr_text() const { return child_->stderr_text(); }
   int http_port() const { return http_port_; }
@@ -96,6 +100,7 @@ class Collector {
 
   std::string out_;
   std::unique_ptr<ChildProcess> child_;
+  std::string scheme_ = "http";
   int http_port_ = 0;
   int grpc_port_ = 0;
 };

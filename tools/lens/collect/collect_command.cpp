@@ -16,6 +16,7 @@ namespace {
 constexpr std::string_view kHelp =
     "usage: lens collect [--out FILE] [--metrics-out FILE] [--logs-out FILE]\n"
     "                    [--listen HOST:PORT] [--grpc-listen HOST:PORT|off] [--max-body BYTES]\n"
+    "                    [--token-file FILE | --token-env VAR] [--tls-cert FILE --tls-key FILE]\n"
     "\n"
     "Receives spans, metrics and logs over OTLP and appends every request to its signal's file\n"
     "as one line of OTLP/JSON (the format of the file exporters, which `lens report` reads).\n"
@@ -34,15 +35,53 @@ constexpr std::string_view kHelp =
     "  --grpc-listen HOST:PORT  OTLP/gRPC address (default 127.0.0.1:4317), or 'off'\n"
     "  --max-body BYTES         largest request body, also after decompression (default\n"
     "                           16777216); larger ones get HTTP 413\n"
+    "  --token-file FILE        require the token in FILE from every writer: HTTP\n"
+    "                           'Authorization: Bearer TOKEN', gRPC metadata 'authorization';\n"
+    "                           others get 401 / UNAUTHENTICATED\n"
+    "  --token-env VAR          the same, with the token in the environment variable VAR\n"
+    "                           (never on the command line, where ps shows it)\n"
+    "  --tls-cert FILE          serve HTTPS and gRPC over TLS with this PEM certificate (chain)\n"
+    "  --tls-key FILE           and its PEM private key\n"
     "\n"
     "Both addresses are loopback by default, so only this machine can send; give 0.0.0.0:PORT\n"
-    "to accept other machines. Answers: 200 with an empty OTLP response; 400 for an undecodable\n"
-    "body, 404 for another path or a signal without output, 405 for another method, 413 for a\n"
+    "to accept other machines, with a token and TLS on a shared network (a warning says when\n"
+    "either is missing). Writers send the token with\n"
+    "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20TOKEN and trust the certificate with\n"
+    "OTEL_EXPORTER_OTLP_CERTIFICATE=FILE.\n"
+    "\n"
+    "Answers: 200 with an empty OTLP response; 400 for an undecodable body, 401 without the\n"
+    "token, 404 for another path or a signal without output, 405 for another method, 413 for a\n"
     "body over the limit, 415 for an unsupported Content-Type or Content-Encoding. None of these\n"
     "stops the receiver.\n";
 
-constexpr FlagSpec kFlags[] = {{"--out", true},    {"--metrics-out", true}, {"--logs-out", true},
-                               {"--listen", true}, {"--grpc-listen", true}, {"--max-body", true}};
+constexpr FlagSpec kFlags[] = {
+    {"--out", true},        {"--metrics-out", true}, {"--logs-out", true},
+    {"--listen", true},     {"--grpc-listen", true}, {"--max-body", true},
+    {"--token-file", true}, {"--token-env", true},   {"--tls-cert", true},
+    {"--tls-key", true},    {"--token", true}};
+
+// The token, certificate and key the flags name. Throws UsageError.
+ReceiverAccess access_from(const ParsedFlags& flags) {
+  if (flags.has("--token")) {
+    throw UsageError("--token is not accepted: a token on the command line shows in ps; put it in "
+                     "a file (--token-file FILE) or an environment variable (--token-env VAR)");
+  }
+  ReceiverAccess access;
+  const auto file = flags.value("--token-file");
+  const auto variable = flags.value("--token-env");
+  access.token = read_token(file ? &*file : nullptr, variable ? &*variable : nullptr);
+  const auto cert = flags.value("--tls-cert");
+  const auto key = flags.value("--tls-key");
+  if (cert.has_value() != key.has_value()) {
+    throw UsageError(cert ? "--tls-cert needs --tls-key (the certificate's private key)"
+                          : "--tls-key needs --tls-cert (the certificate it belongs to)");
+  }
+  if (cert) {
+    access.cert_pem = read_pem(*cert, "--tls-cert");
+    access.key_pem = read_pem(*key, "--tls-key");
+  }
+  return access;
+}
 
 constexpr Signal kSignals[] = {Signal::kTraces, Signal::kMetrics, Signal::kLogs};
 
@@ -80,6 +119,7 @@ int run_collect(std::span<const std::string_view> args) {
     }
     max_body = parsed;
   }
+  const ReceiverAccess access = access_from(flags);
 
   // SIGINT and SIGTERM are taken by sigwait() below, so every thread started from here on (the
   // servers') must leave them blocked.
@@ -90,10 +130,11 @@ int run_collect(std::span<const std::string_view> args) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   CollectorSink sink(outputs, max_body);
-  HttpReceiver http(http_address, sink);
+  HttpReceiver http(http_address, sink, access);
   // One line per signal collected: the first says "OTLP/HTTP on" (what scripts look for; with
   // spans, the /v1/traces URL as it always was), the others "OTLP/HTTP also on".
-  const std::string base = "http://" + ListenAddress{http_address.host, http.port()}.to_string();
+  const std::string base = std::string(access.tls() ? "https://" : "http://") +
+                           ListenAddress{http_address.host, http.port()}.to_string();
   std::string files;
   bool first = true;
   for (const Signal signal : kSignals) {
@@ -113,18 +154,30 @@ int run_collect(std::span<const std::string_view> args) {
   std::unique_ptr<GrpcReceiver> grpc;
   if (grpc_value != "off") {
     const ListenAddress grpc_address = parse_listen_address(grpc_value, "--grpc-listen");
-    grpc = make_grpc_receiver(grpc_address, sink);
+    grpc = make_grpc_receiver(grpc_address, sink, access);
     if (grpc != nullptr) {
       std::cerr << "lens collect: OTLP/gRPC on "
-                << ListenAddress{grpc_address.host, grpc->port()}.to_string() << "\n";
+                << ListenAddress{grpc_address.host, grpc->port()}.to_string()
+                << (access.tls() ? " (TLS)" : "") << "\n";
       loopback = loopback && grpc_address.is_loopback();
     } else if (flags.has("--grpc-listen")) {
       throw UsageError("this build of lens has no gRPC receiver; use --grpc-listen off");
     }
   }
+  if (!access.token.empty()) {
+    std::cerr << "lens collect: writers must send the token (Authorization: Bearer ...); others "
+                 "get 401 / UNAUTHENTICATED\n";
+  }
   if (loopback) {
     std::cerr << "lens collect: listening on loopback only: processes on other machines cannot "
                  "send here (use --listen 0.0.0.0:PORT for that)\n";
+  } else if (access.token.empty()) {
+    std::cerr << "lens collect: warning: listening beyond loopback without a token: anyone who "
+                 "can reach this port can write here; give --token-file FILE or --token-env VAR "
+                 "(and --tls-cert FILE --tls-key FILE)\n";
+  } else if (!access.tls()) {
+    std::cerr << "lens collect: warning: listening beyond loopback without TLS: the token and the "
+                 "data cross the network in clear text; give --tls-cert FILE --tls-key FILE\n";
   }
   std::cerr << "lens collect: appending " << (given > 1 || outputs.traces.empty() ? "" : "to ")
             << files << "; stop with Ctrl-C\n"

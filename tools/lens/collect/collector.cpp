@@ -283,6 +283,7 @@ MHD_Result respond(MHD_Connection* connection, int status, const std::string& bo
       body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
   if (content_type != nullptr) MHD_add_response_header(response, "Content-Type", content_type);
+  if (status == 401) MHD_add_response_header(response, "WWW-Authenticate", "Bearer realm=\"lens collect\"");
   const MHD_Result r = MHD_queue_response(connection, static_cast<unsigned>(status), response);
   MHD_destroy_response(response);
   return r;
@@ -292,6 +293,7 @@ MHD_Result respond(MHD_Connection* connection, int status, const std::string& bo
 MHD_Result respond_error(MHD_Connection* connection, int status, const std::string& message,
                          bool json) {
   const int grpc_code = status == 413   ? 8  /* RESOURCE_EXHAUSTED */
+                        : status == 401 ? 16 /* UNAUTHENTICATED */
                         : status == 404 ? 12 /* UNIMPLEMENTED */
                         : status >= 500 ? 13 /* INTERNAL */
                                         : 3 /* INVALID_ARGUMENT */;
@@ -309,12 +311,13 @@ MHD_Result respond_error(MHD_Connection* connection, int status, const std::stri
 
 struct HttpReceiver::Impl {
   CollectorSink& sink;
+  const ReceiverAccess access;
   MHD_Daemon* daemon = nullptr;
   std::mutex mu;
   std::condition_variable idle;
   int in_flight = 0;
 
-  explicit Impl(CollectorSink& s) : sink(s) {}
+  Impl(CollectorSink& s, ReceiverAccess a) : sink(s), access(std::move(a)) {}
 
   static MHD_Result handle(void* cls, MHD_Connection* connection, const char* url,
                            const char* method, const char*, const char* upload_data,
@@ -341,7 +344,14 @@ struct HttpReceiver::Impl {
       const bool has_length = length_header != nullptr;
       const std::uint64_t length = has_length ? std::strtoull(length_header, nullptr, 10) : 0;
       const std::optional<Signal> signal = signal_at(url);
-      if (!signal) {
+      if (!self->access.token.empty() &&
+          !bearer_matches(
+              MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization"),
+              self->access.token)) {
+        // First: a writer without the token learns nothing about what is served here.
+        request->refuse_status = 401;
+        request->refuse_reason = std::string(kUnauthenticatedMessage);
+      } else if (!signal) {
         request->refuse_status = 404;
         std::string paths;
         for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
@@ -418,10 +428,18 @@ struct HttpReceiver::Impl {
   }
 };
 
-HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
-    : impl_(std::make_unique<Impl>(sink)) {
+HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
+                           const ReceiverAccess& access)
+    : impl_(std::make_unique<Impl>(sink, access)) {
   sockaddr_storage storage{};
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_EPOLL;
+  if (access.tls()) {
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+      throw ConfigError("This libmicrohttpd has no TLS support: lens collect cannot serve HTTPS "
+                        "(--tls-cert, --tls-key).");
+    }
+    flags |= MHD_USE_TLS;
+  }
   if (address.host.find(':') != std::string::npos) {
     auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
     v6->sin6_family = AF_INET6;
@@ -439,13 +457,22 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink)
                         "': not an IPv4 address (use an address such as 127.0.0.1 or 0.0.0.0).");
     }
   }
+  // The certificate and key options end the list for plain HTTP (MHD_OPTION_END in their place).
+  const MHD_OPTION cert_option = access.tls() ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END;
   impl_->daemon = MHD_start_daemon(
       flags, address.port, nullptr, nullptr, &Impl::handle, impl_.get(), MHD_OPTION_SOCK_ADDR,
       reinterpret_cast<sockaddr*>(&storage), MHD_OPTION_NOTIFY_COMPLETED, &Impl::completed,
       impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT, 60U,
       MHD_OPTION_CONNECTION_LIMIT, 256U,
       // Bodies arrive in pieces of at most this buffer: 1 MiB keeps a batch to a few pieces.
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20), MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20), cert_option,
+      impl_->access.cert_pem.c_str(), MHD_OPTION_HTTPS_MEM_KEY, impl_->access.key_pem.c_str(),
+      MHD_OPTION_END);
+  if (impl_->daemon == nullptr && access.tls()) {
+    throw ConfigError("Cannot serve OTLP/HTTPS on " + address.to_string() +
+                      ": the port is in use, or --tls-cert and --tls-key are not a certificate "
+                      "and its private key.");
+  }
   if (impl_->daemon == nullptr) {
     throw ConfigError("Cannot listen for OTLP/HTTP on " + address.to_string() +
                       " (is the port in use? pick another with --listen).");

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "collect/access.hpp"
 #include "common/otlp_transcode.hpp"
 
 namespace nemo::lens::cli {
@@ -115,11 +116,14 @@ struct ListenAddress {
 /// `flag` and the value.
 ListenAddress parse_listen_address(std::string_view value, std::string_view flag);
 
-/// The OTLP/HTTP front-end: POST /v1/traces, /v1/metrics, /v1/logs.
+/// The OTLP/HTTP front-end: POST /v1/traces, /v1/metrics, /v1/logs. With a token, a request
+/// without "Authorization: Bearer <token>" gets 401 (and WWW-Authenticate: Bearer) before any
+/// other check; with a certificate, it serves HTTPS only.
 class HttpReceiver {
  public:
-  /// Starts listening. Throws ConfigError when it cannot (the address is in use, ...).
-  HttpReceiver(const ListenAddress& address, CollectorSink& sink);
+  /// Starts listening. Throws ConfigError when it cannot (the address is in use, a bad key...).
+  HttpReceiver(const ListenAddress& address, CollectorSink& sink,
+               const ReceiverAccess& access = {});
   ~HttpReceiver();
   /// The port actually bound (the chosen one when the address said 0).
   std::uint16_t port() const;
@@ -132,7 +136,9 @@ class HttpReceiver {
 };
 
 /// The OTLP/gRPC front-end: the Export methods of TraceService, MetricsService and LogsService
-/// (grpc_method()). Null from make_grpc_receiver() in builds without gRPC.
+/// (grpc_method()). With a token, a call without the metadata "authorization: Bearer <token>" ends
+/// UNAUTHENTICATED before any other check; with a certificate, it serves TLS only. Null from
+/// make_grpc_receiver() in builds without gRPC.
 class GrpcReceiver {
  public:
   virtual ~GrpcReceiver() = default;
@@ -143,7 +149,8 @@ class GrpcReceiver {
 
 /// Starts the gRPC receiver, or returns null when lens was built without gRPC. Throws ConfigError
 /// when it cannot listen.
-std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress& address, CollectorSink& sink);
+std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress& address, CollectorSink& sink,
+                                                 const ReceiverAccess& access = {});
 
 /// True when this build has the gRPC receiver.
 bool grpc_receiver_built_in();

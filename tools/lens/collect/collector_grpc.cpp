@@ -18,7 +18,21 @@ namespace {
 
 class ExportReactor final : public grpc::ServerGenericBidiReactor {
  public:
-  ExportReactor(grpc::GenericCallbackServerContext* context, CollectorSink& sink) : sink_(sink) {
+  ExportReactor(grpc::GenericCallbackServerContext* context, CollectorSink& sink,
+                const ReceiverAccess& access)
+      : sink_(sink) {
+    if (!access.token.empty()) {
+      // First: a writer without the token learns nothing about what is served here.
+      const auto& metadata = context->client_metadata();
+      const auto it = metadata.find("authorization");
+      const std::string value =
+          it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+      if (!bearer_matches(it == metadata.end() ? nullptr : value.c_str(), access.token)) {
+        sink_.count_rejected();
+        Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(kUnauthenticatedMessage)));
+        return;
+      }
+    }
     std::optional<Signal> signal;
     std::string served;
     for (const Signal s : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
@@ -70,26 +84,39 @@ class ExportReactor final : public grpc::ServerGenericBidiReactor {
 
 class Service final : public grpc::CallbackGenericService {
  public:
-  explicit Service(CollectorSink& sink) : sink_(sink) {}
+  Service(CollectorSink& sink, ReceiverAccess access) : sink_(sink), access_(std::move(access)) {}
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override {
-    return new ExportReactor(context, sink_);
+    return new ExportReactor(context, sink_, access_);
   }
 
  private:
   CollectorSink& sink_;
+  const ReceiverAccess access_;
 };
 
 class Receiver final : public GrpcReceiver {
  public:
-  Receiver(const ListenAddress& address, CollectorSink& sink) : service_(sink) {
+  Receiver(const ListenAddress& address, CollectorSink& sink, const ReceiverAccess& access)
+      : service_(sink, access) {
     grpc::ServerBuilder builder;
     int selected = 0;
-    builder.AddListeningPort(address.to_string(), grpc::InsecureServerCredentials(), &selected);
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+    if (access.tls()) {
+      grpc::SslServerCredentialsOptions options;
+      options.pem_key_cert_pairs.push_back({access.key_pem, access.cert_pem});
+      credentials = grpc::SslServerCredentials(options);
+    }
+    builder.AddListeningPort(address.to_string(), credentials, &selected);
     builder.RegisterCallbackGenericService(&service_);
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(std::min<std::size_t>(sink.max_body(), INT32_MAX)));
     server_ = builder.BuildAndStart();
+    if ((server_ == nullptr || selected == 0) && access.tls()) {
+      throw ConfigError("Cannot serve OTLP/gRPC over TLS on " + address.to_string() +
+                        ": the port is in use, or --tls-cert and --tls-key are not a certificate "
+                        "and its private key.");
+    }
     if (server_ == nullptr || selected == 0) {
       throw ConfigError(
           "Cannot listen for OTLP/gRPC on " + address.to_string() +
@@ -118,8 +145,9 @@ class Receiver final : public GrpcReceiver {
 }  // namespace
 
 std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress& address,
-                                                 CollectorSink& sink) {
-  return std::make_unique<Receiver>(address, sink);
+                                                 CollectorSink& sink,
+                                                 const ReceiverAccess& access) {
+  return std::make_unique<Receiver>(address, sink, access);
 }
 
 bool grpc_receiver_built_in() { return true; }
@@ -130,7 +158,8 @@ bool grpc_receiver_built_in() { return true; }
 
 namespace nemo::lens::cli {
 
-std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress&, CollectorSink&) {
+std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress&, CollectorSink&,
+                                                 const ReceiverAccess&) {
   return nullptr;
 }
 
