@@ -1,16 +1,14 @@
 // Shutdown under a receiver that accepts, reads and never answers (a black hole), with spans,
 // metrics and logs exported together over OTLP/HTTP and over gRPC. shutdown_scenario runs as a
-// child process so that its exit is measured too: shutdown returns within its timeout, the counts
+// child process so that its exit is measured too (the in-process races, under TSan, are in
+// otlp_concurrency_test): shutdown returns within its timeout, the counts
 // of every signal add up exactly when it returns and never change afterwards, the summary line is
 // lens' last word, and the process exits within the documented bound (docs/otlp.md).
 #include <gtest/gtest.h>
 #include <time.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <fstream>
-#include <mutex>
-#include <thread>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -19,7 +17,6 @@
 #include "child_process.hpp"
 #include "http_test_server.hpp"
 #include "lens_collect.hpp"
-#include "nemo/lens/lens.hpp"
 #include "scoped_env.hpp"
 
 namespace {
@@ -178,134 +175,5 @@ TEST(ShutdownBlackHole, GrpcEverySignalCountedAtReturnAndPromptExit) {
 
 TEST(ShutdownBlackHole, GrpcExitWithoutShutdownIsBounded) { exit_without_shutdown_is_bounded("grpc"); }
 #endif
-
-// Exporters that ignore their deadline (the one fault the built-in exporters cannot show): each
-// blocks in its first call until release(), and counts its calls.
-class Gate {
- public:
-  void block() {
-    std::unique_lock lock(mu_);
-    ++calls_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void release() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool wait_for_call(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return calls_ > 0; });
-  }
-  int calls() {
-    std::lock_guard lock(mu_);
-    return calls_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  int calls_ = 0;
-};
-
-struct StuckSpanExporter : nemo::lens::SpanExporter {
-  Gate gate;
-  nemo::lens::ExportResult export_spans(std::span<const nemo::lens::SpanData* const>,
-                                        const nemo::lens::Resource&,
-                                        std::chrono::steady_clock::time_point) noexcept override {
-    gate.block();
-    return nemo::lens::ExportResult::kSuccess;
-  }
-};
-struct StuckMetricExporter : nemo::lens::MetricExporter {
-  Gate gate;
-  bool export_metrics(std::span<const nemo::lens::MetricData>, const nemo::lens::Resource&,
-                      std::chrono::steady_clock::time_point) noexcept override {
-    gate.block();
-    return true;
-  }
-};
-struct StuckLogExporter : nemo::lens::LogExporter {
-  Gate gate;
-  bool export_logs(std::span<const nemo::lens::LogRecordData>, const nemo::lens::Resource&,
-                   std::chrono::steady_clock::time_point) noexcept override {
-    gate.block();
-    return true;
-  }
-};
-
-bool same_counts(const nemo::lens::TelemetryStats& a, const nemo::lens::TelemetryStats& b) {
-  return a.spans_exported == b.spans_exported &&
-         a.spans_dropped_export_failed == b.spans_dropped_export_failed &&
-         a.spans_dropped_shutdown == b.spans_dropped_shutdown &&
-         a.metric_points_exported == b.metric_points_exported &&
-         a.metric_points_dropped == b.metric_points_dropped &&
-         a.metric_points_collected == b.metric_points_collected &&
-         a.log_records_exported == b.log_records_exported &&
-         a.log_records_dropped == b.log_records_dropped;
-}
-
-// Exporters stuck past every deadline: shutdown still returns in time (false), counts what their
-// threads held and what was queued as dropped at shutdown, and those threads, once they return,
-// count and export nothing more.
-TEST(ShutdownStuckExporters, CountsAreFinalAndTheThreadsGoQuiet) {
-  ScopedEnv env;
-  env.set("OTEL_BSP_SCHEDULE_DELAY", "20");
-  env.set("OTEL_METRIC_EXPORT_INTERVAL", "20");
-  env.set("OTEL_BLRP_SCHEDULE_DELAY", "20");
-  auto spans = std::make_shared<StuckSpanExporter>();
-  auto metrics = std::make_shared<StuckMetricExporter>();
-  auto logs = std::make_shared<StuckLogExporter>();
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.span_groups = "all";
-  c.logs_enabled = true;
-  nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
-  options.exporter = spans;
-  options.metric_exporter = metrics;
-  options.log_exporter = logs;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
-  auto counter = nemo::lens::get_meter("stuck").create_counter<std::int64_t>("stuck.count");
-  for (int i = 0; i < 100; ++i) {
-    auto span = nemo::lens::managed_span("step", "work", {{"i", i}});
-    counter.add(1);
-    nemo::lens::log(nemo::lens::Severity::kInfo, "work");
-  }
-  // Each thread is inside its exporter now, for good.
-  ASSERT_TRUE(spans->gate.wait_for_call(5s));
-  ASSERT_TRUE(metrics->gate.wait_for_call(5s));
-  ASSERT_TRUE(logs->gate.wait_for_call(5s));
-  for (int i = 0; i < 50; ++i) {  // queued behind the stuck exports
-    auto span = nemo::lens::managed_span("step", "queued");
-    nemo::lens::log(nemo::lens::Severity::kInfo, "queued");
-  }
-
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_FALSE(telemetry.shutdown(500ms));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms + 250ms);
-  const nemo::lens::TelemetryStats at_return = telemetry.stats();
-  EXPECT_EQ(at_return.spans_ended, 150u);
-  EXPECT_EQ(at_return.spans_exported, 0u);
-  EXPECT_EQ(at_return.spans_dropped_shutdown, 150u) << "the stuck batch and the queue";
-  EXPECT_EQ(at_return.log_records_emitted, 150u);
-  EXPECT_EQ(at_return.log_records_dropped, 150u);
-  EXPECT_EQ(at_return.log_records_exported, 0u);
-  EXPECT_GT(at_return.metric_points_collected, 0u);
-  EXPECT_EQ(at_return.metric_points_dropped, at_return.metric_points_collected);
-
-  // The exports return "success" now: nothing may count it, and no further export is made.
-  spans->gate.release();
-  metrics->gate.release();
-  logs->gate.release();
-  std::this_thread::sleep_for(300ms);  // an observation window: an absence has no signal
-  EXPECT_TRUE(same_counts(telemetry.stats(), at_return));
-  EXPECT_EQ(spans->gate.calls(), 1);
-  EXPECT_EQ(metrics->gate.calls(), 1);
-  EXPECT_EQ(logs->gate.calls(), 1);
-}
 
 }  // namespace

@@ -81,6 +81,13 @@ bool PeriodicWorker::wait_stopped(Clock::time_point deadline) noexcept {
   return true;
 }
 
+void PeriodicWorker::abandon() noexcept {
+  try {
+    if (thread_.joinable()) thread_.detach();
+  } catch (...) {
+  }
+}
+
 void PeriodicWorker::wake() noexcept {
   std::unique_lock lock(mu_, std::try_to_lock);
   if (lock.owns_lock()) {

@@ -33,6 +33,9 @@ class PeriodicWorker {
   /// Waits for the thread to end and joins it; false when `deadline` passed first (the thread is
   /// then left running). Idempotent.
   bool wait_stopped(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// After wait_stopped() gave up: lets the thread end on its own (detached). The owner must then
+  /// never be destroyed.
+  void abandon() noexcept;
   /// Asks for a round soon, without ever waiting (a busy thread runs another round anyway).
   void wake() noexcept;
 

@@ -165,6 +165,7 @@ bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {
       }
       return n;
     });
+    worker_.abandon();
     return false;  // the thread still runs; the processor is immortal, its exporter stays
   }
   exporter_.reset();  // the processor itself stays (immortal); its exporter need not

@@ -87,6 +87,7 @@ void MetricReader::begin_shutdown(Clock::time_point deadline) noexcept {
 bool MetricReader::finish_shutdown(Clock::time_point deadline) noexcept {
   if (worker_.wait_stopped(deadline)) return true;
   ledger_.close([] { return 0; });
+  worker_.abandon();
   return false;
 }
 
