@@ -263,4 +263,40 @@ TEST(ShutdownStuckExporters, CountsAreFinalAndTheThreadsGoQuiet) {
   EXPECT_EQ(logs->gate.calls(), 1);
 }
 
+// force_flush asks the three signals at once: a span export stuck past every deadline takes no
+// time from the metrics' and the logs' flush.
+TEST(FlushRaces, AStuckSpanExportDoesNotHoldUpMetricsAndLogs) {
+  lens_test::ScopedEnv env;
+  env.set("OTEL_BSP_SCHEDULE_DELAY", "60000");  // exports happen at the flush only
+  env.set("OTEL_METRIC_EXPORT_INTERVAL", "60000");
+  env.set("OTEL_BLRP_SCHEDULE_DELAY", "60000");
+  auto spans = std::make_shared<StuckSpanExporter>();
+  auto metrics = std::make_shared<nemo::lens::InMemoryMetricExporter>();
+  auto logs = std::make_shared<nemo::lens::InMemoryLogExporter>();
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.span_groups = "all";
+  c.logs_enabled = true;
+  nemo::lens::SetupOptions options;
+  options.allow_reinit = true;
+  options.exporter = spans;
+  options.metric_exporter = metrics;
+  options.log_exporter = logs;
+  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto counter = nemo::lens::get_meter("flush").create_counter<std::int64_t>("flush.count");
+  {
+    auto span = nemo::lens::managed_span("step", "work");
+    counter.add(3);
+    nemo::lens::log(nemo::lens::Severity::kInfo, "flushed");
+  }
+  EXPECT_FALSE(telemetry.force_flush(1s));  // the span export never returns in time
+  EXPECT_EQ(spans->gate.calls(), 1);
+  ASSERT_TRUE(metrics->latest("flush.count").has_value()) << "the metrics waited for the spans";
+  EXPECT_EQ(std::get<std::int64_t>(metrics->latest("flush.count")->number_points.at(0).value), 3);
+  ASSERT_EQ(logs->records().size(), 1u) << "the logs waited for the spans";
+  spans->gate.release();
+  telemetry.shutdown(5s);
+}
+
 }  // namespace
