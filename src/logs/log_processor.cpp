@@ -155,16 +155,19 @@ void LogProcessor::begin_shutdown(Clock::time_point deadline) noexcept {
 }
 
 bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {
-  if (!worker_.wait_stopped(deadline)) {
-    ledger_.close([&] {
-      std::uint64_t n = 0;
-      LogRecordData* r = nullptr;
-      while (queue_.try_pop(r)) {
-        delete r;
-        ++n;
-      }
-      return n;
-    });
+  const bool stopped = worker_.wait_stopped(deadline);
+  // What is queued now (records of a thread that was logging as logs stopped, or everything,
+  // when the thread did not finish) counts as dropped at shutdown.
+  ledger_.close([&] {
+    std::uint64_t n = 0;
+    LogRecordData* r = nullptr;
+    while (queue_.try_pop(r)) {
+      delete r;
+      ++n;
+    }
+    return n;
+  });
+  if (!stopped) {
     worker_.abandon();
     return false;  // the thread still runs; the processor is immortal, its exporter stays
   }
