@@ -18,6 +18,7 @@
 
 #include "common/cli.hpp"
 #include "common/otlp_transcode.hpp"
+#include "common/span_reader.hpp"
 #include "export/json_writer.hpp"
 #include "export/protobuf_wire.hpp"
 #include "nemo/lens/errors.hpp"
@@ -159,6 +160,24 @@ Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json
   if (!r.ok) {
     a.status = 400;
     a.error = (json ? "undecodable OTLP/JSON: " : "undecodable OTLP protobuf: ") + r.error;
+    rejected_.fetch_add(1);
+    return a;
+  }
+  // Nothing accepted is unreadable: the line must read as `lens report` and `lens convert` read
+  // it (the stricter reading, with details and metrics), or the client hears why now.
+  static const SpanLineReader kReadable({.details = true, .threads = 1, .metrics = true});
+  thread_local ParsedRequest parsed;
+  if (line.size() > SpanLineReader::kMaxLineBytes) {
+    a.status = 413;
+    a.error = "the request's OTLP/JSON line exceeds " +
+              std::to_string(SpanLineReader::kMaxLineBytes >> 20) +
+              " MiB, the longest line lens report reads";
+    rejected_.fetch_add(1);
+    return a;
+  }
+  if (std::string e = kReadable.parse_line(line, parsed); !e.empty()) {
+    a.status = 400;
+    a.error = (json ? "invalid OTLP/JSON request: " : "invalid OTLP protobuf request: ") + e;
     rejected_.fetch_add(1);
     return a;
   }
