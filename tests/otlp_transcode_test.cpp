@@ -405,6 +405,40 @@ TEST(ProtobufToJson, DefaultsOmittedExceptWhatTheLibraryAlwaysWrites) {
   EXPECT_EQ(s.at("links").at(0), Json::parse(R"({"flags":0,"attributes":[]})"));
 }
 
+// A span that decodes but that lens report would skip is flagged (TranscodeResult::unreadable,
+// what lens collect refuses), with the first such span of the request named.
+TEST(ProtobufToJson, FlagsSpansTheReaderWouldSkip) {
+  auto unreadable = [](const std::function<void(pb_trace::Span*)>& change) {
+    Request req = full_request();
+    pb_trace::Span* span = req.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans(1);
+    span->set_trace_id(from_hex(kLinkTraceHex));  // the span of every AnyValue has no ids
+    span->set_span_id(from_hex(kLinkSpanHex));
+    change(span);
+    std::string out;
+    const TranscodeResult r = protobuf_to_json(serialize(req), out);
+    EXPECT_TRUE(r.ok) << r.error;  // still transcoded: the flag is the receiver's to act on
+    return r.unreadable;
+  };
+  EXPECT_EQ(unreadable([](pb_trace::Span*) {}), "");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->clear_trace_id(); }), "span 2: no traceId");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->set_trace_id(std::string(16, '\0')); }),
+            "span 2: traceId is all zeros");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->clear_span_id(); }), "span 2: no spanId");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->set_span_id(std::string(8, '\0')); }),
+            "span 2: spanId is all zeros");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) {
+              s->set_start_time_unix_nano(10);
+              s->set_end_time_unix_nano(9);
+            }),
+            "span 2: endTimeUnixNano is before startTimeUnixNano");
+  // A parent of zeros is a root, and an empty span a zero-length one: both read.
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) {
+              s->set_parent_span_id(std::string(8, '\0'));
+              s->set_end_time_unix_nano(s->start_time_unix_nano());
+            }),
+            "");
+}
+
 TEST(ProtobufToJson, EmptyRequestAndEmptyGroups) {
   std::string out;
   TranscodeResult r = protobuf_to_json("", out);

@@ -31,6 +31,11 @@ struct TranscodeResult {
   std::uint64_t points = 0;
   /// The number of log records in a logs request.
   std::uint64_t records = 0;
+  /// protobuf_to_json of a trace request: the first reason the JSON Lines reader (lens report,
+  /// lens convert) would skip the line although it decodes (a span without a traceId or spanId,
+  /// or with ids of zeros, or ending before it starts), e.g. "span 3: no spanId"; empty when it
+  /// reads. lens collect refuses such a request.
+  std::string unreadable;
 };
 
 /// Decodes an OTLP ExportTraceServiceRequest in protobuf binary form and appends it to `out` as
