@@ -4,13 +4,15 @@
 //   node interop.js LENS W3C_PEER SCRATCH_DIR
 //
 // 1. Spans (10,000 of every shape: each attribute type and arrays of each, events, links, status,
-//    span kinds, remote parents), metrics (counter, up-down counter, histogram, gauge, observable
-//    gauge) and logs are exported by the SDK's OTLP exporters to `lens collect` over OTLP/HTTP JSON,
-//    OTLP/HTTP protobuf and OTLP/gRPC, each with and without gzip. What collect wrote is compared
-//    field by field with the request the SDK sent (its own JSON serialisation of the same data),
-//    under the OTLP/JSON equivalences (proto3 defaults may be omitted, 64-bit integers as numbers
-//    or strings). What the SDK itself cannot send as it holds it (NaN and the infinities over
-//    JSON, a lone surrogate) is checked apart, with what docs/otlp.md says collect keeps.
+//    span kinds, remote parents), metrics (counter, up-down counter, histogram, exponential
+//    histogram, gauge, observable gauge) and logs are exported by the SDK's OTLP exporters to
+//    `lens collect` over OTLP/HTTP JSON, OTLP/HTTP protobuf and OTLP/gRPC, each with and without
+//    gzip. What collect wrote is compared field by field with the request the SDK sent (what its
+//    serialiser for that transport writes for the same data: JSON parsed, or protobuf decoded by
+//    the SDK's own generated messages), under the OTLP/JSON equivalences (proto3 defaults may be
+//    omitted, 64-bit integers as numbers or strings, ids in hex) and collect's normalisations of
+//    JSON (docs/otlp.md). Values the SDK itself sends differently per transport (NaN and the
+//    infinities, a lone surrogate, 1e300) are checked apart.
 // 2. W3C contexts (random trace flags, tracestate) and baggage go from the JS propagators to lens
 //    (w3c_peer relay: extract_context) and from lens (inject_context) to the JS propagators.
 // 3. A Node span's context in TRACEPARENT, TRACESTATE, BAGGAGE of a lens child process (w3c_peer
@@ -29,7 +31,7 @@ const { W3CTraceContextPropagator, W3CBaggagePropagator, ExportResultCode } =
 const { resourceFromAttributes } = require('@opentelemetry/resources');
 const { AlwaysOnSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } =
   require('@opentelemetry/sdk-trace-base');
-const { MeterProvider, MetricReader } = require('@opentelemetry/sdk-metrics');
+const { AggregationType, MeterProvider, MetricReader } = require('@opentelemetry/sdk-metrics');
 const { LoggerProvider, InMemoryLogRecordExporter, SimpleLogRecordProcessor } =
   require('@opentelemetry/sdk-logs');
 const { JsonTraceSerializer, JsonMetricsSerializer, JsonLogsSerializer, ProtobufTraceSerializer,
@@ -157,12 +159,18 @@ class ManualReader extends MetricReader {
 
 async function makeMetrics() {
   const reader = new ManualReader();
-  const provider = new MeterProvider({ resource, readers: [reader] });
+  const provider = new MeterProvider({
+    resource,
+    readers: [reader],
+    views: [{ instrumentName: 'latency.exponential',
+      aggregation: { type: AggregationType.EXPONENTIAL_HISTOGRAM, options: { maxSize: 40 } } }],
+  });
   const meter = provider.getMeter('lens.interop.metrics', '0.1.0');
   const counter = meter.createCounter('requests', { unit: '{request}', description: 'served' });
   const doubles = meter.createCounter('bytes', { unit: 'By' });
   const updown = meter.createUpDownCounter('queue.depth');
   const histogram = meter.createHistogram('latency', { unit: 's', description: 'step time' });
+  const exponential = meter.createHistogram('latency.exponential', { unit: 's' });
   const gauge = meter.createGauge('temperature', { unit: 'Cel' });
   const observed = meter.createObservableGauge('memory.used', { unit: 'By' });
   observed.addCallback((r) => {
@@ -175,6 +183,7 @@ async function makeMetrics() {
     doubles.add(random() * 1000, attrs);
     updown.add(int(21) - 10, { queue: pick(['x', 'y']) });
     histogram.record(random() * 2, attrs);
+    exponential.record(random() < 0.1 ? 0 : random() * 1e3 - 100, { route: attrs.route });
     gauge.record(20 + random() * 5, { sensor: pick(['s1', 's2']) });
   }
   const { resourceMetrics, errors } = await reader.collect();
@@ -206,7 +215,7 @@ function makeLogs() {
 
 // 64-bit integer members (numbers or decimal strings in OTLP/JSON).
 const kInt64 = new Set(['intValue', 'asInt', 'startTimeUnixNano', 'endTimeUnixNano',
-  'timeUnixNano', 'observedTimeUnixNano', 'count', 'bucketCounts']);
+  'timeUnixNano', 'observedTimeUnixNano', 'count', 'bucketCounts', 'zeroCount']);
 // Members whose presence is the value (oneof members, proto3 optional): kept even at a default.
 const kPresence = new Set(['stringValue', 'boolValue', 'intValue', 'doubleValue', 'bytesValue',
   'arrayValue', 'kvlistValue', 'asInt', 'asDouble', 'sum', 'min', 'max']);
