@@ -12,7 +12,8 @@
 //    the SDK's own generated messages), under the OTLP/JSON equivalences (proto3 defaults may be
 //    omitted, 64-bit integers as numbers or strings, ids in hex) and collect's normalisations of
 //    JSON (docs/otlp.md). Values the SDK itself sends differently per transport (NaN and the
-//    infinities, a lone surrogate, 1e300) are checked apart.
+//    infinities, a lone surrogate, 1e300) are checked apart. Then lens report and lens convert
+//    read every line collect wrote, none skipped.
 // 2. W3C contexts (random trace flags, tracestate) and baggage go from the JS propagators to lens
 //    (w3c_peer relay: extract_context) and from lens (inject_context) to the JS propagators.
 // 3. A Node span's context in TRACEPARENT, TRACESTATE, BAGGAGE of a lens child process (w3c_peer
@@ -583,6 +584,30 @@ async function environment(collect) {
     'TRACESTATE and BAGGAGE');
 }
 
+// Everything collect accepted from the SDK is read by lens report and lens convert, no line
+// skipped.
+function readable(files) {
+  const run = (args) => {
+    const r = child_process.spawnSync(lensBinary, args, { encoding: 'utf8', timeout: 60000,
+      maxBuffer: 64 << 20 });
+    assert.equal(r.status, 0, `lens ${args.join(' ')}: ${r.stderr}`);
+    return r;
+  };
+  const report = JSON.parse(run(['report', '--json', files.traces, files.metrics, files.logs]).stdout);
+  assert.equal(report.input.malformed_lines, 0, JSON.stringify(report.malformed));
+  // 6 transports of the spans, the odd span over JSON and protobuf, and the lens child's.
+  assert.equal(report.input.spans, 6 * kSpans + 2 + 1);
+  assert.equal(report.input.metric_lines, 6);
+  assert.equal(report.input.log_lines, 6);
+  const chrome = path.join(scratch, 'trace.json');
+  const convert = run(['convert', '--to', 'chrome', files.traces, '-o', chrome]);
+  assert.equal(convert.stderr, '', 'lens convert skipped lines');
+  const events = JSON.parse(fs.readFileSync(chrome, 'utf8')).traceEvents.filter((e) => e.ph === 'X');
+  assert.equal(events.length, 6 * kSpans + 2 + 1);
+  console.log(`js interop: lens report and lens convert read all ${events.length} spans, ` +
+    `${report.input.data_points} data points and ${report.input.log_lines} lines of logs`);
+}
+
 async function main() {
   const started = Date.now();
   const spans = makeSpans();
@@ -599,6 +624,7 @@ async function main() {
   }
   const code = await new Promise((resolve) => collect.child.on('exit', resolve));
   assert.equal(code, 0, `lens collect: ${collect.stderr()}`);
+  readable(collect.files);
   console.log(`js interop: passed in ${Date.now() - started} ms`);
 }
 
