@@ -48,8 +48,10 @@ if (!lensBinary || !peerBinary || !scratch) {
 
 const kSpans = 10000;
 const kBatch = 500;
+let collectChild;  // stopped by the deadline too: no receiver outlives the test
 const deadline = setTimeout(() => {
   console.error('js interop: still running after 240 s; giving up');
+  if (collectChild) collectChild.kill('SIGKILL');
   process.exit(1);
 }, 240000);
 deadline.unref();
@@ -317,6 +319,7 @@ function startCollect() {
   const child = child_process.spawn(lensBinary, ['collect', '--out', files.traces,
     '--metrics-out', files.metrics, '--logs-out', files.logs, '--listen', '127.0.0.1:0',
     '--grpc-listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  collectChild = child;
   let stderr = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`lens collect not ready in 30 s: ${stderr}`)),
