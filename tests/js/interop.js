@@ -633,5 +633,6 @@ async function main() {
 
 main().catch((e) => {
   console.error(e && e.stack ? e.stack : e);
+  if (collectChild) collectChild.kill('SIGKILL');
   process.exit(1);
 });
