@@ -1,6 +1,7 @@
 // `lens collect` receiving metrics and logs (--metrics-out, --logs-out) as a real process on
 // 127.0.0.1: OTLP/HTTP with protobuf, JSON and gzip bodies (libcurl), OTLP/gRPC through a generic
-// stub, the answers (success, 400/404/405/413/415, UNIMPLEMENTED), the files and the summary line.
+// stub, the answers (success, 400/404/405/413/415, UNIMPLEMENTED), the files and the summary line;
+// and that whatever it answers 200 for, lens report and lens convert read.
 // Requests are built with libprotobuf's classes generated from tests/proto; what the files hold is
 // compared with libprotobuf's JSON printing of the same requests.
 #include <curl/curl.h>
@@ -11,6 +12,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -387,6 +389,110 @@ TEST_F(CollectSignals, OneFileForEverySignalFeedsLensReport) {
   EXPECT_EQ(j["metrics"][1]["count"], 3);
   EXPECT_EQ(j["metrics"][2]["name"], "tokens");
   EXPECT_EQ(j["metrics"][2]["value"], 1000);
+}
+
+// The spans of one OTLP/JSON trace request, as the OpenTelemetry JS SDK writes them: span `i`
+// has the attribute `value` (an AnyValue, as JSON text).
+std::string json_spans(const std::vector<std::string>& values) {
+  std::string spans;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    char id[17];
+    std::snprintf(id, sizeof id, "%016zx", i + 1);
+    spans += std::string(i == 0 ? "" : ",") +
+             R"({"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":")" + id +
+             R"(","name":"s","kind":1,"startTimeUnixNano":"1700000000000000000",)"
+             R"("endTimeUnixNano":"1700000000000001000","attributes":[{"key":"v","value":)" +
+             values[i] + "}]}";
+  }
+  return R"({"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[)" + spans +
+         "]}]}]}";
+}
+
+// What lens report and lens convert make of a file: report's JSON, and convert's events.
+Json report_of(const std::string& file, const std::string& scratch) {
+  lens_test::ChildProcess report({LENS_BINARY, "report", "--json", file}, scratch);
+  EXPECT_EQ(report.wait(), 0) << report.stderr_text();
+  std::ifstream in(scratch);
+  return Json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+}
+
+// The issue's batch of 201 spans from the JS SDK: a lone surrogate in one attribute, NaN and the
+// infinities as null, integers beyond int64. Collect keeps it (200), and every span is readable.
+TEST_F(CollectSignals, NothingAcceptedIsUnreadable) {
+  auto collector = Collector::with_args(
+      traces(), {"--out", traces(), "--metrics-out", metrics(), "--grpc-listen", "off"});
+  const std::string base = collector->http_base();
+  std::vector<std::string> values = {R"({"stringValue":"bad\ud800"})"};
+  const char* odd[] = {R"({"doubleValue":null})",
+                       R"({"doubleValue":"NaN"})",
+                       R"({"doubleValue":"Infinity"})",
+                       R"({"doubleValue":"-Infinity"})",
+                       R"({"intValue":1e+300})",
+                       R"({"intValue":9223372036854775808})",
+                       R"({"arrayValue":{"values":[{"doubleValue":null},{"intValue":1e+300}]}})",
+                       R"({"doubleValue":1e999})"};
+  while (values.size() < 201) values.emplace_back(odd[values.size() % std::size(odd)]);
+  HttpAnswer kept = post(base + "/v1/traces", json_spans(values), kJson);
+  EXPECT_EQ(kept.status, 200) << kept.body;
+  kept = post(base + "/v1/metrics",
+              R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"g","gauge":)"
+              R"({"dataPoints":[{"timeUnixNano":"1","asDouble":null},)"
+              R"({"timeUnixNano":"2","asInt":1e+300}]}}]}]}]})",
+              kJson);
+  EXPECT_EQ(kept.status, 200) << kept.body;
+
+  // What lens report could not read is refused, with the reason, and nothing is written.
+  const HttpAnswer no_id =
+      post(base + "/v1/traces", R"({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x"}]}]}]})",
+           kJson);
+  EXPECT_EQ(no_id.status, 400);
+  EXPECT_EQ(Json::parse(no_id.body)["message"], "invalid OTLP/JSON request: span 1: no spanId");
+  TraceRequest empty_id = trace_request();
+  empty_id.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans(0)->clear_span_id();
+  const HttpAnswer proto = post(base + "/v1/traces", empty_id.SerializeAsString(), kProto);
+  EXPECT_EQ(proto.status, 400);
+  EXPECT_NE(proto.body.find("invalid OTLP protobuf request: span 1: no spanId"), std::string::npos)
+      << proto.body;
+  const HttpAnswer bad_point =
+      post(base + "/v1/metrics",
+           R"({"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":)"
+           R"({"dataPoints":[{"bucketCounts":["1"],"explicitBounds":[0.5]}]}}]}]}]})",
+           kJson);
+  EXPECT_EQ(bad_point.status, 400);
+  EXPECT_EQ(Json::parse(bad_point.body)["message"],
+            "invalid OTLP/JSON request: metric 'h': dataPoints[0]: 1 bucketCounts for 1 "
+            "explicitBounds (expected one more)");
+  ASSERT_EQ(collector->stop(), 0);
+  EXPECT_EQ(read_lines(traces()).size(), 1u);
+  EXPECT_EQ(read_lines(metrics()).size(), 1u);
+
+  const Json spans = report_of(traces(), logs());
+  EXPECT_EQ(spans["input"]["spans"], 201);
+  EXPECT_EQ(spans["input"]["malformed_lines"], 0);
+  const Json points = report_of(metrics(), logs());
+  EXPECT_EQ(points["input"]["data_points"], 2);
+  EXPECT_EQ(points["input"]["malformed_lines"], 0);
+
+  lens_test::ChildProcess convert(
+      {LENS_BINARY, "convert", "--to", "chrome", traces(), "-o", logs()}, logs() + ".stdout");
+  ASSERT_EQ(convert.wait(), 0) << convert.stderr_text();
+  EXPECT_EQ(convert.stderr_text(), "");
+  std::ifstream in(logs());
+  const Json chrome = Json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  std::map<std::string, Json> by_id;
+  for (const Json& e : chrome["traceEvents"]) {
+    if (e["ph"] == "X") by_id[e["args"]["span_id"]] = e["args"]["v"];
+  }
+  ASSERT_EQ(by_id.size(), 201u);
+  EXPECT_EQ(by_id["0000000000000001"], "bad\xEF\xBF\xBD");
+  EXPECT_EQ(by_id["0000000000000002"], "NaN");
+  EXPECT_EQ(by_id["0000000000000003"], "Infinity");
+  EXPECT_EQ(by_id["0000000000000004"], "-Infinity");
+  EXPECT_EQ(by_id["0000000000000005"], 1e300);
+  EXPECT_EQ(by_id["0000000000000006"], 9223372036854775808.0);
+  EXPECT_EQ(by_id["0000000000000007"], Json::parse(R"(["NaN",1e300])"));
+  EXPECT_EQ(by_id["0000000000000008"], "Infinity");  // 1e999
+  EXPECT_EQ(by_id["0000000000000009"], "NaN");       // null: which non-finite value is not known
 }
 
 #ifdef NEMO_LENS_WITH_GRPC

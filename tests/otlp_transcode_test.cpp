@@ -405,6 +405,40 @@ TEST(ProtobufToJson, DefaultsOmittedExceptWhatTheLibraryAlwaysWrites) {
   EXPECT_EQ(s.at("links").at(0), Json::parse(R"({"flags":0,"attributes":[]})"));
 }
 
+// A span that decodes but that lens report would skip is flagged (TranscodeResult::unreadable,
+// what lens collect refuses), with the first such span of the request named.
+TEST(ProtobufToJson, FlagsSpansTheReaderWouldSkip) {
+  auto unreadable = [](const std::function<void(pb_trace::Span*)>& change) {
+    Request req = full_request();
+    pb_trace::Span* span = req.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans(1);
+    span->set_trace_id(from_hex(kLinkTraceHex));  // the span of every AnyValue has no ids
+    span->set_span_id(from_hex(kLinkSpanHex));
+    change(span);
+    std::string out;
+    const TranscodeResult r = protobuf_to_json(serialize(req), out);
+    EXPECT_TRUE(r.ok) << r.error;  // still transcoded: the flag is the receiver's to act on
+    return r.unreadable;
+  };
+  EXPECT_EQ(unreadable([](pb_trace::Span*) {}), "");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->clear_trace_id(); }), "span 2: no traceId");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->set_trace_id(std::string(16, '\0')); }),
+            "span 2: traceId is all zeros");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->clear_span_id(); }), "span 2: no spanId");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) { s->set_span_id(std::string(8, '\0')); }),
+            "span 2: spanId is all zeros");
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) {
+              s->set_start_time_unix_nano(10);
+              s->set_end_time_unix_nano(9);
+            }),
+            "span 2: endTimeUnixNano is before startTimeUnixNano");
+  // A parent of zeros is a root, and an empty span a zero-length one: both read.
+  EXPECT_EQ(unreadable([](pb_trace::Span* s) {
+              s->set_parent_span_id(std::string(8, '\0'));
+              s->set_end_time_unix_nano(s->start_time_unix_nano());
+            }),
+            "");
+}
+
 TEST(ProtobufToJson, EmptyRequestAndEmptyGroups) {
   std::string out;
   TranscodeResult r = protobuf_to_json("", out);
@@ -1087,10 +1121,6 @@ TEST(JsonToJson, RefusesWhatIsNotARequest) {
   EXPECT_EQ(refused(R"({"a":tru})"), "invalid JSON: unexpected 't' at byte 5");
   EXPECT_EQ(refused(R"({"a":"\x"})"), "invalid JSON: invalid escape at byte 6");
   EXPECT_EQ(refused(R"({"a":"\u12G4"})"), "invalid JSON: invalid \\u escape at byte 6");
-  EXPECT_EQ(refused(R"({"a":"\ud800"})"), "invalid JSON: unpaired surrogate escape at byte 6");
-  EXPECT_EQ(refused(R"({"a":"\ud800\u0041"})"),
-            "invalid JSON: unpaired surrogate escape at byte 6");
-  EXPECT_EQ(refused(R"({"a":"\udc00"})"), "invalid JSON: unpaired surrogate escape at byte 6");
   EXPECT_EQ(refused("{\"a\":\"tab\there\"}"),
             "invalid JSON: control character in a string at byte 9");
   EXPECT_EQ(refused("{\"a\":\"\xed\xa0\x80\"}"),
@@ -1117,6 +1147,74 @@ TEST(JsonToJson, RefusesWhatIsNotARequest) {
   EXPECT_TRUE(
       json_to_json(R"({"other":{"resourceSpans":1},"resourceSpans":[{"x":{"scopeSpans":1}}]})", out)
           .ok);
+}
+
+// A lone UTF-16 surrogate escape (JavaScript strings may hold one; JSON.stringify writes it as
+// \ud800) becomes U+FFFD, as invalid UTF-8 does on the protobuf path: the batch is kept, and
+// the line is JSON that strict readers (nlohmann/json, lens report) parse.
+TEST(JsonToJson, ReplacesLoneSurrogateEscapesWithTheReplacementCharacter) {
+  auto compacted = [](std::string_view body) {
+    std::string out;
+    const TranscodeResult r = json_to_json(body, out);
+    EXPECT_TRUE(r.ok) << body << ": " << r.error;
+    EXPECT_TRUE(Json::accept(out)) << out;
+    return out;
+  };
+  EXPECT_EQ(compacted(R"({"a":"bad\ud800"})"), R"({"a":"bad\ufffd"})");
+  EXPECT_EQ(compacted(R"({"a":"\udc00"})"), R"({"a":"\ufffd"})");
+  EXPECT_EQ(compacted(R"({"a":"\ud800\u0041"})"), R"({"a":"\ufffd\u0041"})");
+  EXPECT_EQ(compacted(R"({"a":"\udbff\udbff\udfff"})"), R"({"a":"\ufffd\udbff\udfff"})");
+  EXPECT_EQ(compacted(R"({"a":"x\ud800","\udc01k":"\ud834\udd1e\ud800"})"),
+            R"({"a":"x\ufffd","\ufffdk":"\ud834\udd1e\ufffd"})");
+  // Pairs and other escapes stay as written.
+  EXPECT_EQ(compacted(R"({"a":"\ud834\udd1e \u00e9 \n"})"), R"({"a":"\ud834\udd1e \u00e9 \n"})");
+  EXPECT_EQ(Json::parse(compacted(R"({"a":"bad\ud800"})"))["a"], "bad\xEF\xBF\xBD");
+}
+
+// Numbers OTLP/JSON has no spelling for, normalised where the member says what they are (an
+// AnyValue's doubleValue and intValue, a data point's asDouble and asInt): the line keeps the
+// value sent, in a form that strict readers parse.
+TEST(JsonToJson, NormalisesNonStandardNumbersOfNumericMembers) {
+  auto compacted = [](std::string_view body, lens_cli::Signal signal = lens_cli::Signal::kTraces) {
+    std::string out;
+    const TranscodeResult r = json_to_json(body, out, signal);
+    EXPECT_TRUE(r.ok) << body << ": " << r.error;
+    EXPECT_TRUE(Json::accept(out)) << out;
+    return out;
+  };
+  // NaN and the infinities as JSON.stringify writes them: null. Which one it was is lost: NaN.
+  EXPECT_EQ(compacted(R"({"v":{"doubleValue":null}})"), R"({"v":{"doubleValue":"NaN"}})");
+  EXPECT_EQ(compacted(R"({"p":{"asDouble" : null}})"), R"({"p":{"asDouble":"NaN"}})");
+  // The strings OTLP/JSON defines for them stay.
+  for (const char* s : {"\"NaN\"", "\"Infinity\"", "\"-Infinity\"", "0.5", "-0", "1e+300"}) {
+    const std::string body = std::string(R"({"v":{"doubleValue":)") + s + "}}";
+    EXPECT_EQ(compacted(body), body);
+  }
+  // Beyond a double: the infinity of its sign.
+  EXPECT_EQ(compacted(R"({"v":{"doubleValue":1e999}})"), R"({"v":{"doubleValue":"Infinity"}})");
+  EXPECT_EQ(compacted(R"({"v":{"doubleValue":-2e308}})"), R"({"v":{"doubleValue":"-Infinity"}})");
+  // An intValue that holds no int64 (what the JS SDK sends for a whole JavaScript number such
+  // as 1e300, or for 2**63) is kept as the double it is.
+  EXPECT_EQ(compacted(R"({"v":{"intValue":1e+300}})"), R"({"v":{"doubleValue":1e+300}})");
+  EXPECT_EQ(compacted(R"({"v":{"intValue":9223372036854775808}})"),
+            R"({"v":{"doubleValue":9223372036854775808}})");
+  EXPECT_EQ(compacted(R"({"v":{"intValue":-9223372036854775809}})"),
+            R"({"v":{"doubleValue":-9223372036854775809}})");
+  EXPECT_EQ(compacted(R"({"v":{"intValue":2.5}})"), R"({"v":{"doubleValue":2.5}})");
+  EXPECT_EQ(compacted(R"({"v":{"intValue":1e999}})"), R"({"v":{"doubleValue":"Infinity"}})");
+  EXPECT_EQ(compacted("{\"v\":{\"intValue\":" + std::string(400, '9') + "}}"),
+            R"({"v":{"doubleValue":"Infinity"}})");
+  EXPECT_EQ(compacted(R"({"a":1,"p":{"asInt":1e+300}})", lens_cli::Signal::kMetrics),
+            R"({"a":1,"p":{"asDouble":1e+300}})");
+  // Whole numbers within int64, as numbers or strings, stay.
+  for (const char* s : {"9223372036854775807", "-9223372036854775808", "0", "\"12\""}) {
+    const std::string body = std::string(R"({"v":{"intValue":)") + s + "}}";
+    EXPECT_EQ(compacted(body), body);
+  }
+  // Elsewhere a number beyond a double is still refused.
+  std::string out;
+  EXPECT_EQ(json_to_json(R"({"startTimeUnixNano":1e999})", out).error,
+            "invalid JSON: number out of range at byte 21");
 }
 
 // What json_to_json must accept, decided on nlohmann/json's reading of the body.

@@ -9,16 +9,53 @@
 //     in turn, with the same span (data point, log record) count and byte for byte the same
 //     text (the JSON decoder keeps tokens as written, and the protobuf decoder writes compact
 //     JSON);
-//   - an accepted JSON body is re-serialised idempotently.
+//   - an accepted JSON body is re-serialised idempotently, as strict RFC 8259 JSON (what
+//     nlohmann/json, the reader of lens report, parses): lone surrogate escapes and numbers
+//     beyond a double are normalised away (docs/otlp.md);
+//   - nothing lens collect accepts is unreadable: a line that passes the receiver's check (the
+//     protobuf decoder's `unreadable` for spans and logs, else the reader with details and
+//     metrics; tools/lens/collect/collector.cpp) is read without error both as `lens report`
+//     reads it (metrics, no details) and as `lens convert` does (details, no metrics), with as
+//     many spans as the decoder counted (traces); and the decoder's `unreadable` says a line is
+//     unreadable exactly when the reader does.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
 #include "common/otlp_transcode.hpp"
+#include "common/span_reader.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
+
+namespace cli = nemo::lens::cli;
+
+// What lens collect does after decoding (tools/lens/collect/collector.cpp): writes the line only
+// when lens report and lens convert read it. For a protobuf body of spans or logs it trusts the
+// decoder's `unreadable` (spans) instead of reading the line: here that trust is checked.
+void check_readable(std::string_view line, const lens_cli::TranscodeResult& decoded,
+                    lens_cli::Signal signal, bool json) {
+  static const cli::SpanLineReader collect({.details = true, .threads = 1, .metrics = true});
+  static const cli::SpanLineReader report({.threads = 1, .metrics = true});
+  static const cli::SpanLineReader convert({.details = true, .threads = 1});
+  cli::ParsedRequest parsed;
+  const std::string error = collect.parse_line(line, parsed);
+  if (!json && signal != lens_cli::Signal::kMetrics) {
+    // The decoder's verdict is the reader's.
+    LENS_FUZZ_CHECK(decoded.unreadable.empty() == error.empty());
+  }
+  if (!error.empty()) return;  // answered 400: nothing was written
+  const std::size_t spans = parsed.span_count;
+  // The decoder counts the spans of a trace request only.
+  LENS_FUZZ_CHECK(signal != lens_cli::Signal::kTraces || spans == decoded.spans);
+  for (const cli::SpanLineReader* reader : {&report, &convert}) {
+    cli::ParsedRequest again;
+    LENS_FUZZ_CHECK(reader->parse_line(line, again).empty());
+    LENS_FUZZ_CHECK(again.span_count == spans);
+  }
+}
 
 void check(std::string_view body, lens_cli::Signal signal) {
   const std::string prefix = "kept";
@@ -39,6 +76,8 @@ void check(std::string_view body, lens_cli::Signal signal) {
     LENS_FUZZ_CHECK(json.ok);
     LENS_FUZZ_CHECK(same_counts(json, proto));
     LENS_FUZZ_CHECK(again == line);
+    LENS_FUZZ_CHECK(nlohmann::json::accept(line));
+    check_readable(line, proto, signal, false);
   }
 
   std::string json_out = prefix;
@@ -52,6 +91,8 @@ void check(std::string_view body, lens_cli::Signal signal) {
     std::string again;
     const lens_cli::TranscodeResult twice = lens_cli::json_to_json(line, again, signal);
     LENS_FUZZ_CHECK(twice.ok && same_counts(twice, json) && again == line);
+    LENS_FUZZ_CHECK(nlohmann::json::accept(line));
+    check_readable(line, json, signal, true);
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "common/cli.hpp"
 #include "common/otlp_transcode.hpp"
+#include "common/span_reader.hpp"
 #include "export/json_writer.hpp"
 #include "export/protobuf_wire.hpp"
 #include "nemo/lens/errors.hpp"
@@ -159,6 +160,32 @@ Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json
   if (!r.ok) {
     a.status = 400;
     a.error = (json ? "undecodable OTLP/JSON: " : "undecodable OTLP protobuf: ") + r.error;
+    rejected_.fetch_add(1);
+    return a;
+  }
+  // Nothing accepted is unreadable: the line must read as lens report and lens convert read it.
+  // A protobuf trace request (the hot path) is decoded into JSON that reads but for what the
+  // decoder reports (r.unreadable; fuzz_otlp_receiver checks that this is all); a logs line is
+  // JSON that the reader skips; the rest (JSON bodies, metrics) is read with the reader itself,
+  // in its stricter configuration (details and metrics).
+  std::string unreadable = r.unreadable;
+  if (unreadable.empty() && line.size() > SpanLineReader::kMaxLineBytes) {
+    a.status = 413;
+    a.error = "the request's OTLP/JSON line exceeds " +
+              std::to_string(SpanLineReader::kMaxLineBytes >> 20) +
+              " MiB, the longest line lens report reads";
+    rejected_.fetch_add(1);
+    return a;
+  }
+  if (unreadable.empty() && (json || signal == Signal::kMetrics)) {
+    static const SpanLineReader kReadable({.details = true, .threads = 1, .metrics = true});
+    thread_local ParsedRequest parsed;
+    unreadable = kReadable.parse_line(line, parsed);
+  }
+  if (!unreadable.empty()) {
+    a.status = 400;
+    a.error =
+        (json ? "invalid OTLP/JSON request: " : "invalid OTLP protobuf request: ") + unreadable;
     rejected_.fetch_add(1);
     return a;
   }

@@ -67,7 +67,8 @@ class CollectorSink {
 
   /// Accepts one Export<Signal>ServiceRequest body. `json`: OTLP/JSON, else protobuf. `gzip`:
   /// the body is gzip-compressed (its decompressed size is bounded by max_body too). The signal
-  /// must be collected (collects()).
+  /// must be collected (collects()). Writes the request's line only when lens report and lens
+  /// convert read it without error (SpanLineReader::parse_line); else answers 400 with why.
   Acceptance accept(Signal signal, std::string_view body, bool json, bool gzip);
 
   /// Counts a request refused before its body was read (413 on Content-Length, 404, 415...).

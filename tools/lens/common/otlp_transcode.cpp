@@ -65,7 +65,9 @@ TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out, Signa
       out.resize(mark);
       return refused(std::move(transcoder.error));
     }
-    return accepted(signal, transcoder.spans + transcoder.points + transcoder.records);
+    TranscodeResult r = accepted(signal, transcoder.spans + transcoder.points + transcoder.records);
+    r.unreadable = std::move(transcoder.unreadable);
+    return r;
   } catch (const std::exception& e) {  // std::bad_alloc, std::length_error
     out.resize(mark);
     return refused(std::string("out of memory: ") + e.what());

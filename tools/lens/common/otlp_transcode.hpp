@@ -31,6 +31,11 @@ struct TranscodeResult {
   std::uint64_t points = 0;
   /// The number of log records in a logs request.
   std::uint64_t records = 0;
+  /// protobuf_to_json of a trace request: the first reason the JSON Lines reader (lens report,
+  /// lens convert) would skip the line although it decodes (a span without a traceId or spanId,
+  /// or with ids of zeros, or ending before it starts), e.g. "span 3: no spanId"; empty when it
+  /// reads. lens collect refuses such a request.
+  std::string unreadable;
 };
 
 /// Decodes an OTLP ExportTraceServiceRequest in protobuf binary form and appends it to `out` as
@@ -85,9 +90,13 @@ TranscodeResult protobuf_to_json(std::string_view bytes, std::string& out,
 /// Checks an OTLP/JSON ExportTraceServiceRequest body and appends it to `out` on one line (no
 /// trailing newline) with the whitespace between tokens removed, counting its spans. Every token
 /// is copied as written (strings keep their escapes, numbers their digits), so the line reads
-/// back as exactly the body's value.
-/// - The body must be RFC 8259 JSON (valid UTF-8, well-formed escapes and surrogate pairs, no
-///   number beyond a double's range; a leading UTF-8 BOM is skipped) whose value is an object.
+/// back as exactly the body's value, but for what OTLP/JSON has no spelling for (docs/otlp.md,
+/// "What lens collect keeps"): an escaped lone surrogate becomes \ufffd; in doubleValue and
+/// asDouble, null becomes "NaN" and a number beyond a double "Infinity" or "-Infinity"; an
+/// intValue or asInt that is no int64 written as digits (1e+300, 2.5) becomes a doubleValue or
+/// asDouble of the same token. So the line is JSON that strict readers parse.
+/// - The body must be RFC 8259 JSON (valid UTF-8, well-formed escapes, no other number beyond a
+///   double's range; a leading UTF-8 BOM is skipped) whose value is an object.
 ///   When present, resourceSpans, each element's scopeSpans and each of those elements' spans
 ///   must be arrays (or null), and the elements of the first two objects. Nesting deeper than
 ///   128 is refused. Errors name the byte offset ("invalid JSON: expected ':' at byte 12").

@@ -35,6 +35,10 @@ enum class Role : std::uint8_t {
 // What a value must be where it appears.
 enum class Shape : std::uint8_t { kAny, kObject, kArrayOrNull, kObjectOrNull };
 
+// The numeric members the compactor normalises (docs/otlp.md, "What lens collect keeps"): an
+// AnyValue's doubleValue and intValue, a number data point's or exemplar's asDouble and asInt.
+enum class Number : std::uint8_t { kNone, kDouble, kInt, kAsInt };
+
 // The members of a Metric's data oneof, as OTLP/JSON spells them.
 constexpr std::string_view kMetricDataKeys[] = {"gauge", "sum", "histogram", "exponentialHistogram",
                                                 "summary"};
@@ -239,8 +243,10 @@ class JsonCompactor {
     }
   }
 
-  // The value at p_ (after any whitespace); `depth` is that of the container holding it.
-  bool value(Role role, int depth) {
+  // The value at p_ (after any whitespace); `depth` is that of the container holding it. `number`
+  // says whether it is a double or an int64 member to normalise, whose key starts at `key_at` in
+  // out_ (for renaming an intValue that holds no int64 into a doubleValue).
+  bool value(Role role, int depth, Number number = Number::kNone, std::size_t key_at = 0) {
     if (p_ == end_) return unexpected();
     const char c = *p_;
     const Shape shape = shape_for(role);
@@ -261,10 +267,60 @@ class JsonCompactor {
       case 'f':
         return literal("false");
       case 'n':
+        if (number == Number::kDouble) {
+          // JSON.stringify (the OpenTelemetry JS SDK) writes NaN and both infinities as null;
+          // which one it was is lost, and "NaN" says so in the encoding OTLP/JSON allows.
+          if (!literal("null", false)) return false;
+          out_.append("\"NaN\"");
+          return true;
+        }
         return literal("null");
       default:
-        return (c == '-' || (c >= '0' && c <= '9')) ? number() : unexpected();
+        if (c != '-' && (c < '0' || c > '9')) return unexpected();
+        return number == Number::kNone ? this->number() : numeric_member(number, key_at);
     }
+  }
+
+  // The key of a member that numeric_member() normalises.
+  static Number number_kind(std::string_view key) {
+    if (key_is(key, "doubleValue") || key_is(key, "asDouble")) return Number::kDouble;
+    if (key_is(key, "intValue")) return Number::kInt;
+    if (key_is(key, "asInt")) return Number::kAsInt;
+    return Number::kNone;
+  }
+
+  // A number token as the value of a double or int64 member: written as OTLP/JSON allows. Beyond
+  // a double's range (1e999): the string "Infinity" or "-Infinity", as a double member. An int64
+  // member holding anything but a whole number within int64 written as digits (1e+300, 2.5,
+  // 9223372036854775808: what the JS SDK sends for a JavaScript number that Number.isInteger
+  // calls whole): the same token under the double member's key (doubleValue, asDouble), so the
+  // value sent is the value kept.
+  bool numeric_member(Number number, std::size_t key_at) {
+    const char* const start = p_;
+    bool integral = false;
+    bool overflows = false;
+    if (!scan_number(integral, overflows)) return false;
+    const std::string_view text(start, static_cast<std::size_t>(p_ - start));
+    bool keep = number == Number::kDouble && !overflows;
+    if (number != Number::kDouble && integral) {
+      std::int64_t ignored = 0;
+      const auto r = std::from_chars(text.data(), text.data() + text.size(), ignored);
+      keep = r.ec == std::errc() && r.ptr == text.data() + text.size();
+    }
+    if (keep) {
+      out_.append(text);
+      return true;
+    }
+    if (number != Number::kDouble) {
+      out_.resize(key_at);
+      out_.append(number == Number::kAsInt ? "\"asDouble\":" : "\"doubleValue\":");
+    }
+    if (overflows) {
+      out_.append(text.starts_with('-') ? "\"-Infinity\"" : "\"Infinity\"");
+    } else {
+      out_.append(text);
+    }
+    return true;
   }
 
   bool object(Role role, int depth) {
@@ -281,6 +337,7 @@ class JsonCompactor {
     for (;;) {
       if (p_ == end_ || *p_ != '"') return p_ == end_ ? unexpected() : invalid("expected a key");
       const char* const key_start = p_;
+      const std::size_t key_out = out_.size();
       if (!string()) return false;
       const std::string_view key(key_start + 1, static_cast<std::size_t>(p_ - key_start - 2));
       skip_space();
@@ -289,7 +346,7 @@ class JsonCompactor {
       out_.push_back(':');
       skip_space();
       const Role child = role == Role::kOther ? Role::kOther : child_role(role, key);
-      if (!value(child, depth)) return false;
+      if (!value(child, depth, number_kind(key), key_out)) return false;
       skip_space();
       if (p_ == end_) return unexpected();
       if (*p_ == '}') {
@@ -341,15 +398,24 @@ class JsonCompactor {
     }
   }
 
+  // A string, copied as written except that an escaped lone surrogate (\ud800 without its low
+  // half, \udc00 alone) becomes \ufffd, as invalid UTF-8 does on the protobuf path.
   bool string() {
-    const char* const start = p_++;
+    const char* start = p_++;
     for (;;) {
       while (p_ != end_ && kPlainStringBytes[static_cast<unsigned char>(*p_)]) ++p_;
       if (p_ == end_) return invalid("unterminated string", start);
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') break;
       if (c == '\\') {
-        if (!escape()) return false;
+        const char* const at = p_;
+        bool lone_surrogate = false;
+        if (!escape(lone_surrogate)) return false;
+        if (lone_surrogate) {
+          out_.append(start, static_cast<std::size_t>(at - start));
+          out_.append("\\ufffd");
+          start = p_;
+        }
       } else if (c < 0x20) {
         return invalid("control character in a string");
       } else {
@@ -377,7 +443,8 @@ class JsonCompactor {
     return v;
   }
 
-  bool escape() {
+  // The escape at p_; an escaped surrogate without its other half is skipped and flagged.
+  bool escape(bool& lone_surrogate) {
     if (end_ - p_ < 2) return invalid("unterminated string");
     switch (p_[1]) {
       case '"':
@@ -397,14 +464,17 @@ class JsonCompactor {
     }
     const int unit = code_unit();
     if (unit < 0) return invalid("invalid \\u escape");
-    if (unit >= 0xDC00 && unit <= 0xDFFF) return invalid("unpaired surrogate escape");
-    if (unit >= 0xD800 && unit <= 0xDBFF) {
-      const char* const high = p_;
-      p_ += 6;
-      const int low = code_unit();
-      if (low < 0xDC00 || low > 0xDFFF) return invalid("unpaired surrogate escape", high);
-    }
     p_ += 6;
+    if (unit >= 0xDC00 && unit <= 0xDFFF) {
+      lone_surrogate = true;
+    } else if (unit >= 0xD800 && unit <= 0xDBFF) {
+      const int low = code_unit();
+      if (low >= 0xDC00 && low <= 0xDFFF) {
+        p_ += 6;
+      } else {
+        lone_surrogate = true;  // what follows is read on its own
+      }
+    }
     return true;
   }
 
@@ -416,6 +486,18 @@ class JsonCompactor {
 
   bool number() {
     const char* const start = p_;
+    bool integral = false;
+    bool out_of_range = false;
+    if (!scan_number(integral, out_of_range)) return false;
+    if (out_of_range) return invalid("number out of range", start);
+    out_.append(start, static_cast<std::size_t>(p_ - start));
+    return true;
+  }
+
+  // Moves past the number token at p_, checking its grammar; `integral` when it has neither
+  // fraction nor exponent, `out_of_range` when it is beyond a double's range.
+  bool scan_number(bool& integral, bool& out_of_range) {
+    const char* const start = p_;
     if (*p_ == '-') ++p_;
     const char* const int_start = p_;
     if (p_ != end_ && *p_ == '0') {
@@ -425,7 +507,9 @@ class JsonCompactor {
     }
     const bool long_integer = p_ - int_start > 308;
     bool exponent = false;
+    bool fraction = false;
     if (p_ != end_ && *p_ == '.') {
+      fraction = true;
       ++p_;
       if (!digits()) return invalid("invalid number", start);
     }
@@ -436,20 +520,18 @@ class JsonCompactor {
       if (!digits()) return invalid("invalid number", start);
     }
     const std::string_view text(start, static_cast<std::size_t>(p_ - start));
-    if ((exponent || long_integer) && overflows_double(text)) {
-      return invalid("number out of range", start);
-    }
-    out_.append(text);
+    integral = !fraction && !exponent;
+    out_of_range = (exponent || long_integer) && overflows_double(text);
     return true;
   }
 
-  bool literal(std::string_view word) {
+  bool literal(std::string_view word, bool copy = true) {
     if (static_cast<std::size_t>(end_ - p_) < word.size() ||
         std::memcmp(p_, word.data(), word.size()) != 0) {
       return unexpected();
     }
     p_ += word.size();
-    out_.append(word);
+    if (copy) out_.append(word);
     return true;
   }
 };

@@ -75,6 +75,8 @@ class ProtobufToJson : public WireReader {
   std::uint64_t spans = 0;
   std::uint64_t points = 0;
   std::uint64_t records = 0;
+  // Traces: the first reason lens report would not read the line (TranscodeResult::unreadable).
+  std::string unreadable;
 
   bool request(Signal signal, const Byte* p, const Byte* end);
 
@@ -89,11 +91,13 @@ class ProtobufToJson : public WireReader {
   bool check_only(Emit&& emit) {
     const std::size_t mark = out_.size();
     const std::uint64_t counts[3] = {spans, points, records};
+    const std::size_t unreadable_size = unreadable.size();
     const bool ok = emit();
     out_.resize(mark);
     spans = counts[0];
     points = counts[1];
     records = counts[2];
+    unreadable.resize(unreadable_size);
     return ok;
   }
 

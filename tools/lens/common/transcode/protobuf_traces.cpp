@@ -87,6 +87,29 @@ bool ProtobufToJson::span(const Field& m, int depth) {
     }
   }
 
+  // What the JSON Lines reader (lens report, lens convert) requires of a span, beyond what this
+  // decoder checks: both ids, not all zeros, and an end not before the start.
+  if (unreadable.empty()) {
+    auto zero = [](const Field& id) {
+      for (const Byte b : id.bytes()) {
+        if (b != 0) return false;
+      }
+      return true;
+    };
+    const std::string at = "span " + std::to_string(spans) + ": ";
+    if (trace_id.size == 0) {
+      unreadable = at + "no traceId";
+    } else if (zero(trace_id)) {
+      unreadable = at + "traceId is all zeros";
+    } else if (span_id.size == 0) {
+      unreadable = at + "no spanId";
+    } else if (zero(span_id)) {
+      unreadable = at + "spanId is all zeros";
+    } else if (end_time < start) {
+      unreadable = at + "endTimeUnixNano is before startTimeUnixNano";
+    }
+  }
+
   Object o{out_};
   if (trace_id.size != 0) {
     o.key("traceId");
