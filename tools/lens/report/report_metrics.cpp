@@ -30,19 +30,23 @@ const char* metric_type_name(MetricType type) {
 
 ExponentialHistogram ExponentialHistogram::of(const MetricPoint& point) {
   ExponentialHistogram h;
-  h.empty = false;
-  h.scale = point.scale;
+  if (point.scale < kMinScale) return h;  // base 2^(2^10) and beyond: no usable bounds
+  // A finer scale than OTLP's 20 is read at 20: its bucket k is bucket floor(k / 2^(s - 20)).
+  const std::int32_t shift = point.scale > kMaxScale ? point.scale - kMaxScale : 0;
+  h.scale = point.scale - shift;
   h.zero_count = point.zero_count;
   h.zero_threshold = point.zero_threshold;
   for (auto [from, to] :
        {std::pair{&point.positive, &h.positive}, {&point.negative, &h.negative}}) {
     for (std::size_t i = 0; i < from->counts.size(); ++i) {
-      if (from->counts[i] != 0) {
-        (*to)[static_cast<std::int32_t>(from->offset + static_cast<std::int64_t>(i))] +=
-            from->counts[i];
-      }
+      if (from->counts[i] == 0) continue;
+      const std::int64_t k = static_cast<std::int64_t>(from->offset) + static_cast<std::int64_t>(i);
+      const std::int64_t at = shift >= 63 ? (k < 0 ? -1 : 0) : k >> shift;
+      if (!std::in_range<std::int32_t>(at)) return ExponentialHistogram{};  // past the last index
+      (*to)[static_cast<std::int32_t>(at)] += from->counts[i];
     }
   }
+  h.empty = false;
   h.fit();
   return h;
 }
@@ -52,7 +56,7 @@ void ExponentialHistogram::downscale(std::int32_t by) {
   for (auto* side : {&positive, &negative}) {
     std::map<std::int32_t, std::uint64_t> coarser;
     // An arithmetic shift is floor(k / 2^by), for negative indices too.
-    for (const auto& [k, c] : *side) coarser[k >> by] += c;
+    for (const auto& [k, c] : *side) coarser[by >= 31 ? (k < 0 ? -1 : 0) : k >> by] += c;
     *side = std::move(coarser);
   }
   scale -= by;

@@ -72,6 +72,11 @@ struct ExponentialHistogram {
   /// At most this many buckets on either side: a merge that would span more lowers the scale
   /// (each step halves the number of buckets) instead of growing without bound.
   static constexpr std::int64_t kMaxBuckets = 320;
+  /// OTLP's range of scales. A point of a finer scale is read at kMaxScale; one of a coarser
+  /// scale (whose bounds pass the range of a double) keeps its count and sum but no buckets, as
+  /// does one whose bucket indices pass the 32-bit range.
+  static constexpr std::int32_t kMinScale = -10;
+  static constexpr std::int32_t kMaxScale = 20;
 
   bool empty = true;  // nothing merged yet
   std::int32_t scale = 0;
@@ -79,6 +84,7 @@ struct ExponentialHistogram {
   double zero_threshold = 0;
   std::map<std::int32_t, std::uint64_t> positive, negative;  // bucket index -> count (non-zero)
 
+  /// The point's buckets; `empty` when it has none the report can use (see kMinScale).
   static ExponentialHistogram of(const MetricPoint& point);
   /// Adds another histogram's counts, both at the smaller of the two scales (bucket k at scale s
   /// is bucket floor(k / 2^(s - s')) at scale s' < s). The zero threshold is the larger one.
