@@ -49,10 +49,11 @@ constexpr std::size_t kLongTraceStateMember = 128;
 constexpr std::size_t kMaxTraceStateKey = 256;
 constexpr std::size_t kMaxTraceStateValue = 256;
 
-// The baggage-string grammar allows at most 180 list-members; the OpenTelemetry JS propagator
-// reads and writes at most that many, each at most 4096 bytes, in at most 8192 bytes in all.
+// The baggage-string grammar allows at most 180 list-members, and the OpenTelemetry JS propagator
+// reads and writes at most that many in at most 8192 bytes (the size every platform must
+// propagate). JS also skips members over 4096 bytes; lens does not, since the specification
+// requires a lone member of up to 8192 bytes to be propagated.
 constexpr std::size_t kMaxBaggageMembers = 180;
-constexpr std::size_t kMaxBaggageMemberBytes = 4096;
 constexpr std::size_t kMaxBaggageBytes = 8192;
 
 constexpr std::uint8_t kBinaryVersion = 1;
@@ -361,7 +362,6 @@ Baggage parse_baggage(std::string_view header) {
   std::string value;
   for_each_part(header, ',', [&](std::string_view part) {
     if (out.size() == kMaxBaggageMembers) return false;
-    if (part.size() > kMaxBaggageMemberBytes) return true;
     const std::string_view m = trim_ows(part);
     if (m.empty() || !parse_baggage_member(m, key, value)) return true;
     // The member as received, with the comma before it: reading stops at the first member that
@@ -388,7 +388,6 @@ std::string format_baggage(const Baggage& baggage) {
     percent_encode(key, is_tchar, member);
     member += '=';
     percent_encode(value, is_baggage_octet, member);
-    if (member.size() > kMaxBaggageMemberBytes) continue;
     ++members;
     const std::size_t size = out.size() + (out.empty() ? 0 : 1) + member.size();
     if (size > kMaxBaggageBytes) continue;

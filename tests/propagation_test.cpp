@@ -546,11 +546,15 @@ TEST(Baggage, MalformedMembersAreSkipped) {
   }
 }
 
-TEST(Baggage, MembersLongerThan4096BytesAreSkipped) {
-  const std::string fits = "k=" + std::string(4094, 'x');
-  const std::string too_long = "l=" + std::string(4095, 'x');
-  EXPECT_EQ(from_baggage(fits + "," + too_long + ",m=1"),
-            (Baggage{{"k", std::string(4094, 'x')}, {"m", "1"}}));
+// The specification requires a lone member of 8192 bytes to be propagated (the JS propagator
+// skips members over 4096 bytes; lens does not).
+TEST(Baggage, ALoneMemberOf8192BytesIsReadAndWritten) {
+  const std::string value(8190, 'x');
+  EXPECT_EQ(from_baggage("a=" + value), (Baggage{{"a", value}}));
+  Carrier carrier;
+  inject_context(SpanContext{}, carrier, {{"a", value}});
+  EXPECT_EQ(carrier.at("baggage"), "a=" + value);
+  EXPECT_EQ(carrier.at("baggage").size(), 8192u);
 }
 
 TEST(Baggage, ExtractionStopsBeforeThe8193rdByte) {
@@ -611,19 +615,25 @@ TEST(Baggage, InjectEncodesKeysAsTokens) {
   EXPECT_TRUE(none.empty()) << "no header rather than an empty one";
 }
 
-TEST(Baggage, InjectKeepsAtMost180MembersOf4096BytesIn8192Bytes) {
+TEST(Baggage, InjectKeepsAtMost180MembersIn8192Bytes) {
   Baggage many;
   for (int i = 0; i < 200; ++i) many.emplace_back("k" + std::to_string(i), "v");
   Carrier carrier;
   inject_context(SpanContext{}, carrier, many);
   EXPECT_EQ(from_baggage(carrier.at("baggage")), Baggage(many.begin(), many.begin() + 180));
 
-  // A member longer than 4096 bytes once encoded is skipped and does not count; "k=" and 1364
-  // encoded spaces are 4094 bytes, 1365 are 4097.
-  inject_context(SpanContext{}, carrier,
-                 {{"a", std::string(1365, ' ')}, {"b", std::string(1364, ' ')}, {"c", "1"}});
+  // The limit applies to the encoded header: "k=" and 2730 encoded spaces are 8192 bytes.
+  inject_context(SpanContext{}, carrier, {{"k", std::string(2730, ' ')}});
+  EXPECT_EQ(carrier.at("baggage").size(), 8192u);
+  inject_context(SpanContext{}, carrier, {{"k", std::string(2731, ' ')}, {"s", "1"}});
+  EXPECT_EQ(carrier.at("baggage"), "s=1");
+  // Members that do not fit still count among the 180.
+  Baggage counted = {{"big", std::string(8190, 'x')}};
+  for (int i = 0; i < 200; ++i) counted.emplace_back("k" + std::to_string(i), "v");
+  inject_context(SpanContext{}, carrier, counted);
   EXPECT_EQ(from_baggage(carrier.at("baggage")),
-            (Baggage{{"b", std::string(1364, ' ')}, {"c", "1"}}));
+            Baggage(counted.begin() + 1, counted.begin() + 180))
+      << "the 8194-byte member is dropped, and k179 is the 181st";
 
   // Whole members only: one that would take the header past 8192 bytes is dropped, later smaller
   // ones still go.
@@ -634,7 +644,7 @@ TEST(Baggage, InjectKeepsAtMost180MembersOf4096BytesIn8192Bytes) {
   inject_context(SpanContext{}, carrier, big);
   EXPECT_EQ(from_baggage(carrier.at("baggage")), (Baggage{big[0], big[2]}));
   EXPECT_EQ(carrier.at("baggage").size(), 8192u);
-  inject_context(SpanContext{}, carrier, {{"k", std::string(4095, 'x')}});
+  inject_context(SpanContext{}, carrier, {{"k", std::string(8191, 'x')}});
   EXPECT_EQ(carrier.count("baggage"), 0u) << "nothing fits: no header, not a stale one";
 
   std::mt19937 rng(7);

@@ -8,8 +8,10 @@
 // The outgoing headers are read as the suite reads them, independently of lens' parser: exactly
 // one traceparent of the version 00 shape, and a tracestate whose every member must follow the
 // Level 2 grammar (an ill-formed one fails the test), of which the first of each key counts.
+// The W3C Baggage suite's checks follow at the end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <regex>
@@ -455,6 +457,107 @@ TEST_F(Service, RandomFlagIsPropagated) {
   EXPECT_EQ(out.traceparent.trace_id, kTraceId);
   EXPECT_NE(out.traceparent.parent_id, kParentId);
   EXPECT_EQ(out.traceparent.flags & 0x02, 0x02) << "random flag";
+}
+
+// ---- W3C Baggage ----
+// The checks of the W3C Baggage test suite (github.com/w3c/baggage, test/test_baggage.py) on
+// what extract_context() and inject_context() do; properties, which lens does not represent, are
+// checked to leave their member intact.
+
+using nemo::lens::Baggage;
+
+Baggage baggage_of(const Headers& headers) {
+  return nemo::lens::extract_context(combine(headers)).baggage;
+}
+
+std::string injected(const Baggage& baggage) {
+  Carrier carrier;
+  nemo::lens::inject_context(SpanContext{}, carrier, baggage);
+  return carrier.count("baggage") != 0 ? carrier.at("baggage") : "<none>";
+}
+
+TEST(W3CBaggage, ASimpleMemberIsRead) {
+  EXPECT_EQ(baggage_of({{"baggage", "SomeKey=SomeValue"}}), (Baggage{{"SomeKey", "SomeValue"}}));
+}
+
+TEST(W3CBaggage, MembersWithPropertiesAreRead) {
+  const Baggage expected = {{"SomeKey", "SomeValue"}, {"SomeKey2", "SomeValue2"}};
+  for (const char* value :
+       {"SomeKey=SomeValue;SomeProp,SomeKey2=SomeValue2;ValueProp=PropVal",
+        "SomeKey=SomeValue;SomePropKey=SomePropValue,SomeKey2=SomeValue2;SomePropKey2="
+        "SomePropValue2",
+        "SomeKey=SomeValue;SomeProp;SomeProp=PropValue;SomeProp=AnotherPropValue,SomeKey2="
+        "SomeValue2",
+        "SomeKey=SomeValue;ValueProp%20%09%20%3D%20%09%20PropVal,SomeKey2=SomeValue2"}) {
+    EXPECT_EQ(baggage_of({{"baggage", value}}), expected) << value;
+  }
+}
+
+TEST(W3CBaggage, SpacesAndTabsAroundKeysValuesAndPropertiesAreIgnored) {
+  const Baggage expected = {{"SomeKey", "SomeValue"}, {"SomeKey2", "SomeValue2"}};
+  for (const char* value : {"SomeKey \t = \t SomeValue \t ; \t SomeProp \t , \t SomeKey2 \t = \t "
+                            "SomeValue2 \t ; \t ValueProp \t = \t PropVal",
+                            "SomeKey \t = \t SomeValue \t ; \t SomePropKey=SomePropValue \t , \t "
+                            "SomeKey2 \t = \t SomeValue2 \t ; \t SomePropKey2 \t = \t "
+                            "SomePropValue2"}) {
+    EXPECT_EQ(baggage_of({{"baggage", value}}), expected) << value;
+  }
+  EXPECT_EQ(baggage_of({{"baggage", "SomeKey \t = \t SomeValue \t "}}),
+            (Baggage{{"SomeKey", "SomeValue"}}));
+}
+
+TEST(W3CBaggage, AValueMayHoldEqualsSigns) {
+  EXPECT_EQ(baggage_of({{"baggage", "SomeKey=SomeValue=equals"}}),
+            (Baggage{{"SomeKey", "SomeValue=equals"}}));
+}
+
+// "\t \"';=asdf!@#$%^&*()" percent-encoded the way the suite's Python reference encodes it.
+constexpr const char* kOddValue = "\t \"';=asdf!@#$%^&*()";
+constexpr const char* kOddValueEncoded = "%09%20%22%27%3B%3Dasdf%21%40%23%24%25%5E%26%2A%28%29";
+
+TEST(W3CBaggage, PercentEncodedValuesAreDecoded) {
+  EXPECT_EQ(baggage_of({{"baggage", std::string("SomeKey=") + kOddValueEncoded}}),
+            (Baggage{{"SomeKey", kOddValue}}));
+  EXPECT_EQ(baggage_of({{"baggage", std::string("SomeKey \t = \t ") + kOddValueEncoded + " \t "}}),
+            (Baggage{{"SomeKey", kOddValue}}));
+}
+
+TEST(W3CBaggage, InjectedValuesArePercentEncodedAndDecodeBack) {
+  const std::string header = injected({{"SomeKey", kOddValue}});
+  // Only baggage-octets on the wire (the characters that need no escape may go either way).
+  const std::string value = header.substr(header.find('=') + 1);
+  for (char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(u == 0x21 || (u >= 0x23 && u <= 0x2B) || (u >= 0x2D && u <= 0x3A) ||
+                (u >= 0x3C && u <= 0x5B) || (u >= 0x5D && u <= 0x7E))
+        << header;
+  }
+  EXPECT_EQ(baggage_of({{"baggage", header}}), (Baggage{{"SomeKey", kOddValue}}));
+}
+
+TEST(W3CBaggage, SixtyFourMembersAreAllPropagated) {
+  Baggage members;
+  for (int i = 0; i < 64; ++i) members.emplace_back("key" + std::to_string(i), "value");
+  const std::string header = injected(members);
+  EXPECT_EQ(std::count(header.begin(), header.end(), ','), 63);
+  EXPECT_EQ(baggage_of({{"baggage", header}}), members);
+}
+
+TEST(W3CBaggage, AMemberOf8192BytesIsPropagated) {
+  std::string long_value;
+  for (int i = 0; i < 819; ++i) long_value += "0123456789";
+  const std::string header = injected({{"a", long_value}});
+  EXPECT_EQ(header.size(), 8192u);
+  EXPECT_EQ(baggage_of({{"baggage", header}}), (Baggage{{"a", long_value}}));
+}
+
+TEST(W3CBaggage, SeveralBaggageFieldsAreCombined) {
+  EXPECT_EQ(baggage_of({{"baggage", "userId=alice"},
+                        {"baggage", "serverNode=DF%2028,isProduction=false"}}),
+            (Baggage{{"userId", "alice"}, {"serverNode", "DF 28"}, {"isProduction", "false"}}));
+  EXPECT_EQ(baggage_of({{"baggage", "userId =   alice"},
+                        {"Baggage", "serverNode = DF%2028, isProduction = false"}}),
+            (Baggage{{"userId", "alice"}, {"serverNode", "DF 28"}, {"isProduction", "false"}}));
 }
 
 }  // namespace

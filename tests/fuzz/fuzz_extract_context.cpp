@@ -11,8 +11,8 @@
 //   - what lens writes reads back the same: inject_context(ctx, carrier, baggage), into an empty
 //     carrier and over the received headers (with and without the trace state), then
 //     extract_context gives ctx's ids, flags and trace state, and the baggage members the
-//     documented limits keep (no empty key, no member over 4096 bytes once encoded, at most 180
-//     members in at most 8192 bytes, a member dropped whole);
+//     documented limits keep (no empty key; of the first 180 members, those that fit in 8192
+//     bytes, a member dropped whole);
 //   - the binary form of an extracted context deserialises to the same context.
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +32,6 @@ using nemo::lens::SpanContext;
 
 constexpr std::string_view kHeaderNames[] = {"traceparent", "tracestate", "baggage"};
 constexpr std::size_t kMaxBaggageMembers = 180;
-constexpr std::size_t kMaxBaggageMemberBytes = 4096;
 constexpr std::size_t kMaxBaggageBytes = 8192;
 constexpr std::size_t kMaxTraceStateMembers = 32;
 constexpr std::size_t kMaxTraceStateChars = 512;
@@ -155,9 +154,9 @@ std::size_t encoded_size(std::string_view s, Keep keep) {
   return n;
 }
 
-// The members inject_context writes: non-empty keys, members of at most 4096 bytes once encoded,
-// of those the first 180, each written when the header stays within 8192 bytes (a member that
-// does not fit dropped whole, later smaller ones may still go).
+// The members inject_context writes: of the first 180 with a non-empty key, each one that keeps
+// the header within 8192 bytes (a member that does not fit dropped whole, later smaller ones may
+// still go).
 Baggage kept_on_inject(const Baggage& baggage) {
   Baggage kept;
   std::size_t bytes = 0;
@@ -169,7 +168,6 @@ Baggage kept_on_inject(const Baggage& baggage) {
         encoded_size(member.first, is_tchar) + 1 + encoded_size(member.second, [](char c) {
           return is_baggage_octet(static_cast<std::uint8_t>(c));
         });
-    if (member_size > kMaxBaggageMemberBytes) continue;
     ++counted;
     const std::size_t size = bytes + (kept.empty() ? 0 : 1) + member_size;
     if (size > kMaxBaggageBytes) continue;
