@@ -73,8 +73,8 @@ NEMO_LENS_API void inject_context(Carrier& carrier) noexcept;
 /// the end, as the specification recommends). `baggage` percent-encodes every key byte that is
 /// not an HTTP token character and every value byte outside the W3C baggage-octet range, '%' in
 /// both; skips empty keys; then of the first 180 members writes those that fit in 8192 bytes, a
-/// member that would not fit dropped whole (a later, smaller one may still go). On out-of-memory the carrier is left
-/// without the headers this call would have written.
+/// member that would not fit dropped whole (a later, smaller one may still go). On out-of-memory
+/// the carrier is left without the headers this call would have written.
 NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
                                   const Baggage& baggage = {}) noexcept;
 
@@ -101,11 +101,10 @@ NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
 /// `baggage` (W3C Baggage, decoded as the OpenTelemetry JS propagator decodes it where the
 /// specification leaves a choice): each member's key and value are OWS-trimmed and
 /// percent-decoded, keys included; in values, octets that are not UTF-8 become U+FFFD. A member
-/// is skipped when it has no '=', an empty key, a bad percent escape, a key that is not UTF-8
-/// once decoded. Characters outside the grammar are kept (a key
-/// `a(b)`, a value with a space inside); properties are ignored; empty values and repeated keys
-/// are kept. Reading stops after 180 members, or before the member that would take them past
-/// 8192 bytes.
+/// is skipped when it has no '=', an empty key, a bad percent escape, or a key that is not UTF-8
+/// once decoded. Characters outside the grammar are kept (a key `a(b)`, a value with a space
+/// inside); properties are ignored; empty values and repeated keys are kept. Reading stops after
+/// 180 members, or before the member that would take them past 8192 bytes.
 NEMO_LENS_API ExtractedContext extract_context(const Carrier& carrier) noexcept;
 
 /// The environment variables a child process started now should get to continue this trace
