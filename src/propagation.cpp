@@ -41,17 +41,20 @@ constexpr std::size_t kSpanIdAt = 36;
 constexpr std::size_t kFlagsAt = 53;
 
 constexpr std::size_t kMaxTraceStateMembers = 32;
+// The combined length the specification asks every vendor to propagate; the OpenTelemetry JS
+// TraceState keeps no more, nor does lens.
+constexpr std::size_t kMaxTraceStateChars = 512;
 // Members longer than this are the first to go when a trace state is cut.
 constexpr std::size_t kLongTraceStateMember = 128;
 constexpr std::size_t kMaxTraceStateKey = 256;
-constexpr std::size_t kMaxTenantId = 241;
-constexpr std::size_t kMaxSystemId = 14;
 constexpr std::size_t kMaxTraceStateValue = 256;
 
-constexpr std::size_t kMaxInjectedBaggageMembers = 64;
-constexpr std::size_t kMaxInjectedBaggageBytes = 8192;
-// The baggage-string grammar allows at most 180 list-members.
-constexpr std::size_t kMaxExtractedBaggageMembers = 180;
+// The baggage-string grammar allows at most 180 list-members, and the OpenTelemetry JS propagator
+// reads and writes at most that many in at most 8192 bytes (the size every platform must
+// propagate). JS also skips members over 4096 bytes; lens does not, since the specification
+// requires a lone member of up to 8192 bytes to be propagated.
+constexpr std::size_t kMaxBaggageMembers = 180;
+constexpr std::size_t kMaxBaggageBytes = 8192;
 
 constexpr std::uint8_t kBinaryVersion = 1;
 constexpr std::size_t kBinaryFixedSize = 1 + 16 + 8 + 1;
@@ -173,27 +176,16 @@ std::string format_trace_parent(const SpanContext& ctx) {
 bool is_lcalpha(char c) noexcept { return c >= 'a' && c <= 'z'; }
 bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 bool is_trace_state_key_char(char c) noexcept {
-  return is_lcalpha(c) || is_digit(c) || c == '_' || c == '-' || c == '*' || c == '/';
+  return is_lcalpha(c) || is_digit(c) || c == '_' || c == '-' || c == '*' || c == '/' || c == '@';
 }
 
-// The first character (already checked by the caller) followed by up to max - 1 key characters.
-bool key_chars_valid(std::string_view s, std::size_t max) noexcept {
-  return !s.empty() && s.size() <= max &&
-         std::all_of(s.begin() + 1, s.end(), is_trace_state_key_char);
-}
-
-// Trace Context level 1: simple-key = lcalpha 0*255(keychar), or tenant-id "@" system-id with
-// tenant-id = (lcalpha / DIGIT) 0*240(keychar) and system-id = lcalpha 0*13(keychar).
+// Trace Context Level 2: key = (lcalpha / DIGIT) 0*255(keychar), '@' among the keychars. This
+// covers Level 1's simple keys and tenant@system keys, and allows '@' anywhere after the first
+// character ("foo@", "a@b@c"), as the current test suite of the specification expects.
 bool is_trace_state_key(std::string_view key) noexcept {
-  const std::size_t at = key.find('@');
-  if (at == std::string_view::npos) {
-    return key_chars_valid(key, kMaxTraceStateKey) && is_lcalpha(key.front());
-  }
-  const std::string_view tenant = key.substr(0, at);
-  const std::string_view system = key.substr(at + 1);
-  return key_chars_valid(tenant, kMaxTenantId) &&
-         (is_lcalpha(tenant.front()) || is_digit(tenant.front())) &&
-         key_chars_valid(system, kMaxSystemId) && is_lcalpha(system.front());
+  return !key.empty() && key.size() <= kMaxTraceStateKey &&
+         (is_lcalpha(key.front()) || is_digit(key.front())) &&
+         std::all_of(key.begin() + 1, key.end(), is_trace_state_key_char);
 }
 
 // 1 to 256 characters in 0x20-0x7E except ',' and '=', the last not a space.
@@ -210,11 +202,17 @@ struct TraceStateMember {
 };
 
 enum class TraceStateMode {
-  kStrict,    // a received header: any fault invalidates the whole list
-  kSanitize,  // our own context: faulty members and repeated keys are dropped
+  // A received header: a malformed member or a 33rd member makes the whole list invalid (the
+  // specification allows dropping either the member or the header; its test suite, at its
+  // default strictness, expects the header dropped).
+  kStrict,
+  // Our own context (possibly set by hand): malformed members are dropped, the others kept.
+  kSanitize,
 };
 
-// The non-empty members of a tracestate value, in order; false when the list is invalid (strict).
+// The non-empty members of a tracestate value, in order, repeated keys included (uniqueness is
+// the sender's duty, and a list passed on unchanged must not be rewritten); false when the list
+// is invalid (strict mode only).
 bool parse_trace_state(std::string_view header, TraceStateMode mode,
                        std::vector<TraceStateMember>& out) {
   out.clear();
@@ -227,9 +225,7 @@ bool parse_trace_state(std::string_view header, TraceStateMode mode,
     bool ok = eq != std::string_view::npos;
     if (ok) {
       member = {m.substr(0, eq), m.substr(eq + 1)};
-      ok = is_trace_state_key(member.key) && is_trace_state_value(member.value) &&
-           std::none_of(out.begin(), out.end(),
-                        [&](const TraceStateMember& o) { return o.key == member.key; });
+      ok = is_trace_state_key(member.key) && is_trace_state_value(member.value);
     }
     if (ok) {
       out.push_back(member);
@@ -272,32 +268,29 @@ std::string join_trace_state(const std::vector<TraceStateMember>& members) {
   return out;
 }
 
-// ctx.trace_state as it is sent: valid members, first of each key, within the limits.
-std::string outgoing_trace_state(std::string_view trace_state, std::size_t max_bytes) {
+// ctx.trace_state as it is sent: its valid members within the limits.
+std::string outgoing_trace_state(std::string_view trace_state, std::size_t max_chars) {
   std::vector<TraceStateMember> members;
   parse_trace_state(trace_state, TraceStateMode::kSanitize, members);
-  cut_trace_state(members, kMaxTraceStateMembers, max_bytes);
+  cut_trace_state(members, kMaxTraceStateMembers, max_chars);
   return join_trace_state(members);
 }
 
-// A received tracestate normalised; empty when it is invalid.
+// A received tracestate normalised and cut to 512 characters; empty when it is invalid.
 std::string incoming_trace_state(std::string_view header) {
   std::vector<TraceStateMember> members;
   if (!parse_trace_state(header, TraceStateMode::kStrict, members)) return {};
+  cut_trace_state(members, kMaxTraceStateMembers, kMaxTraceStateChars);
   return join_trace_state(members);
 }
 
 // ---- baggage ----
 
+// RFC 7230 tchar: a byte of a token.
 bool is_tchar(char c) noexcept {
   constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
          (c != '\0' && kSymbols.find(c) != std::string_view::npos);
-}
-
-// RFC 7230 token.
-bool is_token(std::string_view s) noexcept {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
 }
 
 // US-ASCII except controls, space, '"', ',', ';' and '\'.
@@ -305,10 +298,6 @@ bool is_baggage_octet(char ch) noexcept {
   const auto c = static_cast<unsigned char>(ch);
   return c == 0x21 || (c >= 0x23 && c <= 0x2B) || (c >= 0x2D && c <= 0x3A) ||
          (c >= 0x3C && c <= 0x5B) || (c >= 0x5D && c <= 0x7E);
-}
-
-bool is_baggage_value(std::string_view s) noexcept {
-  return std::all_of(s.begin(), s.end(), is_baggage_octet);
 }
 
 // Decodes %XX escapes (either case); false for a '%' not followed by two hex digits.
@@ -330,10 +319,12 @@ bool percent_decode(std::string_view in, std::string& out) {
   return true;
 }
 
-void percent_encode(std::string_view in, std::string& out) {
+// Appends `in` with every byte for which keep(byte) is false, and '%', as "%XX".
+template <class Keep>
+void percent_encode(std::string_view in, Keep keep, std::string& out) {
   constexpr char kHexUpper[] = "0123456789ABCDEF";
   for (char ch : in) {
-    if (is_baggage_octet(ch) && ch != '%') {
+    if (keep(ch) && ch != '%') {
       out += ch;
     } else {
       const auto c = static_cast<unsigned char>(ch);
@@ -344,38 +335,41 @@ void percent_encode(std::string_view in, std::string& out) {
   }
 }
 
-// property = key OWS "=" OWS value / key OWS (the caller trimmed the outer OWS).
-bool is_baggage_property(std::string_view p) noexcept {
-  const std::size_t eq = p.find('=');
-  if (eq == std::string_view::npos) return is_token(p);
-  return is_token(trim_ows(p.substr(0, eq))) && is_baggage_value(trim_ows(p.substr(eq + 1)));
+// One list-member: key and value OWS-trimmed and percent-decoded; properties (after the first
+// ';') are not represented and not checked, as the JS propagator keeps them as opaque text. False
+// for a member to skip: no '=', an empty key, a bad percent escape, or a key that does not decode
+// to UTF-8 (the JS propagator's decodeURIComponent rejects those). Key and value characters
+// outside the grammar (a key with '(' or a space, a value with '"') are kept, as the JS
+// propagator keeps them; the specification leaves a malformed member's fate open.
+bool parse_baggage_member(std::string_view m, std::string& key, std::string& value) {
+  const std::string_view key_value = m.substr(0, m.find(';'));
+  const std::size_t eq = key_value.find('=');
+  if (eq == std::string_view::npos) return false;
+  const std::string_view raw_key = trim_ows(key_value.substr(0, eq));
+  const std::string_view raw_value = trim_ows(key_value.substr(eq + 1));
+  if (raw_key.empty() || !percent_decode(raw_key, key) || key.empty()) return false;
+  if (valid_utf8(key) != key) return false;
+  if (!percent_decode(raw_value, value)) return false;
+  // Octets that are not UTF-8 become U+FFFD, as the specification requires of values.
+  value = valid_utf8(value);
+  return true;
 }
 
 Baggage parse_baggage(std::string_view header) {
   Baggage out;
-  std::size_t members = 0;
-  std::string decoded;
+  std::size_t bytes = 0;
+  std::string key;
+  std::string value;
   for_each_part(header, ',', [&](std::string_view part) {
+    if (out.size() == kMaxBaggageMembers) return false;
     const std::string_view m = trim_ows(part);
-    if (m.empty()) return true;
-    if (++members > kMaxExtractedBaggageMembers) return false;
-    const std::size_t semicolon = m.find(';');
-    const std::string_view key_value = m.substr(0, semicolon);
-    const std::size_t eq = key_value.find('=');
-    if (eq == std::string_view::npos) return true;
-    const std::string_view key = trim_ows(key_value.substr(0, eq));
-    const std::string_view value = trim_ows(key_value.substr(eq + 1));
-    if (!is_token(key) || !is_baggage_value(value)) return true;
-    if (semicolon != std::string_view::npos) {
-      bool properties_ok = true;
-      for_each_part(m.substr(semicolon + 1), ';', [&](std::string_view property) {
-        properties_ok = is_baggage_property(trim_ows(property));
-        return properties_ok;
-      });
-      if (!properties_ok) return true;
-    }
-    if (!percent_decode(value, decoded)) return true;
-    out.emplace_back(std::string(key), valid_utf8(decoded));
+    if (m.empty() || !parse_baggage_member(m, key, value)) return true;
+    // The member as received, with the comma before it: reading stops at the first member that
+    // would take the accepted members past 8192 bytes.
+    const std::size_t size = (out.empty() ? 0 : 1) + part.size();
+    if (bytes + size > kMaxBaggageBytes) return false;
+    bytes += size;
+    out.emplace_back(key, value);
     return true;
   });
   return out;
@@ -386,15 +380,19 @@ std::string format_baggage(const Baggage& baggage) {
   std::string member;
   std::size_t members = 0;
   for (const auto& [key, value] : baggage) {
-    if (members == kMaxInjectedBaggageMembers) break;
-    if (!is_token(key)) continue;
-    member.assign(key).append("=");
-    percent_encode(value, member);
+    if (members == kMaxBaggageMembers) break;
+    if (key.empty()) continue;
+    // Keys are written as tokens: their other bytes are escaped (a reader that decodes keys, as
+    // lens and the JS propagator do, gets the key back).
+    member.clear();
+    percent_encode(key, is_tchar, member);
+    member += '=';
+    percent_encode(value, is_baggage_octet, member);
+    ++members;
     const std::size_t size = out.size() + (out.empty() ? 0 : 1) + member.size();
-    if (size > kMaxInjectedBaggageBytes) continue;
+    if (size > kMaxBaggageBytes) continue;
     if (!out.empty()) out += ',';
     out += member;
-    ++members;
   }
   return out;
 }
@@ -415,7 +413,7 @@ void inject_context(const SpanContext& ctx, Carrier& carrier, const Baggage& bag
     std::string baggage_header;
     if (write_trace) {
       trace_parent = format_trace_parent(ctx);
-      trace_state = outgoing_trace_state(ctx.trace_state, SIZE_MAX);
+      trace_state = outgoing_trace_state(ctx.trace_state, kMaxTraceStateChars);
     }
     if (write_baggage) baggage_header = format_baggage(baggage);
     if (write_trace) {

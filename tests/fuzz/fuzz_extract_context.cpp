@@ -4,13 +4,15 @@
 // takes the rest of the input, '\n' included); a header without a line is absent. Properties,
 // each checked against the documented rules rather than the implementation:
 //   - extraction never crashes; a valid context is remote, keeps the ids and the sampled and
-//     random flags of the `traceparent` text; baggage keys are tokens, values valid UTF-8, at
-//     most 180 members;
+//     random flags of the `traceparent` text, and a trace state of at most 32 members in at most
+//     512 characters, each of the Level 2 grammar; baggage keys are non-empty, keys and values
+//     valid UTF-8, at most 180 members;
 //   - header names match in any case: the values under mixed-case names extract the same;
 //   - what lens writes reads back the same: inject_context(ctx, carrier, baggage), into an empty
 //     carrier and over the received headers (with and without the trace state), then
 //     extract_context gives ctx's ids, flags and trace state, and the baggage members the
-//     documented limits keep (at most 64, in at most 8192 bytes, a member dropped whole);
+//     documented limits keep (no empty key; of the first 180 members, those that fit in 8192
+//     bytes, a member dropped whole);
 //   - the binary form of an extracted context deserialises to the same context.
 #include <cstddef>
 #include <cstdint>
@@ -29,10 +31,10 @@ using nemo::lens::ExtractedContext;
 using nemo::lens::SpanContext;
 
 constexpr std::string_view kHeaderNames[] = {"traceparent", "tracestate", "baggage"};
-constexpr std::size_t kMaxExtractedBaggage = 180;
-constexpr std::size_t kMaxInjectedBaggageMembers = 64;
-constexpr std::size_t kMaxInjectedBaggageBytes = 8192;
-constexpr std::size_t kMaxSerializedTraceState = 512;
+constexpr std::size_t kMaxBaggageMembers = 180;
+constexpr std::size_t kMaxBaggageBytes = 8192;
+constexpr std::size_t kMaxTraceStateMembers = 32;
+constexpr std::size_t kMaxTraceStateChars = 512;
 
 // The header values: the first two lines, then the rest.
 std::vector<std::string_view> split_values(std::string_view input) {
@@ -76,13 +78,28 @@ std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
-// RFC 7230 token.
-bool is_token(std::string_view s) {
+// RFC 7230 tchar.
+bool is_tchar(char c) {
   constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && (c == '\0' || kSymbols.find(c) == std::string_view::npos)) return false;
+  const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  return alnum || (c != '\0' && kSymbols.find(c) != std::string_view::npos);
+}
+
+// A Level 2 tracestate member: key (a-z / 0-9) *255(a-z / 0-9 / _ - * / @), '=', value of 1 to
+// 256 characters in 0x20-0x7E except ',' and '=', the last not a space.
+bool is_trace_state_member(std::string_view m) {
+  const std::size_t eq = m.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq > 256) return false;
+  const std::string_view key = m.substr(0, eq);
+  const std::string_view value = m.substr(eq + 1);
+  auto lc_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lc_or_digit(key[0])) return false;
+  for (char c : key.substr(1)) {
+    if (!lc_or_digit(c) && c != '_' && c != '-' && c != '*' && c != '/' && c != '@') return false;
+  }
+  if (value.empty() || value.size() > 256 || value.back() == ' ') return false;
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7E || c == ',' || c == '=') return false;
   }
   return true;
 }
@@ -129,24 +146,31 @@ bool is_baggage_octet(std::uint8_t c) {
          (c >= 0x3C && c <= 0x5B) || (c >= 0x5D && c <= 0x7E);
 }
 
-// The size of `value` once injected: bytes outside the baggage-octet range and '%' take "%XX".
-std::size_t encoded_size(std::string_view value) {
+// The size of `s` once injected: bytes for which keep() is false, and '%', take "%XX".
+template <class Keep>
+std::size_t encoded_size(std::string_view s, Keep keep) {
   std::size_t n = 0;
-  for (char c : value) n += is_baggage_octet(static_cast<std::uint8_t>(c)) && c != '%' ? 1 : 3;
+  for (char c : s) n += keep(c) && c != '%' ? 1 : 3;
   return n;
 }
 
-// The members inject_context writes: keys that are tokens, at most 64 members in at most 8192
-// bytes, a member that does not fit dropped whole (later smaller ones may still go).
+// The members inject_context writes: of the first 180 with a non-empty key, each one that keeps
+// the header within 8192 bytes (a member that does not fit dropped whole, later smaller ones may
+// still go).
 Baggage kept_on_inject(const Baggage& baggage) {
   Baggage kept;
   std::size_t bytes = 0;
+  std::size_t counted = 0;
   for (const auto& member : baggage) {
-    if (kept.size() == kMaxInjectedBaggageMembers) break;
-    if (!is_token(member.first)) continue;
-    const std::size_t size =
-        bytes + (kept.empty() ? 0 : 1) + member.first.size() + 1 + encoded_size(member.second);
-    if (size > kMaxInjectedBaggageBytes) continue;
+    if (counted == kMaxBaggageMembers) break;
+    if (member.first.empty()) continue;
+    const std::size_t member_size =
+        encoded_size(member.first, is_tchar) + 1 + encoded_size(member.second, [](char c) {
+          return is_baggage_octet(static_cast<std::uint8_t>(c));
+        });
+    ++counted;
+    const std::size_t size = bytes + (kept.empty() ? 0 : 1) + member_size;
+    if (size > kMaxBaggageBytes) continue;
     bytes = size;
     kept.push_back(member);
   }
@@ -165,12 +189,27 @@ void check_extracted(const ExtractedContext& in, const Carrier& carrier) {
     LENS_FUZZ_CHECK(tp.substr(36, 16) == ctx.span_id.to_hex());
     const int flags = std::stoi(std::string(tp.substr(53, 2)), nullptr, 16);
     LENS_FUZZ_CHECK(ctx.trace_flags == (flags & 3));
+    // Normalised: members joined by ',' only.
+    LENS_FUZZ_CHECK(ctx.trace_state.size() <= kMaxTraceStateChars);
+    if (!ctx.trace_state.empty()) {
+      std::size_t members = 0;
+      std::string_view rest = ctx.trace_state;
+      for (;;) {
+        const std::size_t comma = rest.find(',');
+        LENS_FUZZ_CHECK(is_trace_state_member(rest.substr(0, comma)));
+        ++members;
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      LENS_FUZZ_CHECK(members <= kMaxTraceStateMembers);
+    }
   } else {
     LENS_FUZZ_CHECK(ctx.trace_state.empty());  // read only with a valid traceparent
   }
-  LENS_FUZZ_CHECK(in.baggage.size() <= kMaxExtractedBaggage);
+  LENS_FUZZ_CHECK(in.baggage.size() <= kMaxBaggageMembers);
   for (const auto& [key, value] : in.baggage) {
-    LENS_FUZZ_CHECK(is_token(key));
+    LENS_FUZZ_CHECK(!key.empty());
+    LENS_FUZZ_CHECK(is_valid_utf8(key));
     LENS_FUZZ_CHECK(is_valid_utf8(value));
   }
 }
@@ -229,9 +268,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     LENS_FUZZ_CHECK(back.trace_id == in.context.trace_id);
     LENS_FUZZ_CHECK(back.span_id == in.context.span_id);
     LENS_FUZZ_CHECK(back.trace_flags == in.context.trace_flags);
-    if (in.context.trace_state.size() <= kMaxSerializedTraceState) {
-      LENS_FUZZ_CHECK(back.trace_state == in.context.trace_state);
-    }
+    LENS_FUZZ_CHECK(back.trace_state == in.context.trace_state);  // at most 512 characters
   }
   return 0;
 }

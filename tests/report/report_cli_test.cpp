@@ -4,6 +4,7 @@
 // Text output is checked byte for byte, --json and the Chrome trace field by field.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -164,21 +165,22 @@ Stragglers (median step time more than 20% above the median across ranks): none
 
 Truncated spans: none
 
-Metrics: sums and gauges (a sum's last cumulative value, or its deltas added up; a gauge's last value)
-  metric       rank      kind         unit      value
-  gpu.memory   0         gauge        By         2000
-  loss         0         gauge        1          2.25
-  loss         1         gauge        1           2.3
-  queue.depth  worker-a  gauge                      3
-  samples      0         sum (delta)  {sample}    128
-  tokens       0         sum          {token}    2500
-  tokens       1         sum          {token}    2400
+Metrics: sums and gauges (a sum's last cumulative value, or its deltas added up, over its series; a gauge's last value per series)
+  metric       rank      kind         unit      series       value
+  gpu.memory   0         gauge        By        gpu=0         1000
+  gpu.memory   0         gauge        By        gpu=1         2000
+  loss         0         gauge        1                       2.25
+  loss         1         gauge        1                        2.3
+  queue.depth  worker-a  gauge                                   3
+  samples      0         sum (delta)  {sample}  phase=train    128
+  tokens       0         sum          {token}                 2500
+  tokens       1         sum          {token}                 2400
 
-Metrics: histograms (p50, p95 and max estimated from the buckets when not recorded)
-  metric         rank      kind                   unit  count  sum  mean     p50     p95  max
-  latency        worker-a  exponential_histogram  ms        4   10   2.5       -       -  7.5
-  step.duration  0         histogram              s        10  0.9  0.09  0.0925   0.175  0.2
-  step.duration  1         histogram              s        10  1.6  0.16   0.175  0.8125    1
+Metrics: histograms (p50, p95 and max estimated from the buckets, explicit or exponential, when not recorded)
+  metric         rank      kind                   unit  count  sum  mean      p50     p95  max
+  latency        worker-a  exponential_histogram  ms        4   10   2.5  2.11893  2.3511  7.5
+  step.duration  0         histogram              s        10  0.9  0.09   0.0925   0.175  0.2
+  step.duration  1         histogram              s        10  1.6  0.16    0.175  0.8125    1
 
 Malformed lines: none
 )";
@@ -206,20 +208,28 @@ TEST_F(ReportCli, MetricsAndLogsLines) {
   ASSERT_EQ(j["metrics"].size(), 10u);
   EXPECT_EQ(j["metrics"][0], json::parse(R"({"name":"gpu.memory","unit":"By","type":"gauge",
       "rank":0,"instance_id":"run-42-rank0","temporality":null,"monotonic":false,"series":2,
-      "points":2,"value":2000.0})"));
+      "points":2,"value":2000.0,"by_series":[{"attributes":"gpu=0","value":1000.0},
+      {"attributes":"gpu=1","value":2000.0}]})"));
   EXPECT_EQ(j["metrics"][2]["value"], 2.25);
   EXPECT_EQ(j["metrics"][3]["value"], 2.3);
   EXPECT_EQ(j["metrics"][4], json::parse(R"({"name":"queue.depth","unit":"","type":"gauge",
       "rank":null,"instance_id":"worker-a","temporality":null,"monotonic":false,"series":1,
-      "points":1,"value":3})"));
+      "points":1,"value":3,"by_series":[{"attributes":"","value":3}]})"));
   EXPECT_TRUE(j["metrics"][4]["value"].is_number_integer());
   EXPECT_EQ(j["metrics"][5], json::parse(R"({"name":"samples","unit":"{sample}","type":"sum",
       "rank":0,"instance_id":"run-42-rank0","temporality":"delta","monotonic":true,"series":1,
       "points":2,"value":128})"));
-  EXPECT_EQ(j["metrics"][1], json::parse(R"({"name":"latency","unit":"ms",
+  // Scale 2 (base 2^(1/4)), one value in bucket 3 and three in bucket 4: p50 a third and p95
+  // 2.8/3 of the way through bucket 4, in log scale.
+  json latency = j["metrics"][1];
+  EXPECT_DOUBLE_EQ(latency["p50"].get<double>(), std::pow(2.0, (4 + 1.0 / 3) / 4));
+  EXPECT_DOUBLE_EQ(latency["p95"].get<double>(), std::pow(2.0, (4 + 2.8 / 3) / 4));
+  latency.erase("p50");
+  latency.erase("p95");
+  EXPECT_EQ(latency, json::parse(R"({"name":"latency","unit":"ms",
       "type":"exponential_histogram","rank":null,"instance_id":"worker-a",
       "temporality":"cumulative","monotonic":false,"series":1,"points":1,"count":4,"sum":10.0,
-      "mean":2.5,"p50":null,"p95":null,"max":7.5})"));
+      "mean":2.5,"max":7.5})"));
   const json& step0 = j["metrics"][6];
   EXPECT_EQ(step0["name"], "step.duration");
   EXPECT_EQ(step0["rank"], 0);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -561,6 +562,8 @@ TEST(SpanLineReader, ReadsMetricsLines) {
   EXPECT_EQ(h.max, std::numeric_limits<double>::infinity());
   EXPECT_EQ(out.metrics[2].type, MetricType::kExponentialHistogram);
   EXPECT_EQ(out.metrics[2].points[0].count, 4u);
+  EXPECT_EQ(out.metrics[2].points[0].scale, 0);  // no buckets: none read
+  EXPECT_TRUE(out.metrics[2].points[0].positive.counts.empty());
   EXPECT_EQ(out.metrics[3].type, MetricType::kSummary);
   EXPECT_EQ(out.metrics[3].points[0].sum, 3.0);
   EXPECT_EQ(out.metrics[4].type, MetricType::kNone);
@@ -614,6 +617,9 @@ TEST(SpanLineReader, MalformedMetricsLinesSayWhy) {
   auto with_histogram = [&](const std::string& point) {
     return one_metric_line(R"({"name":"h","histogram":{"dataPoints":[)" + point + "]}}");
   };
+  auto with_exponential = [&](const std::string& point) {
+    return one_metric_line(R"({"name":"e","exponentialHistogram":{"dataPoints":[)" + point + "]}}");
+  };
   const Case cases[] = {
       {R"({"resourceMetrics":{}})", "resourceMetrics is not an array"},
       {R"({"resourceMetrics":7})", "resourceMetrics is not an array"},
@@ -644,6 +650,14 @@ TEST(SpanLineReader, MalformedMetricsLinesSayWhy) {
       {with_histogram(R"({"sum":"x"})"), "dataPoints[0]: sum 'x' is not a number"},
       {one_metric_line(R"({"name":"x","sum":{"aggregationTemporality":"x2","isMonotonic":1}})"),
        "metric 'x': sum.isMonotonic is not a boolean"},
+      {with_exponential(R"({"scale":"x"})"), "dataPoints[0]: scale 'x' is not a decimal integer"},
+      {with_exponential(R"({"scale":2147483648})"), "scale 2147483648 is not a decimal integer"},
+      {with_exponential(R"({"positive":[]})"), "dataPoints[0]: positive is not an object"},
+      {with_exponential(R"({"negative":{"bucketCounts":{}}})"),
+       "dataPoints[0]: negative.bucketCounts is not an array"},
+      {with_exponential(R"({"positive":{"bucketCounts":["-1"]}})"),
+       "positive.bucketCounts holds '-1', not a decimal integer"},
+      {with_exponential(R"({"zeroCount":1.5})"), "zeroCount 1.5 is not a decimal integer"},
   };
   for (const Case& c : cases) {
     SpanLineReader reader({.threads = 1, .metrics = true});
@@ -652,6 +666,28 @@ TEST(SpanLineReader, MalformedMetricsLinesSayWhy) {
     EXPECT_NE(error.find(c.error), std::string::npos)
         << "line: " << c.line << "\nerror: " << error << "\nexpected: " << c.error;
   }
+}
+
+TEST(SpanLineReader, ReadsExponentialHistogramBuckets) {
+  const std::string line = one_metric_line(
+      R"({"name":"e","exponentialHistogram":{"dataPoints":[{"count":"7","sum":3.5,"scale":-2,
+          "zeroCount":"1","zeroThreshold":1e-9,"positive":{"offset":-3,"bucketCounts":["2",1]},
+          "negative":{"bucketCounts":["0","3"]}},{"count":"0","scale":"20"}],
+          "aggregationTemporality":1}})");
+  SpanLineReader reader({.threads = 1, .metrics = true});
+  ParsedRequest out;
+  ASSERT_EQ(reader.parse_line(line, out), "");
+  ASSERT_EQ(out.metrics.size(), 1u);
+  ASSERT_EQ(out.metrics[0].points.size(), 2u);
+  const MetricPoint& p = out.metrics[0].points[0];
+  EXPECT_EQ(p.scale, -2);
+  EXPECT_EQ(p.zero_count, 1u);
+  EXPECT_EQ(p.zero_threshold, 1e-9);
+  EXPECT_EQ(p.positive.offset, -3);
+  EXPECT_EQ(p.positive.counts, (std::vector<std::uint64_t>{2, 1}));
+  EXPECT_EQ(p.negative.offset, 0);  // absent: 0, as in protobuf
+  EXPECT_EQ(p.negative.counts, (std::vector<std::uint64_t>{0, 3}));
+  EXPECT_EQ(out.metrics[0].points[1].scale, 20);
 }
 
 // ---- metrics aggregation ----
@@ -712,6 +748,177 @@ TEST(BucketHistogram, MergeAddsBucketsAndRebucketsOtherBounds) {
   without_sum.merge(BucketHistogram::of(p));
   without_sum.merge(BucketHistogram::of(histogram_point({1}, {})));
   EXPECT_FALSE(without_sum.has_sum);
+}
+
+// An exponential histogram point at `scale` with positive buckets from `offset`.
+MetricPoint exponential_point(std::int32_t scale, std::int32_t offset,
+                              std::vector<std::uint64_t> positive, std::uint64_t zero = 0,
+                              std::int32_t negative_offset = 0,
+                              std::vector<std::uint64_t> negative = {}) {
+  MetricPoint p;
+  p.scale = scale;
+  p.zero_count = zero;
+  p.positive = {offset, std::move(positive)};
+  p.negative = {negative_offset, std::move(negative)};
+  p.count = zero;
+  for (std::uint64_t c : p.positive.counts) p.count += c;
+  for (std::uint64_t c : p.negative.counts) p.count += c;
+  p.sum = 0;
+  return p;
+}
+
+// The OTLP bucket index of v > 0 at `scale`: bucket k holds (base^k, base^(k+1)] with base =
+// 2^(2^-scale), so k = ceil(log2(v) * 2^scale) - 1. Computed from the logarithm, independently of
+// lens' code.
+std::int32_t bucket_index(double v, int scale) {
+  return static_cast<std::int32_t>(std::ceil(std::log2(v) * std::pow(2.0, scale))) - 1;
+}
+
+// A point holding `values` (all > 0) in exponential buckets at `scale`.
+MetricPoint exponential_of(const std::vector<double>& values, int scale) {
+  std::int32_t lo = std::numeric_limits<std::int32_t>::max();
+  std::int32_t hi = std::numeric_limits<std::int32_t>::min();
+  for (double v : values) {
+    lo = std::min(lo, bucket_index(v, scale));
+    hi = std::max(hi, bucket_index(v, scale));
+  }
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(hi - lo + 1));
+  for (double v : values) ++counts[static_cast<std::size_t>(bucket_index(v, scale) - lo)];
+  return exponential_point(scale, lo, std::move(counts));
+}
+
+// The q-quantile of `values` by the nearest rank: the ceil(q·n)-th smallest.
+double nearest_rank(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[std::max<std::size_t>(rank, 1) - 1];
+}
+
+TEST(ExponentialHistogram, QuantilesInterpolateExponentiallyInsideTheirBucket) {
+  // Scale 0, base 2: one value in (1, 2], three in (2, 4].
+  const BucketHistogram h = BucketHistogram::of(exponential_point(0, 0, {1, 3}));
+  // Rank 2 is 1 of the 3 values of (2, 4]: a third of the way through it in log scale.
+  EXPECT_DOUBLE_EQ(*h.quantile(0.5), std::pow(2.0, 1 + 1.0 / 3));
+  EXPECT_DOUBLE_EQ(*h.quantile(0.95), std::pow(2.0, 1 + 2.8 / 3));
+  EXPECT_DOUBLE_EQ(*h.quantile(0), 1.0);
+  EXPECT_DOUBLE_EQ(*h.quantile(1), 4.0);
+  EXPECT_DOUBLE_EQ(*h.max_estimate(), 4.0);
+  // Scale 2 (base 2^(1/4)), offset 3, as in the report's fixture: rank 2 of 4 in bucket 4.
+  const BucketHistogram fixture = BucketHistogram::of(exponential_point(2, 3, {1, 3}));
+  EXPECT_DOUBLE_EQ(*fixture.quantile(0.5), std::pow(2.0, (4 + 1.0 / 3) / 4));
+  // A negative scale: base 2^(2^2) = 16, bucket -1 is (1/16, 1].
+  const BucketHistogram coarse = BucketHistogram::of(exponential_point(-2, -1, {2}));
+  EXPECT_DOUBLE_EQ(*coarse.quantile(0.5), 0.25);  // half-way: 16^-0.5
+}
+
+TEST(ExponentialHistogram, NegativeBucketsAndTheZeroBucketComeInValueOrder) {
+  // Scale 1 (base sqrt 2): two values in [-1, -1/sqrt 2), one zero, one in (2, 2 sqrt 2].
+  const BucketHistogram h = BucketHistogram::of(exponential_point(1, 2, {1}, 1, -1, {2}));
+  EXPECT_DOUBLE_EQ(*h.quantile(0), -1.0);
+  EXPECT_DOUBLE_EQ(*h.quantile(0.25), -std::pow(2.0, -0.25));  // half-way through, in log scale
+  EXPECT_DOUBLE_EQ(*h.quantile(0.5), -std::pow(2.0, -0.5));    // the top of the negative bucket
+  EXPECT_EQ(*h.quantile(0.6), 0.0);
+  EXPECT_DOUBLE_EQ(*h.quantile(0.9), std::pow(2.0, 2.6 / 2));
+  EXPECT_DOUBLE_EQ(*h.max_estimate(), std::pow(2.0, 1.5));
+  // Only negative values: the maximum is the top of the highest bucket.
+  EXPECT_DOUBLE_EQ(*BucketHistogram::of(exponential_point(0, 0, {}, 0, 3, {1, 1})).max_estimate(),
+                   -8.0);
+  EXPECT_EQ(*BucketHistogram::of(exponential_point(0, 0, {}, 5)).quantile(0.5), 0.0);
+  // Nothing to estimate from.
+  EXPECT_FALSE(BucketHistogram::of(exponential_point(3, 0, {0, 0})).quantile(0.5));
+  EXPECT_FALSE(BucketHistogram::of(exponential_point(3, 0, {0, 0})).max_estimate());
+}
+
+TEST(ExponentialHistogram, MinAndMaxClampTheEstimates) {
+  MetricPoint p = exponential_point(0, 0, {1, 3});
+  p.min = 1.5;
+  p.max = 2.5;
+  const BucketHistogram h = BucketHistogram::of(p);
+  EXPECT_DOUBLE_EQ(*h.quantile(0), 1.5);
+  EXPECT_DOUBLE_EQ(*h.quantile(0.95), 2.5);
+  EXPECT_DOUBLE_EQ(*h.max_estimate(), 2.5);
+}
+
+// Against the exact quantiles of the values the buckets were filled with: the estimate is in the
+// same bucket as the exact value (at most one bucket width, a factor of base, away).
+TEST(ExponentialHistogram, EstimatesFallInTheBucketOfTheExactQuantile) {
+  std::mt19937 rng(11);
+  // Spreads whose buckets fit within the 320 kept at each scale (as an SDK's 160 do).
+  for (const auto& [scale, sigma] : {std::pair{-1, 1.5}, {0, 1.5}, {3, 1.5}, {4, 1.0}, {8, 0.05}}) {
+    std::lognormal_distribution<double> latency(1.0, sigma);
+    std::vector<double> values(5000);
+    for (double& v : values) v = latency(rng);
+    const MetricPoint point = exponential_of(values, scale);
+    ASSERT_LE(point.positive.counts.size(), 320u) << scale;
+    const BucketHistogram h = BucketHistogram::of(point);
+    ASSERT_EQ(h.exponential.scale, scale);
+    const double base = std::pow(2.0, std::pow(2.0, -scale));
+    for (double q : {0.05, 0.25, 0.5, 0.9, 0.95, 0.99}) {
+      const double exact = nearest_rank(values, q);
+      const double estimate = *h.quantile(q);
+      EXPECT_LE(estimate, exact * base * (1 + 1e-12)) << "scale " << scale << " q " << q;
+      EXPECT_GE(estimate, exact / base * (1 - 1e-12)) << "scale " << scale << " q " << q;
+      EXPECT_EQ(bucket_index(estimate, scale), bucket_index(exact, scale))
+          << "scale " << scale << " q " << q << ": " << estimate << " vs " << exact;
+    }
+  }
+}
+
+TEST(ExponentialHistogram, MergingDifferentScalesUsesTheCoarserOne) {
+  // The same values (some below 1: negative indices) at scales 3 and 1: merged at scale 1, the
+  // buckets are those of the scale-1 histogram, twice.
+  std::mt19937 rng(3);
+  std::lognormal_distribution<double> d(0.0, 2.0);
+  std::vector<double> values(2000);
+  for (double& v : values) v = d(rng);
+  BucketHistogram fine = BucketHistogram::of(exponential_of(values, 3));
+  const BucketHistogram coarse = BucketHistogram::of(exponential_of(values, 1));
+  fine.merge(coarse);
+  EXPECT_EQ(fine.exponential.scale, 1);
+  EXPECT_EQ(fine.count, 4000u);
+  ASSERT_EQ(fine.exponential.positive.size(), coarse.exponential.positive.size());
+  for (const auto& [k, c] : coarse.exponential.positive) {
+    EXPECT_EQ(fine.exponential.positive.at(k), 2 * c) << "bucket " << k;
+  }
+  for (double q : {0.5, 0.95}) EXPECT_DOUBLE_EQ(*fine.quantile(q), *coarse.quantile(q)) << q;
+}
+
+// What OTLP allows but the report cannot place is read, never a malformed line: lens collect
+// accepts any 32-bit scale and offset.
+TEST(ExponentialHistogram, ScalesAndIndicesOutsideOtlpsRange) {
+  // Finer than 20: read at 20 (bucket 8 at scale 22 is bucket 2 at scale 20, also for -8 -> -2).
+  const BucketHistogram fine = BucketHistogram::of(exponential_point(22, 8, {1}, 0, -8, {1}));
+  EXPECT_EQ(fine.exponential.scale, 20);
+  EXPECT_EQ(fine.exponential.positive, (std::map<std::int32_t, std::uint64_t>{{2, 1}}));
+  EXPECT_EQ(fine.exponential.negative, (std::map<std::int32_t, std::uint64_t>{{-2, 1}}));
+  const BucketHistogram finest =
+      BucketHistogram::of(exponential_point(std::numeric_limits<std::int32_t>::max(), -5, {1, 1}));
+  EXPECT_EQ(finest.exponential.positive, (std::map<std::int32_t, std::uint64_t>{{-1, 2}}));
+  // Coarser than -10, or indices past 32 bits: count and sum, no buckets, no quantiles.
+  for (const MetricPoint& p :
+       {exponential_point(-11, 0, {4}),
+        exponential_point(0, std::numeric_limits<std::int32_t>::max(), {1, 1})}) {
+    const BucketHistogram h = BucketHistogram::of(p);
+    EXPECT_TRUE(h.exponential.empty);
+    EXPECT_EQ(h.count, p.count);
+    EXPECT_FALSE(h.quantile(0.5));
+  }
+  // Through the line reader: readable, not malformed.
+  const std::string line = one_metric_line(
+      R"({"name":"e","exponentialHistogram":{"dataPoints":[{"count":"1","scale":-40,
+          "positive":{"offset":2147483647,"bucketCounts":["1"]}}]}})");
+  SpanLineReader reader({.threads = 1, .metrics = true});
+  ParsedRequest out;
+  EXPECT_EQ(reader.parse_line(line, out), "");
+}
+
+TEST(ExponentialHistogram, BucketsSpanningTooFarLowerTheScale) {
+  BucketHistogram h = BucketHistogram::of(exponential_point(20, 0, {1}));
+  h.merge(BucketHistogram::of(exponential_point(20, 1000, {1})));
+  // 1001 buckets apart at scale 20; 251 at scale 18 (1000 / 4 = 250), within the 320 kept.
+  EXPECT_EQ(h.exponential.scale, 18);
+  EXPECT_EQ(h.exponential.positive, (std::map<std::int32_t, std::uint64_t>{{0, 1}, {250, 1}}));
+  EXPECT_EQ(h.exponential.total(), 2u);
 }
 
 // A request of one metric on one resource, built directly.
@@ -794,6 +1001,39 @@ TEST(MetricAggregator, SumsGaugesAndRanks) {
   EXPECT_EQ(rows[5].value, 3.0);  // gpu=1 at 20, read after gpu=0 at 20
   EXPECT_EQ(rows[5].temporality, "");
   EXPECT_EQ(rows[5].series, 2u);
+  // Each series' latest value, by attributes: not only the latest of them all.
+  ASSERT_EQ(rows[5].by_series.size(), 2u);
+  EXPECT_EQ(rows[5].by_series[0].attributes, "gpu=0");
+  EXPECT_EQ(rows[5].by_series[0].value, 1.0);
+  EXPECT_EQ(rows[5].by_series[1].attributes, "gpu=1");
+  EXPECT_EQ(rows[5].by_series[1].value, 3.0);
+  EXPECT_TRUE(rows[4].by_series.empty()) << "sums add their series up";
+  EXPECT_EQ(rows[1].attributes, "") << "two series";
+}
+
+TEST(MetricAggregator, ExponentialHistogramsGetQuantiles) {
+  MetricAggregator agg;
+  auto metric = [](int temporality, std::uint64_t time, MetricPoint p, std::string series = "") {
+    MetricRecord m;
+    m.name = "e";
+    m.type = MetricType::kExponentialHistogram;
+    m.temporality = temporality;
+    p.time_ns = time;
+    p.series = std::move(series);
+    m.points.push_back(std::move(p));
+    return m;
+  };
+  // Cumulative: the latest point of each series, the series merged (scale 1 with scale 0: 0).
+  agg.add(metric_request(metric(2, 10, exponential_point(0, 0, {9, 9})), 0));
+  agg.add(metric_request(metric(2, 20, exponential_point(0, 0, {1, 1})), 0));
+  agg.add(metric_request(metric(2, 20, exponential_point(1, 2, {2}), "x=1"), 0));
+  const std::vector<MetricRow> rows = agg.finish();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].count, 4u);
+  // Scale 0: one value in (1, 2], three in (2, 4] (bucket 2 at scale 1 is bucket 1 at scale 0).
+  EXPECT_DOUBLE_EQ(*rows[0].p50, std::pow(2.0, 1 + 1.0 / 3));
+  EXPECT_DOUBLE_EQ(*rows[0].p95, std::pow(2.0, 1 + 2.8 / 3));
+  EXPECT_DOUBLE_EQ(*rows[0].max, 4.0);
 }
 
 TEST(MetricAggregator, HistogramsCumulativeAndDelta) {

@@ -42,8 +42,9 @@ namespace nemo::lens {
 using Carrier = std::map<std::string, std::string, std::less<>>;
 
 /// W3C Baggage: application-defined key/value pairs that travel with a request, in order;
-/// keys may repeat. Values are plain (decoded) UTF-8 text. List-member properties (`;p=v`) are
-/// not represented: extraction checks and drops them.
+/// keys may repeat (the specification asks that duplicates and their order be kept). Keys and
+/// values are plain (decoded) UTF-8 text. List-member properties (`;p=v`) are not represented:
+/// extraction ignores them.
 using Baggage = std::vector<std::pair<std::string, std::string>>;
 
 /// What extract_context() found in a carrier.
@@ -66,13 +67,14 @@ NEMO_LENS_API void inject_context(Carrier& carrier) noexcept;
 /// empty (baggage is independent of the trace context: it is written even for an invalid `ctx`;
 /// when none of its members can be written, a stale `baggage` entry is removed).
 ///
-/// `traceparent` is version 00 and carries the sampled and random flags of `ctx`. `tracestate` keeps the
-/// well-formed members of ctx.trace_state, the first of each key, at most 32 (longer than 128
-/// characters dropped first, then from the end, as the specification recommends). `baggage`
-/// skips keys that are not HTTP tokens, percent-encodes every value byte outside the W3C
-/// baggage-octet range and '%', and keeps at most 64 members in at most 8192 bytes: a member that
-/// would not fit is dropped, never cut. On out-of-memory the carrier is left without the headers
-/// this call would have written.
+/// `traceparent` is version 00 and carries the sampled and random flags of `ctx`. `tracestate`
+/// keeps the well-formed members of ctx.trace_state in order (repeated keys included), at most 32
+/// in at most 512 characters, cut by whole members (longer than 128 characters first, then from
+/// the end, as the specification recommends). `baggage` percent-encodes every key byte that is
+/// not an HTTP token character and every value byte outside the W3C baggage-octet range, '%' in
+/// both; skips empty keys; then of the first 180 members writes those that fit in 8192 bytes, a
+/// member that would not fit dropped whole (a later, smaller one may still go). On out-of-memory
+/// the carrier is left without the headers this call would have written.
 NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
                                   const Baggage& baggage = {}) noexcept;
 
@@ -86,15 +88,23 @@ NEMO_LENS_API void inject_context(const SpanContext& ctx, Carrier& carrier,
 /// are invalid. The trace flags Level 2 defines are kept: sampled (bit 0) and random (bit 1);
 /// the others are dropped.
 ///
-/// `tracestate` is read only with a valid `traceparent`. It is dropped as a whole (the context
-/// stays valid) when a member is malformed (keys `simple-key` or `tenant@system`, values of 1 to
-/// 256 printable characters without ',' or '=' and not ending in a space), a key repeats, or
-/// there are more than 32 members. Empty members are ignored. The context keeps it normalised:
-/// members joined by ',' without whitespace.
+/// `tracestate` (W3C Trace Context Level 2) is read only with a valid `traceparent`. Keys are
+/// `(a-z / 0-9) *255(a-z / 0-9 / _ - * / @)`, so both `tenant@system` and keys like `foo@` or
+/// `a@b@c`; values 1 to 256 printable characters without ',' or '=', not ending in a space.
+/// Empty members are ignored and repeated keys kept as received. The header is dropped as a whole
+/// (the context stays valid) when a member is malformed or there are more than 32 members, as the
+/// specification's test suite expects (the JS propagator would drop only the bad member and keep
+/// the first 32). A list longer than 512 characters is cut by whole members (longer than 128
+/// first, then from the end). The context keeps it normalised: members joined by ',' without
+/// whitespace.
 ///
-/// `baggage`: a malformed member (key not a token, a value byte outside the baggage-octet range,
-/// a bad percent escape, a malformed property) is skipped and the others kept, up to the 180
-/// members the grammar allows. Percent escapes are decoded; invalid UTF-8 becomes U+FFFD.
+/// `baggage` (W3C Baggage, decoded as the OpenTelemetry JS propagator decodes it where the
+/// specification leaves a choice): each member's key and value are OWS-trimmed and
+/// percent-decoded, keys included; in values, octets that are not UTF-8 become U+FFFD. A member
+/// is skipped when it has no '=', an empty key, a bad percent escape, or a key that is not UTF-8
+/// once decoded. Characters outside the grammar are kept (a key `a(b)`, a value with a space
+/// inside); properties are ignored; empty values and repeated keys are kept. Reading stops after
+/// 180 members, or before the member that would take them past 8192 bytes.
 NEMO_LENS_API ExtractedContext extract_context(const Carrier& carrier) noexcept;
 
 /// The environment variables a child process started now should get to continue this trace

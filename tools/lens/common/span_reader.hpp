@@ -96,6 +96,13 @@ enum class MetricType : std::uint8_t {
   kSummary
 };
 
+/// One side (positive or negative) of an exponential histogram's buckets: bucket `offset + i`
+/// holds counts[i] values.
+struct ExponentialBuckets {
+  std::int32_t offset = 0;
+  std::vector<std::uint64_t> counts;
+};
+
 /// One data point of a metric (read only with ReaderOptions::metrics).
 struct MetricPoint {
   /// The point's attributes as "key=value" pairs sorted by key and joined by ", " (values as plain
@@ -114,6 +121,13 @@ struct MetricPoint {
   std::optional<double> sum, min, max;
   std::vector<std::uint64_t> bucket_counts;  // explicitBounds.size() + 1 entries, or none
   std::vector<double> explicit_bounds;
+  // Exponential histograms: with base = 2^(2^-scale), positive bucket k holds the values in
+  // (base^k, base^(k+1)], negative bucket k those in [-base^(k+1), -base^k), and zero_count the
+  // values within zero_threshold of 0.
+  std::int32_t scale = 0;
+  std::uint64_t zero_count = 0;
+  double zero_threshold = 0;
+  ExponentialBuckets positive, negative;
 };
 
 /// One metric of a line: its name and type, and its points.

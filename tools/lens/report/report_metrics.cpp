@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 
 namespace nemo::lens::cli {
 
@@ -24,6 +26,118 @@ const char* metric_type_name(MetricType type) {
   return "none";
 }
 
+// ---- ExponentialHistogram ----
+
+ExponentialHistogram ExponentialHistogram::of(const MetricPoint& point) {
+  ExponentialHistogram h;
+  if (point.scale < kMinScale) return h;  // base 2^(2^10) and beyond: no usable bounds
+  // A finer scale than OTLP's 20 is read at 20: its bucket k is bucket floor(k / 2^(s - 20)).
+  const std::int32_t shift = point.scale > kMaxScale ? point.scale - kMaxScale : 0;
+  h.scale = point.scale - shift;
+  h.zero_count = point.zero_count;
+  h.zero_threshold = point.zero_threshold;
+  for (auto [from, to] :
+       {std::pair{&point.positive, &h.positive}, {&point.negative, &h.negative}}) {
+    for (std::size_t i = 0; i < from->counts.size(); ++i) {
+      if (from->counts[i] == 0) continue;
+      const std::int64_t k = static_cast<std::int64_t>(from->offset) + static_cast<std::int64_t>(i);
+      const std::int64_t at = shift >= 63 ? (k < 0 ? -1 : 0) : k >> shift;
+      if (!std::in_range<std::int32_t>(at)) return ExponentialHistogram{};  // past the last index
+      (*to)[static_cast<std::int32_t>(at)] += from->counts[i];
+    }
+  }
+  h.empty = false;
+  h.fit();
+  return h;
+}
+
+void ExponentialHistogram::downscale(std::int32_t by) {
+  if (by <= 0) return;
+  for (auto* side : {&positive, &negative}) {
+    std::map<std::int32_t, std::uint64_t> coarser;
+    // An arithmetic shift is floor(k / 2^by), for negative indices too.
+    for (const auto& [k, c] : *side) coarser[by >= 31 ? (k < 0 ? -1 : 0) : k >> by] += c;
+    *side = std::move(coarser);
+  }
+  scale -= by;
+}
+
+void ExponentialHistogram::fit() {
+  auto span = [](const std::map<std::int32_t, std::uint64_t>& side) -> std::int64_t {
+    return side.empty() ? 0
+                        : static_cast<std::int64_t>(side.rbegin()->first) - side.begin()->first + 1;
+  };
+  while (std::max(span(positive), span(negative)) > kMaxBuckets) downscale(1);
+}
+
+void ExponentialHistogram::merge(const ExponentialHistogram& other) {
+  if (other.empty) return;
+  if (empty) {
+    *this = other;
+    return;
+  }
+  ExponentialHistogram incoming = other;
+  downscale(scale - std::min(scale, incoming.scale));
+  incoming.downscale(incoming.scale - scale);
+  zero_count += incoming.zero_count;
+  zero_threshold = std::max(zero_threshold, incoming.zero_threshold);
+  for (const auto& [k, c] : incoming.positive) positive[k] += c;
+  for (const auto& [k, c] : incoming.negative) negative[k] += c;
+  fit();
+}
+
+std::uint64_t ExponentialHistogram::total() const {
+  std::uint64_t n = zero_count;
+  for (const auto& [k, c] : positive) n += c;
+  for (const auto& [k, c] : negative) n += c;
+  return n;
+}
+
+namespace {
+// base^x for base = 2^(2^-scale).
+double power_of_base(double x, std::int32_t scale) { return std::exp2(std::ldexp(x, -scale)); }
+}  // namespace
+
+std::optional<double> ExponentialHistogram::quantile(double q, std::optional<double> min,
+                                                     std::optional<double> max) const {
+  const std::uint64_t n = total();
+  if (n == 0) return std::nullopt;
+  const double rank = q * static_cast<double>(n);
+  std::uint64_t below = 0;
+  std::optional<double> estimate;
+  // Whether the bucket of `c` values after `below` holds the rank (the last one always does);
+  // `fraction` is how far into it.
+  double fraction = 0;
+  auto holds = [&](std::uint64_t c) {
+    if (c == 0) return false;
+    if (static_cast<double>(below + c) < rank && below + c < n) {
+      below += c;
+      return false;
+    }
+    fraction = std::clamp((rank - static_cast<double>(below)) / static_cast<double>(c), 0.0, 1.0);
+    return true;
+  };
+  // In value order: the most negative bucket (the highest index) first.
+  for (auto it = negative.rbegin(); it != negative.rend() && !estimate; ++it) {
+    if (holds(it->second)) estimate = -power_of_base(it->first + 1 - fraction, scale);
+  }
+  if (!estimate && holds(zero_count)) estimate = 0.0;
+  for (auto it = positive.begin(); it != positive.end() && !estimate; ++it) {
+    if (holds(it->second)) estimate = power_of_base(it->first + fraction, scale);
+  }
+  if (!estimate) return std::nullopt;
+  if (min) estimate = std::max(*estimate, *min);
+  if (max) estimate = std::min(*estimate, *max);
+  return estimate;
+}
+
+std::optional<double> ExponentialHistogram::max_estimate() const {
+  if (!positive.empty()) return power_of_base(positive.rbegin()->first + 1, scale);
+  if (zero_count > 0) return 0.0;
+  if (!negative.empty()) return -power_of_base(negative.begin()->first, scale);
+  return std::nullopt;
+}
+
 // ---- BucketHistogram ----
 
 BucketHistogram BucketHistogram::of(const MetricPoint& point) {
@@ -36,6 +150,10 @@ BucketHistogram BucketHistogram::of(const MetricPoint& point) {
   h.max = point.max;
   h.bounds = point.explicit_bounds;
   h.counts = point.bucket_counts;
+  if (point.scale != 0 || point.zero_count != 0 || !point.positive.counts.empty() ||
+      !point.negative.counts.empty()) {
+    h.exponential = ExponentialHistogram::of(point);
+  }
   return h;
 }
 
@@ -57,6 +175,7 @@ void BucketHistogram::merge(const BucketHistogram& other) {
   count += other.count;
   has_sum = has_sum && other.has_sum;
   sum += other.sum;
+  exponential.merge(other.exponential);
   if (other.counts.empty()) return;
   if (counts.empty()) {
     bounds = other.bounds;
@@ -79,6 +198,7 @@ void BucketHistogram::merge(const BucketHistogram& other) {
 }
 
 std::optional<double> BucketHistogram::quantile(double q) const {
+  if (counts.empty() && !exponential.empty) return exponential.quantile(q, min, max);
   std::uint64_t total = 0;
   for (const std::uint64_t c : counts) total += c;
   if (total == 0) return std::nullopt;
@@ -122,6 +242,7 @@ std::optional<double> BucketHistogram::quantile(double q) const {
 
 std::optional<double> BucketHistogram::max_estimate() const {
   if (max) return max;
+  if (counts.empty() && !exponential.empty) return exponential.max_estimate();
   for (std::size_t i = counts.size(); i-- > 0;) {
     if (counts[i] == 0) continue;
     if (i < bounds.size()) return bounds[i];
@@ -225,11 +346,19 @@ std::vector<MetricRow> MetricAggregator::finish() const {
     row.monotonic = s.monotonic;
     row.series = s.series.size();
     row.points = s.points;
+    if (s.series.size() == 1) row.attributes = s.series.begin()->first;
     if (row.type == MetricType::kGauge || row.type == MetricType::kSum) {
       Number total;
       if (row.type == MetricType::kGauge) {
         row.has_value = s.has_latest;
         total = s.latest;
+        for (const auto& [attributes, series] : s.series) {
+          if (!series.has_latest) continue;
+          row.by_series.push_back({attributes, series.latest.is_int, series.latest.int_value,
+                                   series.latest.is_int
+                                       ? static_cast<double>(series.latest.int_value)
+                                       : series.latest.value});
+        }
       } else {
         for (const auto& [attributes, series] : s.series) {
           if (series.has_latest) total.add(series.latest);

@@ -9,8 +9,8 @@
 //
 // Per series (one attribute set of one metric of one rank): a sum is its last cumulative value
 // (the point with the latest timeUnixNano) plus the sum of its delta points; a histogram the
-// same, bucket by bucket. A row adds up its series; a gauge row is the value of the latest point
-// of any of its series. Rules and limits: docs/report.md.
+// same, bucket by bucket. A row adds up its series; a gauge row lists each series' latest value
+// (and, as its value, the latest point of any series). Rules and limits: docs/report.md.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,14 @@
 #include "common/span_reader.hpp"
 
 namespace nemo::lens::cli {
+
+/// A gauge series' latest value.
+struct SeriesValue {
+  std::string attributes;  // the series: "key=value" pairs sorted by key, joined by ", "
+  bool is_int = false;
+  std::int64_t int_value = 0;
+  double value = 0;
+};
 
 /// One metric of one rank, over every point read.
 struct MetricRow {
@@ -37,6 +45,11 @@ struct MetricRow {
   std::string temporality;
   bool monotonic = false;    // sums
   std::uint64_t series = 0;  // distinct attribute sets
+  /// The attributes of the one series when there is exactly one (empty otherwise, or when that
+  /// series has none).
+  std::string attributes;
+  /// Gauges: each series' latest value, by attributes (a gauge's series are not added up).
+  std::vector<SeriesValue> by_series;
   std::uint64_t points = 0;  // data points read
   // Gauges and sums: the value (an integer when every point contributing to it was asInt).
   bool has_value = false;
@@ -51,9 +64,52 @@ struct MetricRow {
 /// "sum", "gauge", "histogram", "exponential_histogram", "summary" (or "none").
 const char* metric_type_name(MetricType type);
 
+/// The buckets of exponential histograms (OTLP ExponentialHistogram), merged at the finest scale
+/// they share. With base = 2^(2^-scale), positive bucket k holds the values in
+/// (base^k, base^(k+1)], negative bucket k those in [-base^(k+1), -base^k); zero_count the values
+/// within zero_threshold of 0.
+struct ExponentialHistogram {
+  /// At most this many buckets on either side: a merge that would span more lowers the scale
+  /// (each step halves the number of buckets) instead of growing without bound.
+  static constexpr std::int64_t kMaxBuckets = 320;
+  /// OTLP's range of scales. A point of a finer scale is read at kMaxScale; one of a coarser
+  /// scale (whose bounds pass the range of a double) keeps its count and sum but no buckets, as
+  /// does one whose bucket indices pass the 32-bit range.
+  static constexpr std::int32_t kMinScale = -10;
+  static constexpr std::int32_t kMaxScale = 20;
+
+  bool empty = true;  // nothing merged yet
+  std::int32_t scale = 0;
+  std::uint64_t zero_count = 0;
+  double zero_threshold = 0;
+  std::map<std::int32_t, std::uint64_t> positive, negative;  // bucket index -> count (non-zero)
+
+  /// The point's buckets; `empty` when it has none the report can use (see kMinScale).
+  static ExponentialHistogram of(const MetricPoint& point);
+  /// Adds another histogram's counts, both at the smaller of the two scales (bucket k at scale s
+  /// is bucket floor(k / 2^(s - s')) at scale s' < s). The zero threshold is the larger one.
+  void merge(const ExponentialHistogram& other);
+  /// The number of values in the buckets and the zero bucket.
+  std::uint64_t total() const;
+  /// The q-quantile (0 <= q <= 1): the bucket holding rank q·total, in value order (negative
+  /// buckets, the zero bucket, positive buckets), and within it exponential interpolation: the
+  /// value a fraction f of the way through positive bucket k is base^(k+f) (negative buckets
+  /// mirrored); the zero bucket's values are 0. Clamped to [min, max] when given. Empty without
+  /// counts.
+  std::optional<double> quantile(double q, std::optional<double> min,
+                                 std::optional<double> max) const;
+  /// The upper bound of the highest non-empty bucket (0 for the zero bucket). Empty without counts.
+  std::optional<double> max_estimate() const;
+
+ private:
+  void downscale(std::int32_t by);
+  void fit();
+};
+
 /// The distribution a histogram's buckets describe, with what it knows of its extremes. `counts`
 /// has one more entry than `bounds` (bucket i holds the values in (bounds[i-1], bounds[i]]), or
-/// none at all (exponential histograms and summaries: count and sum only).
+/// none at all (summaries: count and sum only; exponential histograms: their buckets in
+/// `exponential`).
 struct BucketHistogram {
   bool empty = true;  // nothing merged yet
   std::uint64_t count = 0;
@@ -62,6 +118,7 @@ struct BucketHistogram {
   std::optional<double> min, max;  // known only when every merged point carried them
   std::vector<double> bounds;
   std::vector<std::uint64_t> counts;
+  ExponentialHistogram exponential;
 
   /// Adds a point's (or another histogram's) counts. Different bounds are re-bucketed into this
   /// one's: each incoming bucket goes whole to the bucket holding its upper bound.
@@ -71,7 +128,8 @@ struct BucketHistogram {
   /// The q-quantile (0 <= q <= 1) estimated from the buckets: the bucket holding rank q·count, by
   /// linear interpolation between its bounds. The first bucket starts at min (else 0, or its
   /// upper bound when that is not positive), the last ends at max (else at the highest bound);
-  /// estimates are clamped to [min, max]. Empty without buckets or counts.
+  /// estimates are clamped to [min, max]. Exponential buckets: ExponentialHistogram::quantile.
+  /// Empty without buckets or counts.
   std::optional<double> quantile(double q) const;
   /// max when known, else the upper bound of the highest non-empty bucket (the highest bound for
   /// the overflow bucket). Empty without buckets or counts.

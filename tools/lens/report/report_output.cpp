@@ -84,8 +84,12 @@ bool is_distribution(const MetricRow& m) {
 
 std::string metrics_text(const std::vector<MetricRow>& metrics) {
   std::string out;
-  TextTable values = indented_table(
-      {{"metric", false}, {"rank", false}, {"kind", false}, {"unit", false}, {"value", true}});
+  TextTable values = indented_table({{"metric", false},
+                                     {"rank", false},
+                                     {"kind", false},
+                                     {"unit", false},
+                                     {"series", false},
+                                     {"value", true}});
   TextTable distributions = indented_table({{"metric", false},
                                             {"rank", false},
                                             {"kind", false},
@@ -101,9 +105,17 @@ std::string metrics_text(const std::vector<MetricRow>& metrics) {
     const std::string kind = m.type == MetricType::kSum && m.temporality == "delta"
                                  ? "sum (delta)"
                                  : metric_type_name(m.type);
-    if (!is_distribution(m)) {
+    if (m.type == MetricType::kGauge && !m.by_series.empty()) {
+      // A gauge's series are not added up: one line each.
+      have_values = true;
+      for (const SeriesValue& v : m.by_series) {
+        values.add({m.name, metric_rank_label(m), kind, m.unit, v.attributes,
+                    v.is_int ? std::to_string(v.int_value) : metric_number(v.value)});
+      }
+    } else if (!is_distribution(m)) {
       have_values = true;
       values.add({m.name, metric_rank_label(m), kind, m.unit,
+                  m.series > 1 ? std::to_string(m.series) + " series, added" : m.attributes,
                   !m.has_value ? std::string("-")
                   : m.is_int   ? std::to_string(m.int_value)
                                : metric_number(m.value)});
@@ -116,14 +128,14 @@ std::string metrics_text(const std::vector<MetricRow>& metrics) {
   }
   if (have_values) {
     out +=
-        "\nMetrics: sums and gauges (a sum's last cumulative value, or its deltas added up; a "
-        "gauge's last value)\n";
+        "\nMetrics: sums and gauges (a sum's last cumulative value, or its deltas added up, over "
+        "its series; a gauge's last value per series)\n";
     out += values.str();
   }
   if (have_distributions) {
     out +=
-        "\nMetrics: histograms (p50, p95 and max estimated from the buckets when not "
-        "recorded)\n";
+        "\nMetrics: histograms (p50, p95 and max estimated from the buckets, explicit or "
+        "exponential, when not recorded)\n";
     out += distributions.str();
   }
   return out;
@@ -145,7 +157,16 @@ ojson metrics_json(const std::vector<MetricRow>& metrics) {
                  {"points", m.points}};
     if (!is_distribution(m)) {
       row["value"] = !m.has_value ? ojson(nullptr) : m.is_int ? ojson(m.int_value) : ojson(m.value);
-    } else {
+    }
+    if (m.type == MetricType::kGauge) {
+      ojson by_series = ojson::array();
+      for (const SeriesValue& v : m.by_series) {
+        by_series.push_back({{"attributes", v.attributes},
+                             {"value", v.is_int ? ojson(v.int_value) : ojson(v.value)}});
+      }
+      row["by_series"] = std::move(by_series);
+    }
+    if (is_distribution(m)) {
       row["count"] = m.count;
       row["sum"] = optional_json(m.sum);
       row["mean"] = optional_json(m.mean);

@@ -171,6 +171,46 @@ std::string read_series(const ojson* attributes, const std::string& prefix, std:
   return series;
 }
 
+// The bucket counts of an array (absent or null: none); `what` names it in errors.
+std::string read_counts(const ojson* counts, const std::string& what,
+                        std::vector<std::uint64_t>& out) {
+  if (counts == nullptr) return {};
+  if (!counts->is_array()) return what + " is not an array";
+  for (const ojson& c : *counts) {
+    auto n = integer_value<std::uint64_t>(c);
+    if (!n) return what + " holds " + Members::shown(c) + ", not a decimal integer";
+    out.push_back(*n);
+  }
+  return {};
+}
+
+// The buckets of an exponential histogram point: scale, zeroCount, zeroThreshold, positive and
+// negative ({offset, bucketCounts}). Any 32-bit scale and offset is read: what the report can use
+// of them is the aggregation's concern (report_metrics.hpp), so that nothing lens collect accepts
+// makes a line unreadable.
+std::string read_exponential(const Members& m, const std::string& prefix, MetricPoint& out) {
+  std::string error;
+  std::optional<double> zero_threshold;
+  if (!m.integer("scale", out.scale, error) || !m.integer("zeroCount", out.zero_count, error) ||
+      !m.number("zeroThreshold", zero_threshold, error)) {
+    return error;
+  }
+  out.zero_threshold = zero_threshold.value_or(0);
+  for (auto [key, side] : {std::pair{"positive", &out.positive}, {"negative", &out.negative}}) {
+    const ojson* buckets = m.find(key);
+    if (buckets == nullptr) continue;
+    if (!buckets->is_object()) return prefix + key + " is not an object";
+    const Members b(*buckets, prefix + key + ".");
+    if (!b.integer("offset", side->offset, error)) return error;
+    if (std::string e =
+            read_counts(b.find("bucketCounts"), b.prefix() + "bucketCounts", side->counts);
+        !e.empty()) {
+      return e;
+    }
+  }
+  return {};
+}
+
 std::string read_point(const ojson& p, MetricType type, const std::string& prefix,
                        MetricPoint& out) {
   if (!p.is_object()) return prefix + "is not an object";
@@ -206,6 +246,7 @@ std::string read_point(const ojson& p, MetricType type, const std::string& prefi
       !m.number("min", out.min, error) || !m.number("max", out.max, error)) {
     return error;
   }
+  if (type == MetricType::kExponentialHistogram) return read_exponential(m, prefix, out);
   if (type != MetricType::kHistogram) return {};
   const ojson* counts = nullptr;
   const ojson* bounds = nullptr;
