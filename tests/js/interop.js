@@ -466,10 +466,11 @@ async function oddValues(collect) {
 // ---------------------------------------------------------------------------------------------
 // W3C Trace Context and Baggage between the JS propagators and lens, both ways.
 
-// Keys with '(' or ')' (which the JS propagator keeps) and keys the JS propagator percent-encodes
-// (encodeURIComponent: '#', '$', '&', '+', '^', '`', '|') are left out until lens' baggage rules
-// follow the W3C Baggage decoding of keys and the JS propagator (issue 13, another change).
-const kBaggageKeys = ['user', 'tenant.id', 'k-1', 'a_b', 'UPPER', "x!~*'.-_"];
+// Keys with '(' or ')' (which the JS propagator keeps), keys it percent-encodes
+// (encodeURIComponent: '#', '$', '&', '+', '^', '`', '|', a space, non-ASCII) and plain ones: lens
+// decodes every key and escapes on inject what is not a token character (docs/distributed.md).
+const kBaggageKeys = ['user', 'tenant.id', 'k-1', 'a_b', 'UPPER', "x!~*'.-_", 'a(b)', 'k#1', 'x$y',
+  'p+q', 'u&v', 'c^d', 'g`h', 'i|j', 'sp ace', 'clé'];
 const kBaggageValues = ['v', 'hello world', 'ünïcode', 'a,b;c=d', '100%', '"quoted"', '', 'x=y'];
 
 function randomContext() {
