@@ -8,8 +8,8 @@
 
 #include "control/endpoint.hpp"
 #include "env.hpp"
-#include "immortal.hpp"
 #include "export/exporters.hpp"
+#include "immortal.hpp"
 #include "inherited_context.hpp"
 #include "logs/log_processor.hpp"
 #include "metrics/metric_reader.hpp"
@@ -379,8 +379,8 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
       {state->config, rank, world_size, state->pipeline, std::move(groups), control});
   if (metrics) {
     detail::reset_metric_values();
-    state->metrics = new detail::MetricReader(*metric_settings, std::move(metric_exporter),
-                                              state->resource);
+    state->metrics =
+        new detail::MetricReader(*metric_settings, std::move(metric_exporter), state->resource);
     detail::g_metrics_recording.store(true, std::memory_order_relaxed);
   }
   if (logs) {

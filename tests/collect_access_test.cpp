@@ -33,10 +33,11 @@ class CollectAccess : public ::testing::Test {
     dir_ = ::testing::TempDir() + "lens_access_" + std::to_string(::getpid());
     // The receiver's certificate for 127.0.0.1, and another one a writer might wrongly trust.
     for (const std::string name : {"server", "other"}) {
-      const std::string cmd = "mkdir -p " + dir_ +
-                              " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-                              " -addext subjectAltName=IP:127.0.0.1 -keyout " + dir_ + "/" + name +
-                              "-key.pem -out " + dir_ + "/" + name + "-cert.pem 2>/dev/null";
+      const std::string cmd =
+          "mkdir -p " + dir_ +
+          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+          " -addext subjectAltName=IP:127.0.0.1 -keyout " +
+          dir_ + "/" + name + "-key.pem -out " + dir_ + "/" + name + "-cert.pem 2>/dev/null";
       ASSERT_EQ(std::system(cmd.c_str()), 0);
     }
     std::ofstream(dir_ + "/token") << "s3cret-token\n";
@@ -45,7 +46,8 @@ class CollectAccess : public ::testing::Test {
 
   static std::string file(const std::string& name) { return dir_ + "/" + name; }
 
-  // One span with span id `id`, exported once through an OTLP exporter made from `env`.
+  // Exports one span (last span-id byte `id`) once, with an OTLP exporter for `protocol` and
+  // `endpoint` that sends `headers` (OTEL_EXPORTER_OTLP_HEADERS form) and trusts `cert`.
   static ExportResult send(const std::string& protocol, const std::string& endpoint,
                            unsigned char id, const std::string& headers, const std::string& cert) {
     ScopedEnv env;
@@ -61,7 +63,8 @@ class CollectAccess : public ::testing::Test {
     const SpanData* view = &span;
     auto exporter = nemo::lens::detail::make_otlp_exporter();
     ::testing::internal::CaptureStderr();  // the exporter's one line per kind of failure
-    const ExportResult r = exporter->export_spans({&view, 1}, nemo::lens::Resource{}, Clock::now() + 10s);
+    const ExportResult r =
+        exporter->export_spans({&view, 1}, nemo::lens::Resource{}, Clock::now() + 10s);
     last_stderr_ = ::testing::internal::GetCapturedStderr();
     return r;
   }
@@ -89,20 +92,24 @@ TEST_F(CollectAccess, HttpsWithATokenLetsInOnlyTheRightTokenOverTheRightCertific
                      "--tls-key", file("server-key.pem"), "--grpc-listen", "off"});
   ASSERT_EQ(collect.http_base().substr(0, 8), "https://") << collect.stderr_text();
   const std::string url = collect.http_url();
-  EXPECT_EQ(send("http/protobuf", url, 1, kRightToken, file("server-cert.pem")), ExportResult::kSuccess)
+  EXPECT_EQ(send("http/protobuf", url, 1, kRightToken, file("server-cert.pem")),
+            ExportResult::kSuccess)
       << last_stderr_;
   EXPECT_EQ(send("http/json", url, 2, kRightToken, file("server-cert.pem")), ExportResult::kSuccess)
       << last_stderr_;
-  EXPECT_EQ(send("http/protobuf", url, 3, kWrongToken, file("server-cert.pem")), ExportResult::kFailure);
+  EXPECT_EQ(send("http/protobuf", url, 3, kWrongToken, file("server-cert.pem")),
+            ExportResult::kFailure);
   EXPECT_NE(last_stderr_.find("HTTP status 401"), std::string::npos) << last_stderr_;
   EXPECT_NE(last_stderr_.find("not retried"), std::string::npos) << last_stderr_;
   EXPECT_EQ(send("http/protobuf", url, 4, "", file("server-cert.pem")), ExportResult::kFailure);
   EXPECT_NE(last_stderr_.find("HTTP status 401"), std::string::npos) << last_stderr_;
   // The right token, sent to a receiver the writer does not trust: refused before it leaves.
-  EXPECT_EQ(send("http/protobuf", url, 5, kRightToken, file("other-cert.pem")), ExportResult::kFailure);
+  EXPECT_EQ(send("http/protobuf", url, 5, kRightToken, file("other-cert.pem")),
+            ExportResult::kFailure);
   EXPECT_EQ(last_stderr_.find("HTTP status"), std::string::npos) << last_stderr_;
   // Plain HTTP to the HTTPS port gets no answer it could take for success.
-  const std::string plain = "http://127.0.0.1:" + std::to_string(collect.http_port()) + "/v1/traces";
+  const std::string plain =
+      "http://127.0.0.1:" + std::to_string(collect.http_port()) + "/v1/traces";
   EXPECT_EQ(send("http/protobuf", plain, 6, kRightToken, ""), ExportResult::kFailure);
   ASSERT_EQ(collect.stop(), 0);
   EXPECT_EQ(received(out), (std::vector<int>{1, 2}));
@@ -114,18 +121,21 @@ TEST_F(CollectAccess, TokenFromTheEnvironmentOverPlainHttp) {
   ScopedEnv env;
   env.set("LENS_TEST_COLLECT_TOKEN", "s3cret-token");
   const std::string out = lens_test::temp_path("access_env");
-  Collector collect(out, "127.0.0.1:0", {"--token-env", "LENS_TEST_COLLECT_TOKEN", "--grpc-listen", "off"});
+  Collector collect(out, "127.0.0.1:0",
+                    {"--token-env", "LENS_TEST_COLLECT_TOKEN", "--grpc-listen", "off"});
   EXPECT_EQ(send("http/protobuf", collect.http_url(), 1, kRightToken, ""), ExportResult::kSuccess)
       << last_stderr_;
   // The scheme in any case, more than one space: still the token.
-  EXPECT_EQ(send("http/protobuf", collect.http_url(), 2, "Authorization=bearer%20%20s3cret-token", ""),
-            ExportResult::kSuccess)
+  EXPECT_EQ(
+      send("http/protobuf", collect.http_url(), 2, "Authorization=bearer%20%20s3cret-token", ""),
+      ExportResult::kSuccess)
       << last_stderr_;
   // A prefix, an extension, another scheme: refused.
   EXPECT_EQ(send("http/protobuf", collect.http_url(), 3, "Authorization=Bearer%20s3cret", ""),
             ExportResult::kFailure);
-  EXPECT_EQ(send("http/protobuf", collect.http_url(), 4, "Authorization=Bearer%20s3cret-token2", ""),
-            ExportResult::kFailure);
+  EXPECT_EQ(
+      send("http/protobuf", collect.http_url(), 4, "Authorization=Bearer%20s3cret-token2", ""),
+      ExportResult::kFailure);
   EXPECT_EQ(send("http/protobuf", collect.http_url(), 5, "Authorization=Basic%20s3cret-token", ""),
             ExportResult::kFailure);
   ASSERT_EQ(collect.stop(), 0);
@@ -143,8 +153,10 @@ TEST_F(CollectAccess, GrpcOverTlsWithATokenLetsInOnlyTheRightTokenOverTheRightCe
   const std::string endpoint = "https://127.0.0.1:" + std::to_string(collect.grpc_port());
   EXPECT_EQ(send("grpc", endpoint, 1, kRightToken, file("server-cert.pem")), ExportResult::kSuccess)
       << last_stderr_;
-  EXPECT_EQ(send("grpc", endpoint, 2, kWrongToken, file("server-cert.pem")), ExportResult::kFailure);
-  EXPECT_NE(last_stderr_.find("gRPC status 16"), std::string::npos) << last_stderr_;  // UNAUTHENTICATED
+  EXPECT_EQ(send("grpc", endpoint, 2, kWrongToken, file("server-cert.pem")),
+            ExportResult::kFailure);
+  EXPECT_NE(last_stderr_.find("gRPC status 16"), std::string::npos)
+      << last_stderr_;  // UNAUTHENTICATED
   EXPECT_EQ(send("grpc", endpoint, 3, "", file("server-cert.pem")), ExportResult::kFailure);
   EXPECT_NE(last_stderr_.find("gRPC status 16"), std::string::npos) << last_stderr_;
   EXPECT_EQ(send("grpc", endpoint, 4, kRightToken, file("other-cert.pem")), ExportResult::kFailure);
@@ -174,13 +186,15 @@ std::string startup_lines(const std::vector<std::string>& extra) {
 
 TEST_F(CollectAccess, WarnsWhenListeningBeyondLoopbackWithoutATokenOrTls) {
   const std::string open = startup_lines({"--listen", "0.0.0.0:0"});
-  EXPECT_NE(open.find("warning: listening beyond loopback without a token"), std::string::npos) << open;
+  EXPECT_NE(open.find("warning: listening beyond loopback without a token"), std::string::npos)
+      << open;
   const std::string token = startup_lines({"--listen", "0.0.0.0:0", "--token-file", file("token")});
   EXPECT_EQ(token.find("without a token"), std::string::npos) << token;
-  EXPECT_NE(token.find("warning: listening beyond loopback without TLS"), std::string::npos) << token;
-  const std::string both = startup_lines({"--listen", "0.0.0.0:0", "--token-file", file("token"),
-                                          "--tls-cert", file("server-cert.pem"), "--tls-key",
-                                          file("server-key.pem")});
+  EXPECT_NE(token.find("warning: listening beyond loopback without TLS"), std::string::npos)
+      << token;
+  const std::string both =
+      startup_lines({"--listen", "0.0.0.0:0", "--token-file", file("token"), "--tls-cert",
+                     file("server-cert.pem"), "--tls-key", file("server-key.pem")});
   EXPECT_EQ(both.find("warning"), std::string::npos) << both;
   const std::string loopback = startup_lines({});
   EXPECT_EQ(loopback.find("warning"), std::string::npos) << loopback;
@@ -189,7 +203,8 @@ TEST_F(CollectAccess, WarnsWhenListeningBeyondLoopbackWithoutATokenOrTls) {
 
 // `lens collect ARGS` exits with `status` and an error naming what was wrong.
 void expect_refused(const std::vector<std::string>& args, int status, const std::string& message) {
-  std::vector<std::string> argv = {LENS_BINARY, "collect", "--out", lens_test::temp_path("refused")};
+  std::vector<std::string> argv = {LENS_BINARY, "collect", "--out",
+                                   lens_test::temp_path("refused")};
   argv.insert(argv.end(), args.begin(), args.end());
   ChildProcess child(argv);
   EXPECT_EQ(child.wait(), status) << child.stderr_text();
@@ -199,14 +214,17 @@ void expect_refused(const std::vector<std::string>& args, int status, const std:
 }
 
 TEST_F(CollectAccess, BadTokenAndCertificateOptionsAreRefusedClearly) {
-  expect_refused({"--token", "abc"}, 2, "--token is not accepted: a token on the command line shows in ps");
+  expect_refused({"--token", "abc"}, 2,
+                 "--token is not accepted: a token on the command line shows in ps");
   expect_refused({"--token-env", "LENS_TEST_UNSET_VARIABLE"}, 2,
                  "the environment variable LENS_TEST_UNSET_VARIABLE is not set");
-  expect_refused({"--token-file", file("missing")}, 2, "cannot read --token-file '" + file("missing"));
+  expect_refused({"--token-file", file("missing")}, 2,
+                 "cannot read --token-file '" + file("missing"));
   std::ofstream(file("empty-token")) << "\n";
   expect_refused({"--token-file", file("empty-token")}, 2, "holds an empty token");
   std::ofstream(file("spaced-token")) << "two words\n";
-  expect_refused({"--token-file", file("spaced-token")}, 2, "holds whitespace or a control character");
+  expect_refused({"--token-file", file("spaced-token")}, 2,
+                 "holds whitespace or a control character");
   expect_refused({"--token-file", file("token"), "--token-env", "X"}, 2,
                  "one of --token-file and --token-env");
   expect_refused({"--tls-cert", file("server-cert.pem")}, 2, "--tls-cert needs --tls-key");

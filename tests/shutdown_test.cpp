@@ -112,7 +112,8 @@ void expect_summary_last(const std::string& stderr_text, const Json& s) {
   const std::string& last = lines.back();
   EXPECT_NE(last.find("at shutdown:"), std::string::npos) << stderr_text;
   const std::uint64_t dropped = u(s, "spans_dropped_queue_full") +
-                                u(s, "spans_dropped_export_failed") + u(s, "spans_dropped_shutdown");
+                                u(s, "spans_dropped_export_failed") +
+                                u(s, "spans_dropped_shutdown");
   EXPECT_NE(last.find("dropped " + std::to_string(dropped) + " of " +
                       std::to_string(u(s, "spans_ended")) + " spans"),
             std::string::npos)
@@ -143,7 +144,8 @@ void explicit_shutdown_holds(const std::string& protocol) {
   expect_identity(first.at("stats"));
   EXPECT_EQ(o.lines[1].at("later"), first.at("stats")) << "counts changed after shutdown returned";
   expect_summary_last(o.stderr_text, first.at("stats"));
-  const std::int64_t exit_ms = (o.exited_ns - o.lines[2].at("exiting_ns").get<std::int64_t>()) / 1'000'000;
+  const std::int64_t exit_ms =
+      (o.exited_ns - o.lines[2].at("exiting_ns").get<std::int64_t>()) / 1'000'000;
   EXPECT_LE(exit_ms, kExitBoundMs) << "the process waited on a lens thread at exit";
 }
 
@@ -153,7 +155,8 @@ void exit_without_shutdown_is_bounded(const std::string& protocol) {
   ASSERT_EQ(o.status, 0) << o.stderr_text;
   ASSERT_EQ(o.lines.size(), 1u) << o.stderr_text;
   // The exit handler's shutdown has 5 s for every signal together, then the process ends.
-  const std::int64_t exit_ms = (o.exited_ns - o.lines[0].at("exiting_ns").get<std::int64_t>()) / 1'000'000;
+  const std::int64_t exit_ms =
+      (o.exited_ns - o.lines[0].at("exiting_ns").get<std::int64_t>()) / 1'000'000;
   EXPECT_LE(exit_ms, 5000 + kExitBoundMs) << o.stderr_text;
   const std::vector<std::string> lines = lens_lines(o.stderr_text);
   ASSERT_FALSE(lines.empty()) << o.stderr_text;
@@ -173,7 +176,9 @@ TEST(ShutdownBlackHole, GrpcEverySignalCountedAtReturnAndPromptExit) {
   explicit_shutdown_holds("grpc");
 }
 
-TEST(ShutdownBlackHole, GrpcExitWithoutShutdownIsBounded) { exit_without_shutdown_is_bounded("grpc"); }
+TEST(ShutdownBlackHole, GrpcExitWithoutShutdownIsBounded) {
+  exit_without_shutdown_is_bounded("grpc");
+}
 #endif
 
 }  // namespace

@@ -50,12 +50,16 @@ class ExportLedger {
     if (closed_) return false;
     in_flight_ -= std::min(in_flight_, n);
     switch (outcome) {
-      case Outcome::kExported: exported_.fetch_add(n, std::memory_order_relaxed); break;
+      case Outcome::kExported:
+        exported_.fetch_add(n, std::memory_order_relaxed);
+        break;
       case Outcome::kFailed:
         failed_.fetch_add(n, std::memory_order_relaxed);
         failed_requests_.fetch_add(1, std::memory_order_relaxed);
         break;
-      case Outcome::kShutdown: shutdown_.fetch_add(n, std::memory_order_relaxed); break;
+      case Outcome::kShutdown:
+        shutdown_.fetch_add(n, std::memory_order_relaxed);
+        break;
     }
     return true;
   }

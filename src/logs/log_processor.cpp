@@ -51,7 +51,9 @@ class BuiltinLogExporter final : public LogExporter, public InterruptibleExporte
     return writer_.write(records, resource, deadline);
   }
   void shutdown(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
-  void interrupt_by(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
+  void interrupt_by(Clock::time_point deadline) noexcept override {
+    writer_.interrupt_by(deadline);
+  }
 
  private:
   SignalWriter<LogRecordData> writer_;

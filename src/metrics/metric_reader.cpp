@@ -42,7 +42,9 @@ class BuiltinMetricExporter final : public MetricExporter, public InterruptibleE
     return writer_.write(metrics, resource, deadline);
   }
   void shutdown(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
-  void interrupt_by(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
+  void interrupt_by(Clock::time_point deadline) noexcept override {
+    writer_.interrupt_by(deadline);
+  }
 
  private:
   SignalWriter<MetricData> writer_;

@@ -157,7 +157,8 @@ void Pipeline::run() noexcept {
     if (ledger_.closed()) return;
     if (flushing || stopping) {
       if (exporter != nullptr) {
-        exporter->force_flush(std::min(cutoff, std::chrono::steady_clock::now() + options.export_timeout));
+        exporter->force_flush(
+            std::min(cutoff, std::chrono::steady_clock::now() + options.export_timeout));
       }
       flush_done_local_ = flush_target;
       std::lock_guard lock(flush_mu_);

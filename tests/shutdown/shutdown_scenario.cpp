@@ -26,7 +26,8 @@ namespace {
 
 void print_stats(const char* key, const lens::TelemetryStats& s) {
   std::printf(
-      "\"%s\": {\"spans_ended\": %llu, \"spans_exported\": %llu, \"spans_dropped_queue_full\": %llu, "
+      "\"%s\": {\"spans_ended\": %llu, \"spans_exported\": %llu, \"spans_dropped_queue_full\": "
+      "%llu, "
       "\"spans_dropped_export_failed\": %llu, \"spans_dropped_shutdown\": %llu, "
       "\"spans_truncated\": %llu, \"metric_points_collected\": %llu, \"metric_points_exported\": "
       "%llu, \"metric_points_dropped\": %llu, \"log_records_emitted\": %llu, "

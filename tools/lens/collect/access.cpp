@@ -24,7 +24,8 @@ struct Digest {
 
 Digest sha256(std::string_view data) {
   Digest d;
-  if (EVP_Digest(data.data(), data.size(), d.bytes, &d.size, EVP_sha256(), nullptr) != 1) d.size = 0;
+  if (EVP_Digest(data.data(), data.size(), d.bytes, &d.size, EVP_sha256(), nullptr) != 1)
+    d.size = 0;
   return d;
 }
 
@@ -35,7 +36,8 @@ bool bearer_matches(const char* authorization, std::string_view token) {
   std::string_view value(authorization);
   constexpr std::string_view kScheme = "bearer";
   if (value.size() <= kScheme.size() ||
-      detail::to_lower(value.substr(0, kScheme.size())) != kScheme || value[kScheme.size()] != ' ') {
+      detail::to_lower(value.substr(0, kScheme.size())) != kScheme ||
+      value[kScheme.size()] != ' ') {
     return false;
   }
   value.remove_prefix(kScheme.size());
@@ -77,7 +79,8 @@ std::string read_token(const std::string* file, const std::string* variable) {
   if (token.empty()) throw UsageError(origin + " holds an empty token");
   for (const unsigned char c : token) {
     if (c <= 0x20 || c == 0x7f) {
-      throw UsageError(origin + ": the token holds whitespace or a control character; "
+      throw UsageError(origin +
+                       ": the token holds whitespace or a control character; "
                        "use printable characters only");
     }
   }
@@ -87,14 +90,15 @@ std::string read_token(const std::string* file, const std::string* variable) {
 std::string read_pem(const std::string& path, std::string_view option) {
   std::ifstream in(path);
   if (!in) {
-    throw UsageError("cannot read " + std::string(option) + " '" + path + "': " +
-                     std::strerror(errno));
+    throw UsageError("cannot read " + std::string(option) + " '" + path +
+                     "': " + std::strerror(errno));
   }
   std::ostringstream text;
   text << in.rdbuf();
   std::string pem = text.str();
   if (pem.find("-----BEGIN ") == std::string::npos) {
-    throw UsageError(std::string(option) + " '" + path + "' is not a PEM file (no -----BEGIN line)");
+    throw UsageError(std::string(option) + " '" + path +
+                     "' is not a PEM file (no -----BEGIN line)");
   }
   return pem;
 }

@@ -55,16 +55,16 @@ constexpr std::string_view kHelp =
     "stops the receiver.\n";
 
 constexpr FlagSpec kFlags[] = {
-    {"--out", true},        {"--metrics-out", true}, {"--logs-out", true},
-    {"--listen", true},     {"--grpc-listen", true}, {"--max-body", true},
-    {"--token-file", true}, {"--token-env", true},   {"--tls-cert", true},
-    {"--tls-key", true},    {"--token", true}};
+    {"--out", true},         {"--metrics-out", true}, {"--logs-out", true},   {"--listen", true},
+    {"--grpc-listen", true}, {"--max-body", true},    {"--token-file", true}, {"--token-env", true},
+    {"--tls-cert", true},    {"--tls-key", true},     {"--token", true}};
 
 // The token, certificate and key the flags name. Throws UsageError.
 ReceiverAccess access_from(const ParsedFlags& flags) {
   if (flags.has("--token")) {
-    throw UsageError("--token is not accepted: a token on the command line shows in ps; put it in "
-                     "a file (--token-file FILE) or an environment variable (--token-env VAR)");
+    throw UsageError(
+        "--token is not accepted: a token on the command line shows in ps; put it in "
+        "a file (--token-file FILE) or an environment variable (--token-env VAR)");
   }
   ReceiverAccess access;
   const auto file = flags.value("--token-file");

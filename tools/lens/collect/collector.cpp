@@ -310,7 +310,8 @@ MHD_Result respond(MHD_Connection* connection, int status, const std::string& bo
       body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
   if (content_type != nullptr) MHD_add_response_header(response, "Content-Type", content_type);
-  if (status == 401) MHD_add_response_header(response, "WWW-Authenticate", "Bearer realm=\"lens collect\"");
+  if (status == 401)
+    MHD_add_response_header(response, "WWW-Authenticate", "Bearer realm=\"lens collect\"");
   const MHD_Result r = MHD_queue_response(connection, static_cast<unsigned>(status), response);
   MHD_destroy_response(response);
   return r;
@@ -372,9 +373,8 @@ struct HttpReceiver::Impl {
       const std::uint64_t length = has_length ? std::strtoull(length_header, nullptr, 10) : 0;
       const std::optional<Signal> signal = signal_at(url);
       if (!self->access.token.empty() &&
-          !bearer_matches(
-              MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization"),
-              self->access.token)) {
+          !bearer_matches(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization"),
+                          self->access.token)) {
         // First: a writer without the token learns nothing about what is served here.
         request->refuse_status = 401;
         request->refuse_reason = std::string(kUnauthenticatedMessage);
@@ -462,8 +462,9 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_EPOLL;
   if (access.tls()) {
     if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-      throw ConfigError("This libmicrohttpd has no TLS support: lens collect cannot serve HTTPS "
-                        "(--tls-cert, --tls-key).");
+      throw ConfigError(
+          "This libmicrohttpd has no TLS support: lens collect cannot serve HTTPS "
+          "(--tls-cert, --tls-key).");
     }
     flags |= MHD_USE_TLS;
   }

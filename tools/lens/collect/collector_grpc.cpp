@@ -29,7 +29,8 @@ class ExportReactor final : public grpc::ServerGenericBidiReactor {
           it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
       if (!bearer_matches(it == metadata.end() ? nullptr : value.c_str(), access.token)) {
         sink_.count_rejected();
-        Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(kUnauthenticatedMessage)));
+        Finish(
+            grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(kUnauthenticatedMessage)));
         return;
       }
     }
@@ -144,8 +145,7 @@ class Receiver final : public GrpcReceiver {
 
 }  // namespace
 
-std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress& address,
-                                                 CollectorSink& sink,
+std::unique_ptr<GrpcReceiver> make_grpc_receiver(const ListenAddress& address, CollectorSink& sink,
                                                  const ReceiverAccess& access) {
   return std::make_unique<Receiver>(address, sink, access);
 }
