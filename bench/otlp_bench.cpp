@@ -5,7 +5,9 @@
 //   build/bench/otlp_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -166,6 +168,64 @@ void BM_EnabledSpanWhileOtlpExports(benchmark::State& state) {
   handle.shutdown();
 }
 BENCHMARK(BM_EnabledSpanWhileOtlpExports);
+
+// Encodes each batch as OTLP protobuf, as the OTLP exporter does, and discards it. Inside
+// export_spans it reads the calling thread's CPU clock: the exporter thread's CPU time so far
+// (drain, views, encoding), which over the spans exported is the exporter's own cost per span.
+class EncodingNullExporter : public SpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    try {
+      encoded_.clear();
+      detail::append_otlp_proto(encoded_, spans, resource);
+    } catch (...) {
+      return ExportResult::kFailure;
+    }
+    benchmark::DoNotOptimize(encoded_.data());
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    thread_cpu_ns_.store(cpu.tv_sec * 1'000'000'000LL + cpu.tv_nsec, std::memory_order_relaxed);
+    return ExportResult::kSuccess;
+  }
+  std::int64_t thread_cpu_ns() const { return thread_cpu_ns_.load(std::memory_order_relaxed); }
+
+ private:
+  std::string encoded_;
+  std::atomic<std::int64_t> thread_cpu_ns_{0};
+};
+
+// Issue 15's exporter figures: the exporter thread's CPU per span (drain, encode OTLP protobuf from
+// the spans, hand to a discarding exporter) and how full its requests are, under the steady load
+// of one producer making enabled spans with two attributes as fast as it can.
+void BM_ExporterThreadCpuPerSpan(benchmark::State& state) {
+  setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8192", 1);
+  setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", 1);
+  auto exporter = std::make_shared<EncodingNullExporter>();
+  NemoLensConfig config;
+  config.enabled = true;
+  config.export_strategy = "all_ranks";
+  config.span_groups = "per_step";
+  SetupOptions options;
+  options.exporter = exporter;
+  options.allow_reinit = true;
+  TelemetryHandle handle = setup_telemetry(config, 0, 1, options);
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    LENS_SPAN(s, SpanGroup::STEP, "train_step", {"iteration", i}, {"stage", "fwd"});
+    ++i;
+  }
+  handle.shutdown();
+  const auto st = handle.stats();
+  state.counters["exporter_cpu_ns_per_span"] =
+      st.spans_exported ? static_cast<double>(exporter->thread_cpu_ns()) / st.spans_exported : 0;
+  state.counters["spans_per_request"] =
+      st.export_requests ? static_cast<double>(st.spans_exported) / st.export_requests : 0;
+  state.counters["batch_fill"] = state.counters["spans_per_request"] / 512.0;
+  state.counters["dropped_fraction"] =
+      st.spans_ended ? static_cast<double>(st.spans_dropped_queue_full) / st.spans_ended : 0;
+}
+BENCHMARK(BM_ExporterThreadCpuPerSpan);
 
 }  // namespace
 
