@@ -216,7 +216,7 @@ def test_interpreter_exit_under_a_black_hole_is_bounded(protocol):
                "OTEL_EXPORTER_OTLP_TIMEOUT": "60000", "OTEL_BSP_SCHEDULE_DELAY": "100",
                "OTEL_METRIC_EXPORT_INTERVAL": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
         result = run_python("""
-            import sys, time
+            import time
             import nemo_lens_cpp as lens
             lens.setup_telemetry(lens.NemoLensConfig.from_env())
             counter = lens.get_meter("exit").create_counter("exit.count")
@@ -225,7 +225,7 @@ def test_interpreter_exit_under_a_black_hole_is_bounded(protocol):
                     counter.add(1)
                     if i % 10 == 0:
                         lens.log(lens.Severity.INFO, "ten")
-            time.sleep(0.3)  # a steady load while the exports hang
+            time.sleep(0.3)  # the periodic exports start and hang on the black hole before exit
             print(time.monotonic(), flush=True)
         """, env)
         exited = time.monotonic()
