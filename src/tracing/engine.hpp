@@ -183,8 +183,6 @@ struct Pipeline {
   /// that ignores its deadline), closes the books: what the thread holds and what is queued count
   /// as dropped at shutdown, and the thread, left running, counts nothing more. False then.
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// begin_shutdown() then finish_shutdown().
-  bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Whether `key` is a redacted attribute key.
   bool redacted(std::string_view key) const noexcept;
   /// The statistics since this pipeline started.

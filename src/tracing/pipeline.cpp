@@ -308,11 +308,6 @@ bool Pipeline::finish_shutdown(std::chrono::steady_clock::time_point deadline) n
   return done;
 }
 
-bool Pipeline::shutdown(std::chrono::steady_clock::time_point deadline) noexcept {
-  begin_shutdown(deadline);
-  return finish_shutdown(deadline);
-}
-
 Pipeline* Pipeline::current() noexcept {
   Pipeline* p = this;
   while (Pipeline* next = p->successor.load(std::memory_order_acquire)) p = next;
