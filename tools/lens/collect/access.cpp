@@ -29,6 +29,19 @@ Digest sha256(std::string_view data) {
   return d;
 }
 
+// The whole of the file `path` that `option` names; throws UsageError naming both when it cannot
+// be read.
+std::string read_option_file(const std::string& path, std::string_view option) {
+  std::ifstream in(path);
+  if (!in) {
+    throw UsageError("cannot read " + std::string(option) + " '" + path +
+                     "': " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 bool bearer_matches(const char* authorization, std::string_view token) {
@@ -57,13 +70,7 @@ std::string read_token(const std::string* file, const std::string* variable) {
   std::string token;
   std::string origin;
   if (file != nullptr) {
-    std::ifstream in(*file);
-    if (!in) {
-      throw UsageError("cannot read --token-file '" + *file + "': " + std::strerror(errno));
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    token = std::string(detail::trim(text.str()));
+    token = std::string(detail::trim(read_option_file(*file, "--token-file")));
     origin = "--token-file '" + *file + "'";
   } else if (variable != nullptr) {
     const char* value = std::getenv(variable->c_str());
@@ -88,14 +95,7 @@ std::string read_token(const std::string* file, const std::string* variable) {
 }
 
 std::string read_pem(const std::string& path, std::string_view option) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError("cannot read " + std::string(option) + " '" + path +
-                     "': " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string pem = text.str();
+  std::string pem = read_option_file(path, option);
   if (pem.find("-----BEGIN ") == std::string::npos) {
     throw UsageError(std::string(option) + " '" + path +
                      "' is not a PEM file (no -----BEGIN line)");
