@@ -147,6 +147,16 @@ class InterruptibleExporter {
   virtual void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept = 0;
 };
 
+/// Interrupts `exporter` by `deadline` when it is an InterruptibleExporter (the built-in ones, of
+/// any signal); a custom exporter only has the deadlines its calls are given. Null: nothing.
+template <class Exporter>
+void interrupt_if_interruptible(Exporter* exporter,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
+  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter)) {
+    interruptible->interrupt_by(deadline);
+  }
+}
+
 /// Sends encoded OTLP requests of one signal through a transport (gzip when asked), retrying
 /// retryable failures with exponential back-off (from 250 ms, doubling up to 5 s, each wait drawn
 /// from the upper half of the current delay) or the receiver's Retry-After, until the deadline (the

@@ -151,9 +151,7 @@ bool LogProcessor::flush(Clock::time_point deadline) noexcept { return worker_.f
 void LogProcessor::begin_shutdown(Clock::time_point deadline) noexcept {
   const Clock::time_point cutoff = export_cutoff(deadline);
   worker_.request_stop(cutoff);
-  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter_.get())) {
-    interruptible->interrupt_by(cutoff);
-  }
+  interrupt_if_interruptible(exporter_.get(), cutoff);
 }
 
 bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {

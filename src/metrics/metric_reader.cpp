@@ -81,9 +81,7 @@ MetricReader::~MetricReader() { shutdown(Clock::now() + settings_.timeout); }
 void MetricReader::begin_shutdown(Clock::time_point deadline) noexcept {
   const Clock::time_point cutoff = export_cutoff(deadline);
   worker_.request_stop(cutoff);
-  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter_.get())) {
-    interruptible->interrupt_by(cutoff);
-  }
+  interrupt_if_interruptible(exporter_.get(), cutoff);
 }
 
 bool MetricReader::finish_shutdown(Clock::time_point deadline) noexcept {

@@ -259,9 +259,7 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
   // Exports end by the cutoff: one waiting on a slow receiver (or backing off) gives up then, and
   // the thread drops what is left, so that it finishes by the deadline.
   const auto cutoff = export_cutoff(deadline);
-  if (auto* interruptible = dynamic_cast<InterruptibleExporter*>(exporter.get())) {
-    interruptible->interrupt_by(cutoff);
-  }
+  interrupt_if_interruptible(exporter.get(), cutoff);
   try {
     ensure_thread();
     std::lock_guard lock(flush_mu_);
