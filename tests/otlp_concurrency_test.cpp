@@ -60,6 +60,19 @@ TEST(OtlpInterrupt, EndsAnHttpRequestThatNeverGetsAnAnswer) {
   interrupt_while_exporting([&] { return hole.wait_for_bytes(1, 0ms); });
 }
 
+// Every signal exported by this one rank, groups "all": over OTLP as the environment says, except
+// for the signals `options` gives an exporter.
+nemo::lens::TelemetryHandle setup_every_signal(nemo::lens::SetupOptions options = {}) {
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.span_groups = "all";
+  c.exporter = "otlp";
+  c.logs_enabled = true;
+  options.allow_reinit = true;
+  return nemo::lens::setup_telemetry(c, 0, 1, options);
+}
+
 // Spans, metrics and logs to a black hole over HTTP, shut down while two producers still run:
 // shutdown keeps its deadline, and once the producers stopped every count adds up.
 TEST(ShutdownRaces, EverySignalToABlackHoleWhileProducersRun) {
@@ -71,15 +84,7 @@ TEST(ShutdownRaces, EverySignalToABlackHoleWhileProducersRun) {
   env.set("OTEL_BSP_SCHEDULE_DELAY", "20");
   env.set("OTEL_METRIC_EXPORT_INTERVAL", "20");
   env.set("OTEL_BLRP_SCHEDULE_DELAY", "20");
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.span_groups = "all";
-  c.exporter = "otlp";
-  c.logs_enabled = true;
-  nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto telemetry = setup_every_signal();
   auto counter = nemo::lens::get_meter("races").create_counter<std::int64_t>("races.count");
   std::atomic<bool> stop{false};
   std::vector<std::thread> producers;
@@ -213,18 +218,28 @@ TEST(ShutdownStuckExporters, CountsAreFinalAndTheThreadsGoQuiet) {
   auto spans = std::make_shared<StuckSpanExporter>();
   auto metrics = std::make_shared<StuckMetricExporter>();
   auto logs = std::make_shared<StuckLogExporter>();
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.span_groups = "all";
-  c.logs_enabled = true;
   nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
   options.exporter = spans;
   options.metric_exporter = metrics;
   options.log_exporter = logs;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto telemetry = setup_every_signal(options);
   auto counter = nemo::lens::get_meter("stuck").create_counter<std::int64_t>("stuck.count");
+  // Runs at every collection, on the collecting reader's thread: once shutdown returned, never
+  // again on this set-up's.
+  std::mutex collectors_mu;
+  std::thread::id reader;  // the thread of this set-up's reader
+  bool shut_down = false;
+  int late_collections = 0;  // by that thread after shutdown returned
+  auto observed = nemo::lens::get_meter("stuck").create_observable_gauge<std::int64_t>(
+      "stuck.collections", [&](nemo::lens::ObserverResult<std::int64_t>& r) {
+        std::lock_guard lock(collectors_mu);
+        if (!shut_down) {
+          reader = std::this_thread::get_id();
+        } else if (std::this_thread::get_id() == reader) {
+          ++late_collections;
+        }
+        r.observe(1);
+      });
   for (int i = 0; i < 100; ++i) {
     auto span = nemo::lens::managed_span("step", "work", {{"i", i}});
     counter.add(1);
@@ -251,16 +266,33 @@ TEST(ShutdownStuckExporters, CountsAreFinalAndTheThreadsGoQuiet) {
   EXPECT_EQ(at_return.log_records_exported, 0u);
   EXPECT_GT(at_return.metric_points_collected, 0u);
   EXPECT_EQ(at_return.metric_points_dropped, at_return.metric_points_collected);
+  {
+    std::lock_guard lock(collectors_mu);
+    shut_down = true;
+  }
 
-  // The exports return "success" now: nothing may count it, and no further export is made.
+  // The exports return "success" now: nothing may count it, and no further collection or export
+  // is made. A new set-up meanwhile owns the metric state alone (TSan sees any collection of the
+  // old reader racing with its reset).
   spans->gate.release();
   metrics->gate.release();
   logs->gate.release();
+  auto next = setup_every_signal([] {
+    nemo::lens::SetupOptions o;
+    o.exporter = std::make_shared<nemo::lens::InMemorySpanExporter>();
+    o.metric_exporter = std::make_shared<nemo::lens::InMemoryMetricExporter>();
+    o.log_exporter = std::make_shared<nemo::lens::InMemoryLogExporter>();
+    return o;
+  }());
   std::this_thread::sleep_for(300ms);  // an observation window: an absence has no signal
+  observed.unregister();
+  next.shutdown(5s);
   EXPECT_TRUE(same_counts(telemetry.stats(), at_return));
   EXPECT_EQ(spans->gate.calls(), 1);
   EXPECT_EQ(metrics->gate.calls(), 1);
   EXPECT_EQ(logs->gate.calls(), 1);
+  std::lock_guard lock(collectors_mu);
+  EXPECT_EQ(late_collections, 0) << "the abandoned reader collected after shutdown returned";
 }
 
 // force_flush asks the three signals at once: a span export stuck past every deadline takes no
@@ -273,17 +305,11 @@ TEST(FlushRaces, AStuckSpanExportDoesNotHoldUpMetricsAndLogs) {
   auto spans = std::make_shared<StuckSpanExporter>();
   auto metrics = std::make_shared<nemo::lens::InMemoryMetricExporter>();
   auto logs = std::make_shared<nemo::lens::InMemoryLogExporter>();
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.span_groups = "all";
-  c.logs_enabled = true;
   nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
   options.exporter = spans;
   options.metric_exporter = metrics;
   options.log_exporter = logs;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto telemetry = setup_every_signal(options);
   auto counter = nemo::lens::get_meter("flush").create_counter<std::int64_t>("flush.count");
   {
     auto span = nemo::lens::managed_span("step", "work");

@@ -31,8 +31,13 @@ void PeriodicWorker::run() noexcept {
     const std::uint64_t target = requested_;
     lock.unlock();
     round_(deadline);
-    if (stopping) last_();
     lock.lock();
+    if (abandoned_) return;  // stop gave up on this thread: no further round, no `last`
+    if (stopping) {
+      lock.unlock();
+      last_();
+      lock.lock();
+    }
     done_ = target;
     if (Clock::now() >= next) next = Clock::now() + period_;
     stopped_ = stopping;
@@ -83,6 +88,10 @@ bool PeriodicWorker::wait_stopped(Clock::time_point deadline) noexcept {
 
 void PeriodicWorker::abandon() noexcept {
   try {
+    {
+      std::lock_guard lock(mu_);
+      abandoned_ = true;
+    }
     if (thread_.joinable()) thread_.detach();
   } catch (...) {
   }

@@ -33,8 +33,8 @@ class PeriodicWorker {
   /// Waits for the thread to end and joins it; false when `deadline` passed first (the thread is
   /// then left running). Idempotent.
   bool wait_stopped(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// After wait_stopped() gave up: lets the thread end on its own (detached). The owner must then
-  /// never be destroyed.
+  /// After wait_stopped() gave up: the thread ends when its round in progress returns, without
+  /// another round or `last`, on its own (detached). The owner must then never be destroyed.
   void abandon() noexcept;
   /// Asks for a round soon, without ever waiting (a busy thread runs another round anyway).
   void wake() noexcept;
@@ -48,7 +48,7 @@ class PeriodicWorker {
   std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   std::uint64_t requested_ = 0, done_ = 0;  // flush tickets
-  bool stop_ = false, stopped_ = false, wake_ = false;
+  bool stop_ = false, stopped_ = false, wake_ = false, abandoned_ = false;
   std::chrono::steady_clock::time_point stop_cutoff_ = std::chrono::steady_clock::time_point::max();
   std::thread thread_;
 };

@@ -80,9 +80,7 @@ LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
       queue_(settings.max_queue_size),
       worker_(
           settings.schedule_delay, [this](Clock::time_point deadline) { drain(deadline); },
-          [this] {
-            if (!ledger_.closed()) exporter_->shutdown(Clock::now() + settings_.export_timeout);
-          }) {
+          [this] { exporter_->shutdown(Clock::now() + settings_.export_timeout); }) {
   keep_reachable(this);  // immortal: a thread may still be logging into it
 }
 
@@ -156,6 +154,7 @@ void LogProcessor::begin_shutdown(Clock::time_point deadline) noexcept {
 
 bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {
   const bool stopped = worker_.wait_stopped(deadline);
+  if (!stopped) worker_.abandon();  // first: a round ending from now on is its last
   // What is queued now (records of a thread that was logging as logs stopped, or everything,
   // when the thread did not finish) counts as dropped at shutdown.
   ledger_.close([&] {
@@ -167,10 +166,8 @@ bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {
     }
     return n;
   });
-  if (!stopped) {
-    worker_.abandon();
-    return false;  // the thread still runs; the processor is immortal, its exporter stays
-  }
+  // Not stopped: the thread still runs; the processor is immortal, its exporter stays.
+  if (!stopped) return false;
   exporter_.reset();  // the processor itself stays (immortal); its exporter need not
   return true;
 }

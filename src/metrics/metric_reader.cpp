@@ -70,9 +70,7 @@ MetricReader::MetricReader(MetricSettings settings, std::shared_ptr<MetricExport
       owner_pid_(::getpid()),
       worker_(
           settings.interval, [this](Clock::time_point deadline) { collect_and_export(deadline); },
-          [this] {
-            if (!ledger_.closed()) exporter_->shutdown(Clock::now() + settings_.timeout);
-          }) {}
+          [this] { exporter_->shutdown(Clock::now() + settings_.timeout); }) {}
 
 bool MetricReader::forked() const noexcept { return ::getpid() != owner_pid_; }
 
@@ -86,8 +84,8 @@ void MetricReader::begin_shutdown(Clock::time_point deadline) noexcept {
 
 bool MetricReader::finish_shutdown(Clock::time_point deadline) noexcept {
   if (worker_.wait_stopped(deadline)) return true;
+  worker_.abandon();  // first: a round ending from now on is its last
   ledger_.close([] { return 0; });
-  worker_.abandon();
   return false;
 }
 
