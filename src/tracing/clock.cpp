@@ -2,18 +2,16 @@
 
 #include <time.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if NEMO_LENS_HAVE_TSC
 #include <cpuid.h>
-#include <x86intrin.h>
-#define NEMO_LENS_HAVE_TSC 1
-#else
-#define NEMO_LENS_HAVE_TSC 0
 #endif
 
 #include <atomic>
 #include <mutex>
 
 namespace nemo::lens::detail {
+
+constinit std::atomic<bool> g_clock_ticks_are_tsc{false};
 
 namespace {
 
@@ -87,20 +85,35 @@ std::int64_t system_now_unix_nano() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::int64_t now_unix_nano() noexcept {
+namespace {
+// The calibration's reading of `tsc`, or nullopt-like false when there is no calibration.
+bool convert(std::uint64_t tsc, bool read_now, std::int64_t& out) noexcept {
   for (;;) {
     const std::uint32_t s = g_cal.seq.load(std::memory_order_acquire);
     const std::uint64_t mult = g_cal.mult.load(std::memory_order_acquire);
-    if (mult == 0) return system_now_unix_nano();
+    if (mult == 0) return false;
     const std::uint64_t base_tsc = g_cal.base_tsc.load(std::memory_order_acquire);
     const std::int64_t base_ns = g_cal.base_ns.load(std::memory_order_acquire);
-    const std::uint64_t tsc = read_tsc();
+    if (read_now) tsc = read_tsc();
     if ((s & 1) != 0 || g_cal.seq.load(std::memory_order_relaxed) != s) continue;
     const auto delta = static_cast<std::int64_t>(tsc - base_tsc);  // negative on a slow core
     const auto scaled =
         static_cast<std::int64_t>((static_cast<Int128>(delta) * static_cast<Int128>(mult)) >> 32);
-    return base_ns + scaled;
+    out = base_ns + scaled;
+    return true;
   }
+}
+}  // namespace
+
+std::int64_t now_unix_nano() noexcept {
+  std::int64_t ns = 0;
+  return convert(0, true, ns) ? ns : system_now_unix_nano();
+}
+
+std::int64_t ticks_to_unix_nano(std::uint64_t ticks) noexcept {
+  std::int64_t ns = 0;
+  if (g_clock_ticks_are_tsc.load(std::memory_order_relaxed) && convert(ticks, false, ns)) return ns;
+  return static_cast<std::int64_t>(ticks);
 }
 
 void calibrate_clock() noexcept {
@@ -117,6 +130,7 @@ void calibrate_clock() noexcept {
   g_first_tsc = t0;
   g_first_ns = n0;
   publish(t1, n1, mult);
+  g_clock_ticks_are_tsc.store(true, std::memory_order_release);
 }
 
 void refresh_clock() noexcept {

@@ -3,15 +3,41 @@
 // the exporter thread); elsewhere it is clock_gettime. Internal.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define NEMO_LENS_HAVE_TSC 1
+#else
+#define NEMO_LENS_HAVE_TSC 0
+#endif
 
 namespace nemo::lens::detail {
 
-/// Unix nanoseconds now. Lock-free; about a third of a clock_gettime call where the TSC is used.
-std::int64_t now_unix_nano() noexcept;
+/// Whether timestamps come from the TSC: set once, by the first calibration, before any span
+/// starts (a pipeline calibrates before it is published), and never cleared.
+extern std::atomic<bool> g_clock_ticks_are_tsc;
 
 /// Unix nanoseconds from clock_gettime(CLOCK_REALTIME).
 std::int64_t system_now_unix_nano() noexcept;
+
+/// A timestamp in the clock's own unit, for a span's hot path: one rdtsc where the TSC is used
+/// (converted only when the span is exported or read, by ticks_to_unix_nano()), else Unix
+/// nanoseconds.
+inline std::uint64_t now_ticks() noexcept {
+#if NEMO_LENS_HAVE_TSC
+  if (g_clock_ticks_are_tsc.load(std::memory_order_relaxed)) return __rdtsc();
+#endif
+  return static_cast<std::uint64_t>(system_now_unix_nano());
+}
+
+/// Unix nanoseconds of a now_ticks() value, with the calibration in force now. Two values
+/// converted by one calibration keep their order and their distance.
+std::int64_t ticks_to_unix_nano(std::uint64_t ticks) noexcept;
+
+/// Unix nanoseconds now. Lock-free; about a third of a clock_gettime call where the TSC is used.
+std::int64_t now_unix_nano() noexcept;
 
 /// Calibrates the TSC clock if it is usable and not calibrated yet (about 2 ms, once).
 void calibrate_clock() noexcept;

@@ -53,24 +53,124 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-/// One span, open or queued.
-struct SpanRecord {
-  SpanData data;
+/// A span attribute kept in its record as plain bytes: a key of at most kKeyCapacity bytes and a
+/// bool, an int, a double or a string of at most kStringCapacity bytes. Setting one costs a few
+/// stores and no allocation; the exporter thread turns it into a KeyValue.
+struct InlineAttribute {
+  static constexpr std::size_t kKeyCapacity = 21, kStringCapacity = 16;
+  enum Type : std::uint8_t { kBool, kInt, kDouble, kString };
+  std::uint8_t key_size;
+  std::uint8_t type;
+  std::uint8_t string_size;
+  char key[kKeyCapacity];
+  union {
+    bool b;
+    std::int64_t i;
+    double d;
+    char s[kStringCapacity];
+  };
+  std::string_view key_view() const noexcept { return {key, key_size}; }
+};
+static_assert(sizeof(InlineAttribute) == 40);
+
+/// What few spans have: allocated the first time a span of its record needs it, then kept with
+/// the record (its storage reused).
+struct SpanCold {
+  std::string name, group;  // when the record has no site
+  std::string trace_state;
+  /// attributes[0, attributes_used): the span's attributes after its inline ones (the first that
+  /// did not fit inline, and every one set after it); later elements are storage for reuse.
+  std::vector<KeyValue> attributes;
+  std::uint32_t attributes_used = 0;
+  std::uint32_t dropped_events_count = 0;
+  std::uint32_t dropped_links_count = 0;
+  std::vector<SpanEvent> events;
+  std::vector<SpanLink> links;
+  std::string status_message;
+};
+
+/// One span, open or queued: a compact record that starting and ending a span only store into
+/// (its first two cache lines and the attribute slots in use). Exporters see it as SpanData,
+/// filled in on the exporter thread (materialize()).
+struct alignas(64) SpanRecord {
+  static constexpr std::uint32_t kInlineAttributes = 4;
+
+  TraceId trace_id;
+  SpanId span_id;
+  SpanId parent_span_id;          // invalid for a root
+  std::uint64_t start_ticks = 0;  // now_ticks() at start and end
+  std::uint64_t end_ticks = 0;
+  /// The site of a LENS_SPAN (or an interned name): its name and group. Null: cold->name and
+  /// cold->group hold them.
+  const SpanSite* site = nullptr;
   ThreadState* owner = nullptr;  // whose lock guards the record while it is open
-  Pipeline* pipeline = nullptr;  // the pipeline that started it
-  bool recording = false;        // false: sampled out; only the context is kept
-  bool exception_recorded = false;
-  bool status_final = false;     // an OK status was set
-  bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
+
+  Pipeline* pipeline = nullptr;  // the pipeline that started it; null for an attached context
+  /// Meaningful only while cold_used; kept across reuse otherwise.
+  SpanCold* cold = nullptr;
+  std::int64_t thread_id = 0;
   /// The NVTX range opened on the owner's thread for this span (nvtx_open()); 0: none.
   std::uint32_t nvtx = 0;
+  std::uint32_t dropped_attributes_count = 0;
+  std::uint8_t trace_flags = 0;
+  bool is_remote = false;  // an attached context from another process
+  bool parent_is_remote = false;
+  SpanKind kind = SpanKind::kInternal;
+  StatusCode status_code = StatusCode::kUnset;
+  bool recording = false;  // false: sampled out; only the context is kept
+  bool exception_recorded = false;
+  bool status_final = false;  // an OK status was set
+  bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
+  bool truncated = false;  // a copy ended by shutdown
+  bool cold_used = false;  // `cold` holds something of this span
   /// In its owner's open-span registry: kOpenNone (tracking was off when it started),
   /// kOpenRegistered, or kOpenUntracked (the registry was full; counted).
   std::uint8_t open_state = 0;
-  /// While open: data.attributes[0, attributes_used) are the span's attributes; later elements
-  /// are storage kept from earlier spans. Trimmed when the span ends.
-  std::uint32_t attributes_used = 0;
+  std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
+  InlineAttribute attributes[kInlineAttributes];
+
+  SpanRecord() = default;
+  SpanRecord(const SpanRecord&) = delete;
+  SpanRecord& operator=(const SpanRecord&) = delete;
+  ~SpanRecord() { delete cold; }
+
+  /// The cold part, allocated when missing and marked in use. May throw std::bad_alloc.
+  SpanCold& use_cold();
+  /// The cold part if this span uses one, else null.
+  const SpanCold* cold_part() const noexcept { return cold_used ? cold : nullptr; }
+  std::string_view name() const noexcept {
+    return site != nullptr ? site->name : cold_used ? std::string_view(cold->name) : "";
+  }
+  std::string_view group() const noexcept {
+    return site != nullptr ? site->gate.group : cold_used ? std::string_view(cold->group) : "";
+  }
+  std::string_view trace_state() const noexcept {
+    return cold_used ? std::string_view(cold->trace_state) : std::string_view();
+  }
+  /// The span's context (may throw std::bad_alloc for a long trace state).
+  SpanContext context() const;
 };
+
+/// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
+/// needed before). The cold part must be unused (a free record's is).
+void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept;
+
+/// Clears the cold part of a record for reuse (keeping its storage).
+void reset_record(SpanRecord& r) noexcept;
+
+/// A copy of `r` with its own cold part. May throw std::bad_alloc.
+SpanRecord* copy_record(const SpanRecord& r);
+
+/// The span as exporters see it, written into `out` (whose storage is reused). May throw
+/// std::bad_alloc.
+void materialize(const SpanRecord& r, SpanData& out);
+
+/// The span's attributes, inline ones first, into `out`. May throw std::bad_alloc.
+void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
+
+/// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
+/// Requires the owner's lock while the span is open. May throw std::bad_alloc.
+void put_span_attribute(SpanRecord& r, std::string_view key, const AttributeArg& value);
 
 inline constexpr std::uint8_t kOpenNone = 0, kOpenRegistered = 1, kOpenUntracked = 2;
 
@@ -134,7 +234,8 @@ ThreadState* this_thread_state_if_any() noexcept;
 /// Calls f for every state ever created, holding the registry mutex (not the states' locks).
 void visit_thread_states(const std::function<void(ThreadState&)>& f);
 
-/// A free record for `s` (its cache, the global free pool, or new); null when memory ran out.
+/// A free record for `s` (its cache, the global free pool, or new), its cold part unused; null
+/// when memory ran out.
 SpanRecord* take_record(ThreadState& s) noexcept;
 
 /// Fork support: take every thread-state lock (prepare), release them (parent), or reset them and
@@ -143,11 +244,11 @@ void lock_all_thread_states() noexcept;
 void unlock_all_thread_states() noexcept;
 void reset_thread_states_in_child() noexcept;
 
-/// Returns a record to the calling thread's cache (or frees it).
+/// Resets a record and returns it to the calling thread's cache (or frees it).
 void recycle(SpanRecord* rec) noexcept;
 
-/// Returns records to the global free pool as one batch, without touching the records themselves
-/// (so their cache lines are not pulled to the calling core). Any thread; leaves `records` empty.
+/// Returns records, already reset, to the global free pool as one batch. Any thread; leaves
+/// `records` empty.
 void recycle_batch(std::vector<SpanRecord*>& records) noexcept;
 
 /// Batch span processor settings (OTEL_BSP_*).
@@ -220,6 +321,9 @@ struct Pipeline {
   std::size_t drain(bool full_batches_only, std::chrono::steady_clock::time_point deadline) noexcept;
 
   MpmcQueue<SpanRecord*> queue_;
+  // The exporter thread's: what the batch's records read as, and pointers to them.
+  std::vector<SpanData> views_;
+  std::vector<const SpanData*> view_ptrs_;
   std::counting_semaphore<> wake_{0};
   std::atomic<bool> thread_started_{false};
   std::mutex thread_mu_;
@@ -259,6 +363,13 @@ SamplerConfig sampler_from_env();
 /// May throw std::bad_alloc.
 void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::size_t len_limit,
                             bool redact);
+
+/// Sets `key` in list[0, used) (replacing an existing value), or counts a drop once the list and
+/// the `others` attributes kept elsewhere reach `count_limit`. Elements from `used` on are storage
+/// for reuse. May throw std::bad_alloc.
+void put_list_attribute(std::vector<KeyValue>& list, std::uint32_t& used, std::uint32_t& dropped,
+                        std::uint32_t count_limit, std::uint32_t others, const Pipeline& p,
+                        std::string_view key, const AttributeArg& value);
 
 /// Whether attribute values of type `t` are strings (and so subject to redaction).
 bool is_string_attribute(AttributeArg::Type t) noexcept;

@@ -38,7 +38,7 @@ void count_untracked(OpenStack& o, int delta) noexcept {
     o.untracked.store(n + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
 }
 
-bool push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::int64_t start,
+bool push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::uint64_t start,
           std::uint32_t token) noexcept {
   const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
   if (d >= OpenStack::kCapacity) {
@@ -49,7 +49,7 @@ bool push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::int64_t star
   OpenEntry& e = o.entries[d];
   e.site.store(site, std::memory_order_release);
   e.record.store(rec, std::memory_order_release);
-  e.start_unix_nano.store(start, std::memory_order_release);
+  e.start_ticks.store(start, std::memory_order_release);
   e.token.store(token, std::memory_order_release);
   o.depth.store(d + 1, std::memory_order_release);
   return true;
@@ -68,7 +68,7 @@ bool remove(OpenStack& o, Match match) noexcept {
       const OpenEntry& from = o.entries[j + 1];
       to.site.store(from.site.load(std::memory_order_relaxed), std::memory_order_release);
       to.record.store(from.record.load(std::memory_order_relaxed), std::memory_order_release);
-      to.start_unix_nano.store(from.start_unix_nano.load(std::memory_order_relaxed),
+      to.start_ticks.store(from.start_ticks.load(std::memory_order_relaxed),
                                std::memory_order_release);
       to.token.store(from.token.load(std::memory_order_relaxed), std::memory_order_release);
     }
@@ -81,7 +81,7 @@ bool remove(OpenStack& o, Match match) noexcept {
 struct EntryCopy {
   const SpanSite* site;
   SpanRecord* record;
-  std::int64_t start;
+  std::uint64_t start;  // ticks
   std::uint32_t token;
 };
 
@@ -100,7 +100,7 @@ bool read_stack(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& 
       const OpenEntry& e = o.entries[i];
       out.push_back({e.site.load(std::memory_order_acquire),
                      e.record.load(std::memory_order_acquire),
-                     e.start_unix_nano.load(std::memory_order_acquire),
+                     e.start_ticks.load(std::memory_order_acquire),
                      e.token.load(std::memory_order_acquire)});
     }
     untracked = o.untracked.load(std::memory_order_relaxed);
@@ -124,20 +124,19 @@ RecordRead read_record(ThreadState& owner, SpanRecord* rec, OpenSpanView& view) 
   bool open = false;
   for (SpanRecord* r : owner.stack) open = open || r == rec;
   if (!open || !rec->recording) return RecordRead::kEnded;
-  view.group = rec->data.group;
-  view.name = rec->data.name;
-  view.context = rec->data.context;
-  view.attributes.assign(rec->data.attributes.begin(),
-                         rec->data.attributes.begin() + rec->attributes_used);
+  view.group = rec->group();
+  view.name = rec->name();
+  view.context = rec->context();
+  copy_attributes(*rec, view.attributes);
   view.exported = !rec->orphaned;
-  view.root = !rec->data.parent_span_id.is_valid();
+  view.root = !rec->parent_span_id.is_valid();
   return RecordRead::kCopied;
 }
 
 }  // namespace
 
-bool open_record(ThreadState& s, SpanRecord* rec, std::int64_t start_unix_nano) noexcept {
-  return push(s.open, nullptr, rec, start_unix_nano, 0);
+bool open_record(ThreadState& s, SpanRecord* rec, std::uint64_t start_ticks) noexcept {
+  return push(s.open, nullptr, rec, start_ticks, 0);
 }
 
 void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept {
@@ -151,7 +150,7 @@ void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept {
 std::uint32_t open_light_entry(ThreadState& s, const SpanSite& site) noexcept {
   std::uint32_t token = s.open.next_token++;
   if (token == 0) token = s.open.next_token++;  // wrapped: 0 means untracked
-  return push(s.open, &site, nullptr, now_unix_nano(), token) ? token : 0;
+  return push(s.open, &site, nullptr, now_ticks(), token) ? token : 0;
 }
 
 void close_light_span(ThreadState& owner, std::uint32_t token) noexcept {
@@ -206,7 +205,7 @@ std::vector<ThreadOpenSpans> snapshot_open_spans() {
     t.untracked = untracked;
     for (const EntryCopy& e : entries) {
       OpenSpanView v;
-      v.start_unix_nano = std::min(e.start, now);
+      v.start_unix_nano = std::min(ticks_to_unix_nano(e.start), now);
       v.token = e.token;
       if (e.record != nullptr) {
         v.record = e.record;

@@ -62,7 +62,7 @@ bool nvtx_emitting() noexcept;
 struct OpenEntry {
   std::atomic<const SpanSite*> site{nullptr};  // light entry: group and name; null for a record
   std::atomic<SpanRecord*> record{nullptr};    // record entry
-  std::atomic<std::int64_t> start_unix_nano{0};
+  std::atomic<std::uint64_t> start_ticks{0};  // now_ticks()
   std::atomic<std::uint32_t> token{0};  // light entry: identifies it to its handle
 };
 
@@ -77,7 +77,7 @@ struct OpenStack {
 };
 
 /// Requires s.mu. Registers an open record; false when the registry is full (counted untracked).
-bool open_record(ThreadState& s, SpanRecord* rec, std::int64_t start_unix_nano) noexcept;
+bool open_record(ThreadState& s, SpanRecord* rec, std::uint64_t start_ticks) noexcept;
 /// Requires s.mu. Removes a record registered by open_record (`tracked` is what it returned).
 void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept;
 

@@ -86,18 +86,23 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
   if (std::chrono::steady_clock::now() < deadline) {
     outcome = ExportLedger::Outcome::kFailed;
     try {
-      std::vector<const SpanData*> views;
-      views.reserve(batch.size());
-      for (SpanRecord* r : batch) views.push_back(&r->data);
+      // The views keep their storage from batch to batch: in steady state this allocates nothing.
+      if (views_.size() < batch.size()) views_.resize(batch.size());
+      view_ptrs_.clear();
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        materialize(*batch[i], views_[i]);
+        view_ptrs_.push_back(&views_[i]);
+      }
       export_calls_.fetch_add(1, std::memory_order_relaxed);
       if (exporter != nullptr &&
-          exporter->export_spans(views, resource, deadline) == ExportResult::kSuccess) {
+          exporter->export_spans(view_ptrs_, resource, deadline) == ExportResult::kSuccess) {
         outcome = ExportLedger::Outcome::kExported;
       }
     } catch (...) {
     }
   }
   const bool open = ledger_.settle(batch.size(), outcome);
+  for (SpanRecord* r : batch) reset_record(*r);
   recycle_batch(batch);
   return open;
 }
@@ -223,7 +228,7 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
   // New spans no longer start here, then open ones are exported as truncated copies.
   Pipeline* self = this;
   g_active_pipeline.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
-  const std::int64_t now = now_unix_nano();
+  const std::uint64_t now = now_ticks();
   std::vector<SpanRecord*> copies;
   try {
     visit_thread_states([&](ThreadState& t) {
@@ -231,16 +236,17 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
       for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {  // innermost first
         SpanRecord* r = *it;
         if (!r->recording || r->orphaned || r->pipeline != this) continue;
-        auto* copy = new SpanRecord();
-        copy->data = r->data;
-        copy->data.attributes.resize(r->attributes_used);
-        copy->pipeline = this;
-        copy->recording = true;
-        copy->data.end_time_unix_nano = now;
-        copy->data.truncated = true;
-        copy->data.attributes.push_back(KeyValue{std::string(semconv::kNemoSpanTruncated), true});
-        copy->data.events.push_back(
-            SpanEvent{std::string(semconv::kNemoSpanTruncated), now, {}, 0});
+        SpanRecord* copy = copy_record(*r);
+        copy->end_ticks = std::max(now, r->start_ticks);
+        copy->truncated = true;
+        try {
+          put_span_attribute(*copy, semconv::kNemoSpanTruncated, true);
+          copy->use_cold().events.push_back(
+              SpanEvent{std::string(semconv::kNemoSpanTruncated), ticks_to_unix_nano(now), {}, 0});
+        } catch (...) {
+          delete copy;
+          throw;
+        }
         r->orphaned = true;
         copies.push_back(copy);
       }
@@ -285,6 +291,7 @@ bool Pipeline::finish_shutdown(std::chrono::steady_clock::time_point deadline) n
     std::uint64_t n = 0;
     while (queue_.try_pop(rec)) {
       ++n;
+      reset_record(*rec);
       try {
         late.push_back(rec);
       } catch (...) {

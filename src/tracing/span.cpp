@@ -20,113 +20,8 @@ std::atomic<Pipeline*> g_active_pipeline{nullptr};
 
 namespace {
 
-constexpr std::string_view kRedacted = "[REDACTED]";
-
-// At most `limit` bytes, cut at a UTF-8 character boundary.
-std::string truncated_string(std::string_view s, std::size_t limit) {
-  if (s.size() <= limit) return std::string(s);
-  std::size_t n = limit;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return std::string(s.substr(0, n));
-}
-
-}  // namespace
-
-bool is_string_attribute(AttributeArg::Type t) noexcept {
-  using T = AttributeArg::Type;
-  return t == T::kString || t == T::kStringArray || t == T::kStringViewArray;
-}
-
-void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::size_t len_limit,
-                            bool redact) {
-  using T = AttributeArg::Type;
-  switch (a.type()) {
-    case T::kBool:
-      out.emplace<bool>(a.as_bool());
-      return;
-    case T::kInt:
-      out.emplace<std::int64_t>(a.as_int());
-      return;
-    case T::kDouble:
-      out.emplace<double>(a.as_double());
-      return;
-    case T::kString: {
-      const std::string_view v = redact ? kRedacted : a.as_string();
-      if (v.size() > len_limit) {
-        out = truncated_string(v, len_limit);
-      } else if (auto* s = std::get_if<std::string>(&out)) {
-        s->assign(v);
-      } else {
-        out.emplace<std::string>(v);
-      }
-      return;
-    }
-    case T::kBoolArray:
-      out.emplace<std::vector<bool>>(a.as_bool_array());
-      return;
-    case T::kIntArray:
-      out.emplace<std::vector<std::int64_t>>(a.as_int_array().begin(), a.as_int_array().end());
-      return;
-    case T::kDoubleArray:
-      out.emplace<std::vector<double>>(a.as_double_array().begin(), a.as_double_array().end());
-      return;
-    case T::kStringArray: {
-      auto& v = out.emplace<std::vector<std::string>>();
-      v.reserve(a.as_string_array().size());
-      for (const auto& e : a.as_string_array()) {
-        v.push_back(redact ? std::string(kRedacted) : truncated_string(e, len_limit));
-      }
-      return;
-    }
-    case T::kStringViewArray: {
-      auto& v = out.emplace<std::vector<std::string>>();
-      v.reserve(a.as_string_view_array().size());
-      for (auto e : a.as_string_view_array()) {
-        v.push_back(redact ? std::string(kRedacted) : truncated_string(e, len_limit));
-      }
-      return;
-    }
-  }
-}
-
-namespace {
-
 std::span<const Attribute> as_span(std::initializer_list<Attribute> list) noexcept {
   return {list.begin(), list.size()};
-}
-
-// The first `used` elements of `list` are the attributes; the elements after them are kept from
-// the record's previous span so that their storage is reused, not freed and allocated again.
-struct AttributeSlots {
-  std::vector<KeyValue>& list;
-  std::uint32_t& used;
-};
-
-// Sets `key` (replacing an existing value), or counts a drop past `count_limit`.
-void put_attribute(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count_limit,
-                   const Pipeline& p, std::string_view key, const AttributeArg& value) {
-  const bool redact = is_string_attribute(value.type()) && p.redacted(key);
-  for (std::uint32_t i = 0; i < a.used; ++i) {
-    if (a.list[i].key == key) {
-      assign_attribute_value(a.list[i].value, value, p.limits.attribute_value_length, redact);
-      return;
-    }
-  }
-  if (a.used >= count_limit) {
-    ++dropped;
-    return;
-  }
-  KeyValue& kv = a.used < a.list.size() ? a.list[a.used] : a.list.emplace_back();
-  kv.key.assign(key);
-  assign_attribute_value(kv.value, value, p.limits.attribute_value_length, redact);
-  ++a.used;
-}
-
-void put_attributes(AttributeSlots a, std::uint32_t& dropped, std::uint32_t count_limit,
-                    const Pipeline& p, std::span<const Attribute> attributes) {
-  for (const Attribute& attr : attributes) {
-    put_attribute(a, dropped, count_limit, p, attr.key, attr.value);
-  }
 }
 
 // Attributes of a new event or link: an empty list, every element in use.
@@ -134,7 +29,9 @@ void put_new_attributes(std::vector<KeyValue>& list, std::uint32_t& dropped,
                         std::uint32_t count_limit, const Pipeline& p,
                         std::span<const Attribute> attributes) {
   std::uint32_t used = 0;
-  put_attributes({list, used}, dropped, count_limit, p, attributes);
+  for (const Attribute& attr : attributes) {
+    put_list_attribute(list, used, dropped, count_limit, 0, p, attr.key, attr.value);
+  }
 }
 
 bool sample_root(const SamplerConfig& s, const TraceId& trace_id) noexcept {
@@ -153,60 +50,34 @@ bool sample_root(const SamplerConfig& s, const TraceId& trace_id) noexcept {
   return true;
 }
 
-void reset_record(SpanRecord& r) noexcept {
-  SpanData& d = r.data;
-  d.name.clear();
-  d.group.clear();
-  d.context.trace_state.clear();
-  d.context.is_remote = false;
-  d.parent_span_id = SpanId{};
-  d.parent_is_remote = false;
-  d.kind = SpanKind::kInternal;
-  d.end_time_unix_nano = 0;
-  r.attributes_used = 0;  // the elements stay, for reuse
-  d.dropped_attributes_count = 0;
-  d.events.clear();
-  d.dropped_events_count = 0;
-  d.links.clear();
-  d.dropped_links_count = 0;
-  d.status_code = StatusCode::kUnset;
-  d.status_message.clear();
-  d.truncated = false;
-  r.exception_recorded = false;
-  r.status_final = false;
-  r.orphaned = false;
-  r.nvtx = 0;
-  r.open_state = kOpenNone;
-}
-
 void add_link_locked(SpanRecord& r, const SpanContext& target,
                      std::span<const Attribute> attributes) {
-  SpanData& d = r.data;
   if (!target.is_valid()) return;
-  if (d.links.size() >= r.pipeline->limits.link_count) {
-    ++d.dropped_links_count;
+  SpanCold& c = r.use_cold();
+  if (c.links.size() >= r.pipeline->limits.link_count) {
+    ++c.dropped_links_count;
     return;
   }
   SpanLink link;
   link.context = target;
   put_new_attributes(link.attributes, link.dropped_attributes_count,
-                 r.pipeline->limits.link_attribute_count, *r.pipeline, attributes);
-  d.links.push_back(std::move(link));
+                     r.pipeline->limits.link_attribute_count, *r.pipeline, attributes);
+  c.links.push_back(std::move(link));
 }
 
 void add_event_locked(SpanRecord& r, std::string_view name, std::int64_t time,
                       std::span<const Attribute> attributes) {
-  SpanData& d = r.data;
-  if (d.events.size() >= r.pipeline->limits.event_count) {
-    ++d.dropped_events_count;
+  SpanCold& c = r.use_cold();
+  if (c.events.size() >= r.pipeline->limits.event_count) {
+    ++c.dropped_events_count;
     return;
   }
   SpanEvent ev;
   ev.name = std::string(name);
   ev.time_unix_nano = time;
   put_new_attributes(ev.attributes, ev.dropped_attributes_count,
-                 r.pipeline->limits.event_attribute_count, *r.pipeline, attributes);
-  d.events.push_back(std::move(ev));
+                     r.pipeline->limits.event_attribute_count, *r.pipeline, attributes);
+  c.events.push_back(std::move(ev));
 }
 
 void record_exception_locked(SpanRecord& r, std::string_view type, std::string_view message,
@@ -216,12 +87,13 @@ void record_exception_locked(SpanRecord& r, std::string_view type, std::string_v
   add_event_locked(r, semconv::kExceptionEvent, time, attributes);
   r.exception_recorded = true;
   if (!r.status_final) {
-    r.data.status_code = StatusCode::kError;
-    r.data.status_message = std::string(message);
+    r.status_code = StatusCode::kError;
+    r.use_cold().status_message = std::string(message);
   }
 }
 
 struct StartRequest {
+  const SpanSite* site = nullptr;  // names the span when set; else group and name
   std::string_view group;
   std::string_view name;
   SpanKind kind = SpanKind::kInternal;
@@ -237,50 +109,67 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
   if (ts == nullptr) return nullptr;
   SpanRecord* rec = take_record(*ts);
   if (rec == nullptr) return nullptr;
-  reset_record(*rec);
-  rec->owner = ts;
-  rec->pipeline = p;
-  SpanData& d = rec->data;
+  init_record(*rec, ts, p);
   try {
     std::lock_guard lock(ts->mu);
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
-    const SpanContext* parent = nullptr;
+    const SpanContext* explicit_parent = nullptr;
+    const SpanRecord* parent_rec = nullptr;
     if (req.parent != nullptr && req.parent->is_valid()) {
-      parent = req.parent;
+      explicit_parent = req.parent;
     } else if (!req.root && !ts->stack.empty()) {
-      parent = &ts->stack.back()->data.context;
+      parent_rec = ts->stack.back();
     } else if (p->inherited.is_valid()) {
-      parent = &p->inherited;  // the process's own parent (TRACEPARENT at set-up)
+      explicit_parent = &p->inherited;  // the process's own parent (TRACEPARENT at set-up)
     }
     bool sampled;
-    if (parent != nullptr) {
-      d.context.trace_id = parent->trace_id;
-      d.context.trace_state = parent->trace_state;
-      d.parent_span_id = parent->span_id;
-      d.parent_is_remote = parent->is_remote;
-      sampled = p->sampler.parent_based ? parent->is_sampled()
-                                        : sample_root(p->sampler, d.context.trace_id);
+    std::uint8_t parent_flags = 0;
+    if (parent_rec != nullptr) {
+      rec->trace_id = parent_rec->trace_id;
+      if (const std::string_view ts_value = parent_rec->trace_state(); !ts_value.empty()) {
+        rec->use_cold().trace_state.assign(ts_value);
+      }
+      rec->parent_span_id = parent_rec->span_id;
+      rec->parent_is_remote = parent_rec->is_remote;
+      parent_flags = parent_rec->trace_flags;
+    } else if (explicit_parent != nullptr) {
+      rec->trace_id = explicit_parent->trace_id;
+      if (!explicit_parent->trace_state.empty()) {
+        rec->use_cold().trace_state = explicit_parent->trace_state;
+      }
+      rec->parent_span_id = explicit_parent->span_id;
+      rec->parent_is_remote = explicit_parent->is_remote;
+      parent_flags = explicit_parent->trace_flags;
     } else {
-      d.context.trace_id = ts->ids.trace_id();
-      sampled = sample_root(p->sampler, d.context.trace_id);
+      rec->trace_id = ts->ids.trace_id();
     }
-    d.context.span_id = ts->ids.span_id();
+    const bool has_parent = parent_rec != nullptr || explicit_parent != nullptr;
+    if (has_parent && p->sampler.parent_based) {
+      sampled = (parent_flags & 0x01) != 0;
+    } else {
+      sampled = sample_root(p->sampler, rec->trace_id);
+    }
+    rec->span_id = ts->ids.span_id();
     // W3C Level 2's random flag describes the trace id: children keep their parent's.
-    d.context.trace_flags = static_cast<std::uint8_t>(
-        (sampled ? 0x01 : 0x00) | (parent != nullptr ? parent->trace_flags & 0x02 : 0x00));
+    rec->trace_flags =
+        static_cast<std::uint8_t>((sampled ? 0x01 : 0x00) | (parent_flags & 0x02));
     rec->recording = sampled;
     if (sampled) {
-      d.name.assign(req.name);
-      d.group.assign(req.group);
-      d.kind = req.kind;
-      d.thread_id = ts->tid;
-      put_attributes({d.attributes, rec->attributes_used}, d.dropped_attributes_count,
-                     p->limits.attribute_count, *p, as_span(attributes));
+      if (req.site != nullptr) {
+        rec->site = req.site;
+      } else {
+        SpanCold& c = rec->use_cold();
+        c.name.assign(req.name);
+        c.group.assign(req.group);
+      }
+      rec->kind = req.kind;
+      rec->thread_id = ts->tid;
+      for (const Attribute& a : attributes) put_span_attribute(*rec, a.key, a.value);
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
-      d.start_time_unix_nano = now_unix_nano();
+      rec->start_ticks = now_ticks();
       if (g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff) {
-        rec->open_state = open_record(*ts, rec, d.start_time_unix_nano) ? kOpenRegistered
-                                                                         : kOpenUntracked;
+        rec->open_state =
+            open_record(*ts, rec, rec->start_ticks) ? kOpenRegistered : kOpenUntracked;
       }
     }
     ts->stack.push_back(rec);
@@ -380,8 +269,7 @@ Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attr
   auto start = [&]() noexcept -> Span {
     if (p != nullptr && g.enabled && p->sampler.records_anything) {
       StartRequest req;
-      req.group = site.gate.group;
-      req.name = site.name;
+      req.site = &site;
       return SpanAccess::make(start_record(p, req, attributes));
     }
     if (g.tracked && tracking()) return open_light_span(site);
@@ -456,18 +344,14 @@ void mutate(SpanRecord* rec, F&& f) noexcept {
 }  // namespace
 
 Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
-  mutate(detail::record_of(rec_), [&](SpanRecord& r) {
-    detail::put_attribute({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
-                          r.pipeline->limits.attribute_count, *r.pipeline, key, value);
-  });
+  mutate(detail::record_of(rec_),
+         [&](SpanRecord& r) { detail::put_span_attribute(r, key, value); });
   return *this;
 }
 
 Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept {
   mutate(detail::record_of(rec_), [&](SpanRecord& r) {
-    detail::put_attributes({r.data.attributes, r.attributes_used}, r.data.dropped_attributes_count,
-                           r.pipeline->limits.attribute_count, *r.pipeline,
-                           detail::as_span(attributes));
+    for (const Attribute& a : attributes) detail::put_span_attribute(r, a.key, a.value);
   });
   return *this;
 }
@@ -492,16 +376,20 @@ Span& Span::add_link(const SpanContext& target, std::initializer_list<Attribute>
 Span& Span::set_status(StatusCode code, std::string_view message) noexcept {
   mutate(detail::record_of(rec_), [&](SpanRecord& r) {
     if (code == StatusCode::kUnset || r.status_final) return;
-    r.data.status_code = code;
+    r.status_code = code;
     // The description only accompanies ERROR (OpenTelemetry's rule).
-    r.data.status_message = code == StatusCode::kError ? std::string(message) : std::string();
+    if (code == StatusCode::kError && !message.empty()) {
+      r.use_cold().status_message.assign(message);
+    } else if (r.cold_part() != nullptr) {
+      r.cold->status_message.clear();
+    }
     r.status_final = code == StatusCode::kOk;
   });
   return *this;
 }
 
 Span& Span::set_kind(SpanKind kind) noexcept {
-  mutate(detail::record_of(rec_), [&](SpanRecord& r) { r.data.kind = kind; });
+  mutate(detail::record_of(rec_), [&](SpanRecord& r) { r.kind = kind; });
   return *this;
 }
 
@@ -526,13 +414,14 @@ Span attach_context(const SpanContext& ctx) noexcept {
   if (ts == nullptr) return Span();
   SpanRecord* rec = detail::take_record(*ts);
   if (rec == nullptr) return Span();
-  detail::reset_record(*rec);
-  rec->owner = ts;
-  rec->pipeline = nullptr;  // never exported, never counted
-  rec->recording = false;
+  detail::init_record(*rec, ts, nullptr);  // no pipeline: never exported, never counted
+  rec->trace_id = ctx.trace_id;
+  rec->span_id = ctx.span_id;
+  rec->trace_flags = ctx.trace_flags;
+  rec->is_remote = ctx.is_remote;
   try {
+    if (!ctx.trace_state.empty()) rec->use_cold().trace_state = ctx.trace_state;
     std::lock_guard lock(ts->mu);
-    rec->data.context = ctx;
     ts->stack.push_back(rec);
   } catch (...) {
     detail::recycle(rec);  // out of memory: no parent
@@ -546,12 +435,12 @@ SpanContext Span::context() const noexcept {
   if (r == nullptr) return {};
   std::lock_guard lock(r->owner->mu);
   try {
-    return r->data.context;
+    return r->context();
   } catch (...) {
-    SpanContext c;
-    c.trace_id = r->data.context.trace_id;
-    c.span_id = r->data.context.span_id;
-    c.trace_flags = r->data.context.trace_flags;
+    SpanContext c;  // out of memory for the trace state
+    c.trace_id = r->trace_id;
+    c.span_id = r->span_id;
+    c.trace_flags = r->trace_flags;
     return c;
   }
 }
@@ -564,7 +453,7 @@ void Span::finish(bool unwinding) noexcept {
     if (detail::is_light(rec)) detail::close_light_span(*owner, token_);
     return;
   }
-  const std::int64_t now = detail::now_unix_nano();
+  const std::uint64_t now = detail::now_ticks();
   detail::ThrownException thrown;
   if (unwinding && rec->recording) thrown = detail::last_thrown_exception(std::uncaught_exceptions());
   bool export_it = false;
@@ -588,13 +477,15 @@ void Span::finish(bool unwinding) noexcept {
       if (unwinding && !rec->exception_recorded) {
         try {
           detail::record_exception_locked(*rec, thrown.known ? thrown.type : "unknown",
-                                          thrown.known ? thrown.message : "", now);
+                                          thrown.known ? thrown.message : "",
+                                          detail::ticks_to_unix_nano(now));
         } catch (...) {
-          rec->data.status_code = StatusCode::kError;
+          rec->status_code = StatusCode::kError;
         }
       }
-      // A clock re-anchoring between start and end must not make the span end before it began.
-      rec->data.end_time_unix_nano = std::max(now, rec->data.start_time_unix_nano);
+      // A system clock stepped back between start and end must not make the span end before it
+      // began (the TSC never goes back).
+      rec->end_ticks = std::max(now, rec->start_ticks);
     }
   }
   detail::ThreadState* current = detail::this_thread_state();
@@ -604,7 +495,6 @@ void Span::finish(bool unwinding) noexcept {
     detail::recycle(rec);
     return;
   }
-  rec->data.attributes.resize(rec->attributes_used);  // the record is ours alone now
   rec->pipeline->enqueue(rec, current);
 }
 
@@ -614,7 +504,7 @@ SpanContext current_span_context() noexcept {
   std::lock_guard lock(ts->mu);
   if (ts->stack.empty()) return {};
   try {
-    return ts->stack.back()->data.context;
+    return ts->stack.back()->context();
   } catch (...) {
     return {};
   }

@@ -106,6 +106,7 @@ ThreadState* this_thread_state() noexcept {
 ThreadState* this_thread_state_if_any() noexcept { return t_state; }
 
 void recycle(SpanRecord* rec) noexcept {
+  reset_record(*rec);
   ThreadState* s = this_thread_state();
   if (s != nullptr && s->cache.size() < kMaxCachedRecords) {
     try {
