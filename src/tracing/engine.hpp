@@ -6,10 +6,12 @@
 // pointer to one stays valid for the life of the process (a forked child abandons the parent's).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,11 +28,13 @@
 #include "tracing/ids.hpp"
 #include "tracing/mpmc_queue.hpp"
 #include "tracing/open_spans.hpp"
+#include "tracing/spsc_ring.hpp"
 
 namespace nemo::lens::detail {
 
 struct Pipeline;
 struct ThreadState;
+struct SpanRing;
 
 /// A test-and-test-and-set lock for the short critical sections of span bookkeeping.
 class SpinLock {
@@ -168,9 +172,29 @@ void materialize(const SpanRecord& r, SpanData& out);
 /// The span's attributes, inline ones first, into `out`. May throw std::bad_alloc.
 void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
 
-/// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
-/// Requires the owner's lock while the span is open. May throw std::bad_alloc.
-void put_span_attribute(SpanRecord& r, std::string_view key, const AttributeArg& value);
+/// put_span_attribute() for every case: replacing, spilling to the cold list, limits.
+void put_span_attribute_slow(SpanRecord& r, std::string_view key, const AttributeArg& value);
+
+/// Copies n <= 24 bytes with a few overlapping word moves (no call to memcpy).
+inline void copy_small(char* dst, const char* src, std::size_t n) noexcept {
+  if (n >= 8) {
+    std::uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    if (n > 16) std::memcpy(dst + 8, src + 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+
 
 inline constexpr std::uint8_t kOpenNone = 0, kOpenRegistered = 1, kOpenUntracked = 2;
 
@@ -213,6 +237,11 @@ struct ThreadState {
   NvtxStack nvtx;                  // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;  // free records
   IdGenerator ids;
+  // The ring this thread queues ended spans to, of the pipeline it last queued to; spans until
+  // that ring next wakes the exporter thread. Owner only.
+  SpanRing* ring = nullptr;
+  Pipeline* ring_pipeline = nullptr;
+  std::size_t until_wake = 0;
   std::int64_t tid = 0;
   bool in_use = false;  // guarded by the registry mutex
   std::atomic<std::uint64_t> started{0};
@@ -259,14 +288,24 @@ struct BatchOptions {
   std::chrono::milliseconds export_timeout{30000};
 };
 
-/// The export pipeline of one set-up: a bounded queue drained by a background exporter thread.
+/// The spans one thread ended in one pipeline, queued for its exporter thread.
+struct SpanRing {
+  explicit SpanRing(std::size_t capacity, const ThreadState* p) : queue(capacity), producer(p) {}
+  SpscRing<SpanRecord*> queue;
+  const ThreadState* const producer;
+  SpanRing* next = nullptr;  // the pipeline's list; set before the ring is published
+};
+
+/// The export pipeline of one set-up: a bounded ring per thread that ends spans, drained by a
+/// background exporter thread.
 struct Pipeline {
   Pipeline(BatchOptions options, SpanLimits limits, SamplerConfig sampler,
            std::vector<std::string> redacted_keys, Resource resource,
            std::shared_ptr<SpanExporter> exporter);
   ~Pipeline() = delete;  // immortal: records and handles may point here
 
-  /// Queues an ended span, or drops and counts it when the queue is full. Never blocks.
+  /// Queues an ended span on the ring of `current` (the calling thread's state, or null), or drops
+  /// and counts it when that ring is full. Never blocks.
   void enqueue(SpanRecord* rec, ThreadState* current) noexcept;
   /// Exports everything queued before the call; false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
@@ -308,7 +347,8 @@ struct Pipeline {
   /// (TRACEPARENT); invalid when none. Set before the pipeline is published, then read-only.
   SpanContext inherited;
 
-  std::atomic<bool> accepting{true};
+  /// False once shutdown began (read by every producer, written once).
+  alignas(64) std::atomic<bool> accepting{true};
   /// Set in a forked child: the pipeline that took over from this one.
   std::atomic<Pipeline*> successor{nullptr};
 
@@ -319,13 +359,28 @@ struct Pipeline {
   bool export_batch(std::vector<SpanRecord*>& batch,
                     std::chrono::steady_clock::time_point deadline) noexcept;
   std::size_t drain(bool full_batches_only, std::chrono::steady_clock::time_point deadline) noexcept;
+  // The ring of `ts` here, created on first use; null when memory ran out.
+  SpanRing* ring_for(ThreadState& ts) noexcept;
+  // Spans queued on every ring and the shared queue (an estimate while spans are queued).
+  std::size_t queued_estimate() const noexcept;
+  // Moves queued spans into `out` until it holds `max` with the `lost` ones (deleted for want of
+  // memory, and counted there); returns how many it took. Consumer only: the exporter thread, or
+  // another thread under the ledger's lock or after the exporter thread ended.
+  std::size_t take_queued(std::vector<SpanRecord*>& out, std::size_t max,
+                          std::size_t& lost) noexcept;
 
-  MpmcQueue<SpanRecord*> queue_;
+  // Read by every producer, written rarely.
+  alignas(64) std::atomic<bool> thread_started_{false};
+  std::atomic<SpanRing*> rings_{nullptr};  // a list, pushed to at its head, never shortened
+  // Spans of threads without a state, and shutdown's truncated copies.
+  MpmcQueue<SpanRecord*> shared_queue_;
+
+  // The exporter thread's.
+  alignas(64) std::counting_semaphore<> wake_{0};
+  SpanRing* next_ring_ = nullptr;  // where the next take starts (consumer only), for fairness
   // The exporter thread's: what the batch's records read as, and pointers to them.
   std::vector<SpanData> views_;
   std::vector<const SpanData*> view_ptrs_;
-  std::counting_semaphore<> wake_{0};
-  std::atomic<bool> thread_started_{false};
   std::mutex thread_mu_;
   std::thread thread_;
 
@@ -345,6 +400,56 @@ struct Pipeline {
   // Per-thread counter totals when this pipeline started; stats() reports the difference.
   std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;
 };
+
+/// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
+/// Requires the owner's lock while the span is open. May throw std::bad_alloc. Inline for the
+/// common case, a new attribute that fits a free slot.
+inline void put_span_attribute(SpanRecord& r, std::string_view key, const AttributeArg& value) {
+  using T = AttributeArg::Type;
+  const Pipeline& p = *r.pipeline;
+  const std::uint32_t n = r.inline_used;
+  if (n >= SpanRecord::kInlineAttributes || n >= p.limits.attribute_count ||
+      key.size() > InlineAttribute::kKeyCapacity ||
+      (r.cold_used && r.cold->attributes_used != 0)) {
+    return put_span_attribute_slow(r, key, value);
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (r.attributes[i].key_view() == key) return put_span_attribute_slow(r, key, value);
+  }
+  InlineAttribute& slot = r.attributes[n];
+  switch (value.type()) {
+    case T::kBool:
+      slot.type = InlineAttribute::kBool;
+      slot.b = value.as_bool();
+      break;
+    case T::kInt:
+      slot.type = InlineAttribute::kInt;
+      slot.i = value.as_int();
+      break;
+    case T::kDouble:
+      slot.type = InlineAttribute::kDouble;
+      slot.d = value.as_double();
+      break;
+    case T::kString: {
+      const std::string_view v = value.as_string();
+      const bool maybe_redacted =
+          (p.redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) != 0;
+      if (v.size() > InlineAttribute::kStringCapacity ||
+          v.size() > p.limits.attribute_value_length || maybe_redacted) {
+        return put_span_attribute_slow(r, key, value);
+      }
+      slot.type = InlineAttribute::kString;
+      slot.string_size = static_cast<std::uint8_t>(v.size());
+      copy_small(slot.s, v.data(), v.size());
+      break;
+    }
+    default:
+      return put_span_attribute_slow(r, key, value);
+  }
+  slot.key_size = static_cast<std::uint8_t>(key.size());
+  copy_small(slot.key, key.data(), key.size());
+  r.inline_used = static_cast<std::uint8_t>(n + 1);
+}
 
 /// The pipeline spans start in, or null when tracing is not set up on an exporting rank.
 extern std::atomic<Pipeline*> g_active_pipeline;

@@ -26,6 +26,13 @@ thread_local Slot t_last_throw;
 
 }  // namespace
 
+[[gnu::tls_model("initial-exec")]] constinit thread_local const EhGlobals* t_eh_globals = nullptr;
+
+const EhGlobals* lookup_eh_globals() noexcept {
+  t_eh_globals = reinterpret_cast<const EhGlobals*>(abi::__cxa_get_globals());
+  return t_eh_globals;
+}
+
 std::string demangle(const char* mangled) noexcept {
   try {
     int status = 0;

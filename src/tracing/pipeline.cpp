@@ -31,7 +31,7 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       }()),
       resource(std::move(res)),
       exporter(std::move(exp)),
-      queue_(opts.max_queue_size) {
+      shared_queue_(opts.max_queue_size) {
   keep_reachable(this);  // immortal: records and handles may point here
   calibrate_clock();
   visit_thread_states([&](ThreadState& s) {
@@ -61,22 +61,91 @@ void Pipeline::ensure_thread() noexcept {
   }
 }
 
+SpanRing* Pipeline::ring_for(ThreadState& ts) noexcept {
+  // A state used by another thread before keeps its rings: it has one producer at a time.
+  SpanRing* ring = nullptr;
+  for (SpanRing* r = rings_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    if (r->producer == &ts) ring = r;
+  }
+  if (ring == nullptr) {
+    try {
+      ring = new SpanRing(options.max_queue_size, &ts);
+    } catch (...) {
+      return nullptr;
+    }
+    ring->next = rings_.load(std::memory_order_relaxed);
+    // Release publishes the ring's fields to the exporter thread.
+    while (!rings_.compare_exchange_weak(ring->next, ring, std::memory_order_release,
+                                         std::memory_order_relaxed)) {
+    }
+  }
+  ts.ring = ring;
+  ts.ring_pipeline = this;
+  ts.until_wake = options.max_export_batch_size;
+  return ring;
+}
+
 void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
-  std::uint64_t position = 0;
   if (!accepting.load(std::memory_order_acquire)) {
     dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);  // rare: during shutdown only
     recycle(rec);
     return;
   }
-  if (!queue_.try_push(rec, &position)) {
+  SpanRing* ring = nullptr;
+  if (current != nullptr) {
+    ring = NEMO_LENS_LIKELY(current->ring_pipeline == this) ? current->ring : ring_for(*current);
+  }
+  const bool queued = ring != nullptr ? ring->queue.try_push(rec) : shared_queue_.try_push(rec);
+  if (!queued) {
     if (current != nullptr) current->count(current->dropped_queue_full);
     recycle(rec);
     return;
   }
   ensure_thread();
-  // Wake the exporter once per batch's worth of spans. Counting positions, rather than reading
-  // the queue's size, keeps the consumer's cache line out of the producer's path.
-  if ((position + 1) % options.max_export_batch_size == 0) wake_.release();
+  // Wake the exporter once per batch's worth of this thread's spans: counting here, rather than
+  // reading the queue's size, keeps the consumer's cache line out of the producer's path.
+  if (ring == nullptr || --current->until_wake == 0) {
+    if (ring != nullptr) current->until_wake = options.max_export_batch_size;
+    wake_.release();
+  }
+}
+
+std::size_t Pipeline::queued_estimate() const noexcept {
+  std::size_t n = shared_queue_.size_estimate();
+  for (SpanRing* r = rings_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    n += r->queue.size_estimate();
+  }
+  return n;
+}
+
+std::size_t Pipeline::take_queued(std::vector<SpanRecord*>& out, std::size_t max,
+                                  std::size_t& lost) noexcept {
+  const std::size_t before = out.size() + lost;
+  SpanRecord* rec = nullptr;
+  auto take_from = [&](auto& queue) {
+    while (out.size() + lost < max && queue.try_pop(rec)) {
+      try {
+        out.push_back(rec);
+      } catch (...) {
+        ++lost;  // out of memory
+        delete rec;
+      }
+    }
+  };
+  // Start where the previous take stopped, so that no thread's ring waits behind the others'.
+  SpanRing* head = rings_.load(std::memory_order_acquire);
+  SpanRing* start = next_ring_ != nullptr ? next_ring_ : head;
+  SpanRing* r = start;
+  while (r != nullptr && out.size() + lost < max) {
+    take_from(r->queue);
+    if (out.size() + lost >= max) break;
+    r = r->next != nullptr ? r->next : head;
+    if (r == start) break;
+  }
+  next_ring_ = r;
+  // Last: shutdown's truncated copies come after the spans that ended before it.
+  take_from(shared_queue_);
+  return out.size() + lost - before;
 }
 
 bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
@@ -116,19 +185,11 @@ std::size_t Pipeline::drain(bool full_batches_only,
   } catch (...) {
   }
   for (;;) {
-    if (full_batches_only && queue_.size_estimate() < options.max_export_batch_size) break;
-    // Spans leave the queue under the ledger's lock: once shutdown closed it, they are its.
+    if (full_batches_only && queued_estimate() < options.max_export_batch_size) break;
+    // Spans leave the queues under the ledger's lock: once shutdown closed it, they are its.
     std::size_t lost = 0;  // out of memory
     const bool open = ledger_.take([&] {
-      SpanRecord* rec = nullptr;
-      while (batch.size() < options.max_export_batch_size && queue_.try_pop(rec)) {
-        try {
-          batch.push_back(rec);
-        } catch (...) {
-          ++lost;
-          delete rec;
-        }
-      }
+      take_queued(batch, options.max_export_batch_size, lost);
       return batch.size() + lost;
     });
     if (!open) break;
@@ -254,7 +315,7 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
   } catch (...) {
   }
   for (SpanRecord* c : copies) {
-    if (queue_.try_push(c)) {
+    if (shared_queue_.try_push(c)) {
       truncated_.fetch_add(1, std::memory_order_relaxed);
     } else {
       dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);
@@ -285,29 +346,21 @@ bool Pipeline::finish_shutdown(std::chrono::steady_clock::time_point deadline) n
   }
   // What is queued now (spans that ended between the stop and `accepting` turning false, or
   // everything, when the thread did not finish) counts as dropped at shutdown.
-  auto take_queued = [this] {
+  auto take_late = [this] {
     std::vector<SpanRecord*> late;
-    SpanRecord* rec = nullptr;
-    std::uint64_t n = 0;
-    while (queue_.try_pop(rec)) {
-      ++n;
-      reset_record(*rec);
-      try {
-        late.push_back(rec);
-      } catch (...) {
-        delete rec;
-      }
-    }
+    std::size_t lost = 0;
+    const std::size_t n = take_queued(late, SIZE_MAX, lost);
+    for (SpanRecord* r : late) reset_record(*r);
     recycle_batch(late);
-    return n;
+    return static_cast<std::uint64_t>(n);
   };
   std::lock_guard lock(thread_mu_);
   if (done) {
     if (thread_.joinable()) thread_.join();
     if (exporter != nullptr) exporter->shutdown(deadline);
-    dropped_at_shutdown_.fetch_add(take_queued(), std::memory_order_relaxed);
+    dropped_at_shutdown_.fetch_add(take_late(), std::memory_order_relaxed);
   } else {
-    ledger_.close(take_queued);
+    ledger_.close(take_late);
     if (thread_.joinable()) thread_.detach();  // it counts nothing more; it owns nothing we free
   }
   return done;

@@ -48,7 +48,7 @@ bool store_inline(InlineAttribute& slot, const AttributeArg& value, std::size_t 
       if (n > InlineAttribute::kStringCapacity) return false;
       slot.type = InlineAttribute::kString;
       slot.string_size = static_cast<std::uint8_t>(n);
-      std::memcpy(slot.s, v.data(), n);
+      copy_small(slot.s, v.data(), n);
       return true;
     }
     default:
@@ -307,7 +307,7 @@ void materialize(const SpanRecord& r, SpanData& out) {
   out.truncated = r.truncated;
 }
 
-void put_span_attribute(SpanRecord& r, std::string_view key, const AttributeArg& value) {
+void put_span_attribute_slow(SpanRecord& r, std::string_view key, const AttributeArg& value) {
   const Pipeline& p = *r.pipeline;
   const bool redact = is_string_attribute(value.type()) && p.redacted(key);
   const std::size_t len_limit = p.limits.attribute_value_length;
@@ -325,7 +325,7 @@ void put_span_attribute(SpanRecord& r, std::string_view key, const AttributeArg&
     InlineAttribute& slot = r.attributes[r.inline_used];
     if (store_inline(slot, value, len_limit, redact)) {
       slot.key_size = static_cast<std::uint8_t>(key.size());
-      std::memcpy(slot.key, key.data(), key.size());
+      copy_small(slot.key, key.data(), key.size());
       ++r.inline_used;
       return;
     }

@@ -92,6 +92,14 @@ void record_exception_locked(SpanRecord& r, std::string_view type, std::string_v
   }
 }
 
+// SpanContext::is_valid(), inline (the exported one is a call through the PLT).
+bool valid(const SpanContext& c) noexcept {
+  std::uint64_t t[2], sp;
+  std::memcpy(t, c.trace_id.bytes.data(), 16);
+  std::memcpy(&sp, c.span_id.bytes.data(), 8);
+  return (t[0] | t[1]) != 0 && sp != 0;
+}
+
 struct StartRequest {
   const SpanSite* site = nullptr;  // names the span when set; else group and name
   std::string_view group;
@@ -115,11 +123,11 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
     const SpanContext* explicit_parent = nullptr;
     const SpanRecord* parent_rec = nullptr;
-    if (req.parent != nullptr && req.parent->is_valid()) {
+    if (req.parent != nullptr && valid(*req.parent)) {
       explicit_parent = req.parent;
     } else if (!req.root && !ts->stack.empty()) {
       parent_rec = ts->stack.back();
-    } else if (p->inherited.is_valid()) {
+    } else if (valid(p->inherited)) {
       explicit_parent = &p->inherited;  // the process's own parent (TRACEPARENT at set-up)
     }
     bool sampled;
@@ -204,10 +212,10 @@ constexpr std::uint32_t kNoGroupIndex = UINT32_MAX;
 }  // namespace
 
 struct SpanAccess {
-  static Span make(SpanRecord* rec) noexcept { return Span(rec); }
+  static Span make(SpanRecord* rec) noexcept { return Span(rec, 0, uncaught_exceptions_now()); }
   static Span make_light(ThreadState* owner, std::uint32_t token) noexcept {
     return Span(reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(owner) | kLightTag),
-                token);
+                token, uncaught_exceptions_now());
   }
   // Gives `span`, just started on the thread whose state is `ts`, the NVTX range `range`.
   static void attach_range(Span& span, ThreadState& ts, std::uint32_t range) noexcept {
@@ -444,6 +452,8 @@ SpanContext Span::context() const noexcept {
     return c;
   }
 }
+
+void Span::finish_scope() noexcept { finish(detail::uncaught_exceptions_now() > uncaught_); }
 
 void Span::finish(bool unwinding) noexcept {
   SpanRecord* rec = std::exchange(rec_, nullptr);

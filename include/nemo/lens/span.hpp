@@ -56,7 +56,7 @@ class NEMO_LENS_API Span {
   /// Ends the span. When the scope is left by an exception thrown after the span started, the span
   /// gets status ERROR and an "exception" event first.
   ~Span() {
-    if (rec_ != nullptr) finish(std::uncaught_exceptions() > uncaught_);
+    if (rec_ != nullptr) finish_scope();
   }
 
   /// Whether the span records (false for an empty or ended handle, or a sampled-out span).
@@ -94,9 +94,11 @@ class NEMO_LENS_API Span {
 
  private:
   friend struct detail::SpanAccess;
-  explicit Span(detail::SpanRecord* rec, std::uint32_t token = 0) noexcept
-      : rec_(rec), uncaught_(std::uncaught_exceptions()), token_(token) {}
+  Span(detail::SpanRecord* rec, std::uint32_t token, int uncaught) noexcept
+      : rec_(rec), uncaught_(uncaught), token_(token) {}
   void finish(bool unwinding) noexcept;
+  // finish(), unwinding when more exceptions are in flight than at the start.
+  void finish_scope() noexcept;
 
   // A recording (or sampled-out) span's record; or, with a low bit set, the thread state that
   // started a span without a record: bit 0, its open-span registry holds the span's light entry

@@ -1,0 +1,71 @@
+// A bounded single-producer single-consumer ring: a push is a store and a release store, with no
+// read-modify-write and no division. The producer and the consumer each keep a cached copy of the
+// other's index on their own cache line, and read the other's only when the ring looks full
+// (producer) or empty (consumer). Internal.
+//
+// One thread pushes. Pops may come from several threads, but never two at once and each ordered
+// after the previous by a lock or a join (the pipeline pops under its ledger's mutex).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace nemo::lens::detail {
+
+template <class T>
+class SpscRing {
+ public:
+  explicit SpscRing(std::size_t capacity)
+      : capacity_(capacity == 0 ? 1 : capacity), slots_(new T[capacity_]) {}
+
+  /// Adds `v`; false when the ring holds `capacity` elements. Producer only.
+  bool try_push(T v) noexcept {
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail - head_seen_ >= capacity_) {
+      head_seen_ = head_.load(std::memory_order_acquire);  // pairs with the consumer's release
+      if (tail - head_seen_ >= capacity_) return false;
+    }
+    slots_[tail_slot_] = v;
+    if (++tail_slot_ == capacity_) tail_slot_ = 0;
+    tail_.store(tail + 1, std::memory_order_release);  // publishes the slot to the consumer
+    return true;
+  }
+
+  /// Removes the oldest element into `out`; false when the ring is empty. Consumer only.
+  bool try_pop(T& out) noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head == tail_seen_) {
+      tail_seen_ = tail_.load(std::memory_order_acquire);  // pairs with the producer's release
+      if (head == tail_seen_) return false;
+    }
+    out = slots_[head_slot_];
+    if (++head_slot_ == capacity_) head_slot_ = 0;
+    head_.store(head + 1, std::memory_order_release);  // the slot is the producer's again
+    return true;
+  }
+
+  /// The number of elements queued (exact when no push or pop is in progress). Any thread.
+  std::size_t size_estimate() const noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    return tail > head ? static_cast<std::size_t>(tail - head) : 0;
+  }
+
+  std::size_t capacity() const noexcept { return capacity_; }
+
+ private:
+  const std::size_t capacity_;
+  const std::unique_ptr<T[]> slots_;
+  // The producer's line.
+  alignas(64) std::atomic<std::uint64_t> tail_{0};
+  std::uint64_t head_seen_ = 0;
+  std::size_t tail_slot_ = 0;
+  // The consumer's line.
+  alignas(64) std::atomic<std::uint64_t> head_{0};
+  std::uint64_t tail_seen_ = 0;
+  std::size_t head_slot_ = 0;
+};
+
+}  // namespace nemo::lens::detail
