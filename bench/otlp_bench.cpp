@@ -169,16 +169,23 @@ void BM_EnabledSpanWhileOtlpExports(benchmark::State& state) {
 }
 BENCHMARK(BM_EnabledSpanWhileOtlpExports);
 
-// Encodes each batch as OTLP protobuf, as the OTLP exporter does, and discards it. Inside
-// export_spans it reads the calling thread's CPU clock: the exporter thread's CPU time so far
-// (drain, views, encoding), which over the spans exported is the exporter's own cost per span.
-class EncodingNullExporter : public SpanExporter {
+// Encodes each batch as OTLP protobuf, as the OTLP exporter does (straight from the pipeline's
+// records), and discards it. Inside the export it reads the calling thread's CPU clock: the
+// exporter thread's CPU time so far (drain, encoding, recycling), which over the spans exported
+// is the exporter's own cost per span.
+class EncodingNullExporter : public SpanExporter, public detail::RecordSpanExporter {
  public:
-  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
+  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
                             std::chrono::steady_clock::time_point) noexcept override {
+    return ExportResult::kFailure;  // never called: encodes_records()
+  }
+  bool encodes_records() const noexcept override { return true; }
+  ExportResult export_records(std::span<const detail::SpanRecord* const> records,
+                              const Resource& resource, const detail::TickConverter& clock,
+                              std::chrono::steady_clock::time_point) noexcept override {
     try {
       encoded_.clear();
-      detail::append_otlp_proto(encoded_, spans, resource);
+      detail::append_otlp_proto_records(encoded_, records, resource, clock);
     } catch (...) {
       return ExportResult::kFailure;
     }

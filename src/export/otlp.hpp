@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nemo/lens/exporter.hpp"
+#include "tracing/record_exporter.hpp"
 
 namespace nemo::lens::detail {
 
@@ -27,6 +28,10 @@ namespace nemo::lens::detail {
 /// repaired with U+FFFD, as proto3 requires valid UTF-8. Null entries of `spans` are skipped.
 void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
                        const Resource& resource);
+/// The same request, byte for byte, for the records the pipeline would materialize() as `spans`,
+/// read where they lie. Null entries are skipped.
+void append_otlp_proto_records(std::string& out, std::span<const SpanRecord* const> records,
+                               const Resource& resource, const TickConverter& clock);
 
 /// The wire protocol of the OTLP exporter.
 enum class OtlpProtocol : std::uint8_t { kGrpc, kHttpProtobuf, kHttpJson };
@@ -197,13 +202,19 @@ class OtlpSender {
 std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view noun);
 
 /// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says) and sends it
-/// with an OtlpSender.
-class OtlpSpanExporter final : public SpanExporter, public InterruptibleExporter {
+/// with an OtlpSender. Over protobuf (HTTP or gRPC) it encodes the pipeline's records directly.
+class OtlpSpanExporter final : public SpanExporter,
+                               public InterruptibleExporter,
+                               public RecordSpanExporter {
  public:
   explicit OtlpSpanExporter(std::unique_ptr<OtlpSender> sender);
   ~OtlpSpanExporter() override;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
                             std::chrono::steady_clock::time_point deadline) noexcept override;
+  bool encodes_records() const noexcept override;
+  ExportResult export_records(std::span<const SpanRecord* const> records, const Resource& resource,
+                              const TickConverter& clock,
+                              std::chrono::steady_clock::time_point deadline) noexcept override;
   std::uint64_t rejected_spans() const noexcept override;
   void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept override;
 

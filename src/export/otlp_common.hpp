@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "export/json_writer.hpp"
+#include "nemo/lens/detail/export.hpp"
 #include "export/protobuf_wire.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "strings.hpp"
@@ -103,19 +104,37 @@ inline std::size_t scope_bound(std::string_view name, std::string_view version) 
   return kMessageOverhead + string_bound(name) + string_bound(version);
 }
 
+/// Whether every byte of `s` is ASCII: whole words, the last one overlapping, so that a short
+/// string costs one or two loads and no loop.
+inline bool is_ascii(std::string_view s) {
+  const char* p = s.data();
+  const std::size_t n = s.size();
+  std::uint64_t high = 0;
+  if (n >= 8) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, p + i, 8);
+      high |= word;
+    }
+    std::uint64_t last = 0;
+    std::memcpy(&last, p + n - 8, 8);
+    high |= last;
+  } else if (n >= 4) {
+    std::uint32_t a = 0, b = 0;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + n - 4, 4);
+    high = a | b;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) high |= static_cast<unsigned char>(p[i]);
+  }
+  return (high & 0x8080808080808080ULL) == 0;
+}
+
 /// A proto3 string field: valid UTF-8, repaired with U+FFFD where it is not.
 inline void string_field(pb::Writer& w, std::uint32_t field, std::string_view s) {
-  // ASCII eight bytes at a time; anything else is checked (and, where invalid, repaired).
-  std::size_t i = 0;
-  std::uint64_t high = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, s.data() + i, 8);
-    high |= word;
-  }
-  for (; i < s.size(); ++i) high |= static_cast<unsigned char>(s[i]);
-  if ((high & 0x8080808080808080ULL) != 0) {
-    w.bytes_field(field, valid_utf8(s));  // rare: only non-ASCII strings
+  if (NEMO_LENS_UNLIKELY(!is_ascii(s))) {
+    w.bytes_field(field, valid_utf8(s));  // rare: only non-ASCII strings are checked further
     return;
   }
   w.bytes_field(field, s);

@@ -232,6 +232,24 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
                                                           : ExportResult::kFailure;
 }
 
+bool OtlpSpanExporter::encodes_records() const noexcept {
+  return sender_->settings().protocol != OtlpProtocol::kHttpJson;
+}
+
+ExportResult OtlpSpanExporter::export_records(std::span<const SpanRecord* const> records,
+                                              const Resource& resource,
+                                              const TickConverter& clock,
+                                              Clock::time_point deadline) noexcept {
+  try {
+    encoded_.clear();
+    append_otlp_proto_records(encoded_, records, resource, clock);
+  } catch (...) {
+    return ExportResult::kFailure;
+  }
+  return sender_->send(encoded_, records.size(), deadline) ? ExportResult::kSuccess
+                                                            : ExportResult::kFailure;
+}
+
 std::shared_ptr<SpanExporter> make_otlp_exporter() {
   return std::make_shared<OtlpSpanExporter>(make_otlp_sender(OtlpSignal::kTraces, "spans"));
 }

@@ -13,6 +13,7 @@
 #include "export/protobuf_wire.hpp"
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/version.hpp"
+#include "tracing/engine.hpp"
 
 namespace nemo::lens::detail {
 
@@ -63,16 +64,139 @@ std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
 }
 
+// What append_span() reads of a span: a SpanData, or a lens record read where it lies.
+class DataSpan {
+ public:
+  explicit DataSpan(const SpanData& s) : s_(s) {}
+  const TraceId& trace_id() const { return s_.context.trace_id; }
+  const SpanId& span_id() const { return s_.context.span_id; }
+  std::string_view trace_state() const { return s_.context.trace_state; }
+  std::uint8_t trace_flags() const { return s_.context.trace_flags; }
+  const SpanId& parent_span_id() const { return s_.parent_span_id; }
+  bool parent_is_remote() const { return s_.parent_is_remote; }
+  std::string_view name() const { return s_.name; }
+  std::string_view group() const { return s_.group; }
+  SpanKind kind() const { return s_.kind; }
+  std::int64_t start() const { return s_.start_time_unix_nano; }
+  std::int64_t end() const { return s_.end_time_unix_nano; }
+  std::size_t attributes_bound() const { return otlp::attributes_bound(s_.attributes); }
+  void write_attributes(pb::Writer& w) const { otlp::key_values(w, span::kAttributes, s_.attributes); }
+  bool has_attribute(std::string_view key) const { return otlp::has_attribute(s_.attributes, key); }
+  std::uint32_t dropped_attributes() const { return s_.dropped_attributes_count; }
+  const std::vector<SpanEvent>& events() const { return s_.events; }
+  std::uint32_t dropped_events() const { return s_.dropped_events_count; }
+  const std::vector<SpanLink>& links() const { return s_.links; }
+  std::uint32_t dropped_links() const { return s_.dropped_links_count; }
+  std::string_view status_message() const { return s_.status_message; }
+  StatusCode status_code() const { return s_.status_code; }
+  std::int64_t thread_id() const { return s_.thread_id; }
+
+ private:
+  const SpanData& s_;
+};
+
+// A record: what materialize() would make of it, read without making it. Inline attributes come
+// first, then the cold part's, as in materialize().
+class RecordSpan {
+ public:
+  RecordSpan(const SpanRecord& r, const TickConverter& clock)
+      : r_(r), c_(r.cold_part()), clock_(clock) {}
+  const TraceId& trace_id() const { return r_.trace_id; }
+  const SpanId& span_id() const { return r_.span_id; }
+  std::string_view trace_state() const { return r_.trace_state(); }
+  std::uint8_t trace_flags() const { return r_.trace_flags; }
+  const SpanId& parent_span_id() const { return r_.parent_span_id; }
+  bool parent_is_remote() const { return r_.parent_is_remote; }
+  std::string_view name() const { return r_.name(); }
+  std::string_view group() const { return r_.group(); }
+  SpanKind kind() const { return r_.kind; }
+  std::int64_t start() const { return clock_.to_unix_nano(r_.start_ticks); }
+  std::int64_t end() const { return clock_.to_unix_nano(r_.end_ticks); }
+  std::size_t attributes_bound() const {
+    std::size_t n = 0;
+    for (std::uint32_t i = 0; i < r_.inline_used; ++i) {
+      const InlineAttribute& a = r_.attributes[i];
+      n += 2 * kMessageOverhead + string_bound(a.key_view()) +
+           (a.type == InlineAttribute::kString ? string_bound(inline_string(a)) : 16);
+    }
+    if (c_ != nullptr) {
+      for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
+        const KeyValue& kv = c_->attributes[i];
+        n += 2 * kMessageOverhead + string_bound(kv.key) + std::visit(otlp::ValueBound{}, kv.value);
+      }
+    }
+    return n;
+  }
+  void write_attributes(pb::Writer& w) const {
+    for (std::uint32_t i = 0; i < r_.inline_used; ++i) {
+      const InlineAttribute& a = r_.attributes[i];
+      const auto mark = w.begin_message(span::kAttributes);
+      string_field(w, key_value::kKey, a.key_view());
+      const auto value_mark = w.begin_message(key_value::kValue);
+      switch (a.type) {
+        case InlineAttribute::kBool:
+          w.varint_field(any_value::kBool, a.b ? 1 : 0);
+          break;
+        case InlineAttribute::kInt:
+          w.varint_field(any_value::kInt, static_cast<std::uint64_t>(a.i));
+          break;
+        case InlineAttribute::kDouble:
+          w.double_field(any_value::kDouble, a.d);
+          break;
+        default:
+          string_field(w, any_value::kString, inline_string(a));
+      }
+      w.end_message(value_mark);
+      w.end_message(mark);
+    }
+    if (c_ != nullptr) {
+      for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
+        otlp::key_value_field(w, span::kAttributes, c_->attributes[i].key, c_->attributes[i].value);
+      }
+    }
+  }
+  bool has_attribute(std::string_view key) const {
+    for (std::uint32_t i = 0; i < r_.inline_used; ++i) {
+      if (r_.attributes[i].key_view() == key) return true;
+    }
+    if (c_ != nullptr) {
+      for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
+        if (c_->attributes[i].key == key) return true;
+      }
+    }
+    return false;
+  }
+  std::uint32_t dropped_attributes() const { return r_.dropped_attributes_count; }
+  const std::vector<SpanEvent>& events() const { return c_ != nullptr ? c_->events : kNoEvents; }
+  std::uint32_t dropped_events() const { return c_ != nullptr ? c_->dropped_events_count : 0; }
+  const std::vector<SpanLink>& links() const { return c_ != nullptr ? c_->links : kNoLinks; }
+  std::uint32_t dropped_links() const { return c_ != nullptr ? c_->dropped_links_count : 0; }
+  std::string_view status_message() const {
+    return c_ != nullptr ? std::string_view(c_->status_message) : std::string_view();
+  }
+  StatusCode status_code() const { return r_.status_code; }
+  std::int64_t thread_id() const { return r_.thread_id; }
+
+ private:
+  static std::string_view inline_string(const InlineAttribute& a) { return {a.s, a.string_size}; }
+  static inline const std::vector<SpanEvent> kNoEvents;
+  static inline const std::vector<SpanLink> kNoLinks;
+  const SpanRecord& r_;
+  const SpanCold* c_;
+  const TickConverter& clock_;
+};
+
 // An upper bound of the bytes append_span() writes for `s`.
-std::size_t span_bound(const SpanData& s) {
-  std::size_t n = 160 + string_bound(s.name) + string_bound(s.context.trace_state) +
-                  string_bound(s.status_message) + attributes_bound(s.attributes) +
-                  2 * kMessageOverhead + string_bound(kGroupKey) + string_bound(s.group) +
-                  2 * kMessageOverhead + string_bound(kThreadIdKey) + 16;
-  for (const SpanEvent& e : s.events) {
+template <class Span>
+std::size_t span_bound(const Span& s) {
+  std::size_t n = 160 + string_bound(s.name()) + string_bound(s.trace_state()) +
+                  string_bound(s.status_message()) + s.attributes_bound() + 2 * kMessageOverhead +
+                  string_bound(kGroupKey) + string_bound(s.group()) + 2 * kMessageOverhead +
+                  string_bound(kThreadIdKey) + 16;
+  for (const SpanEvent& e : s.events()) {
     n += kMessageOverhead + 32 + string_bound(e.name) + attributes_bound(e.attributes);
   }
-  for (const SpanLink& l : s.links) {
+  for (const SpanLink& l : s.links()) {
     n += kMessageOverhead + 64 + string_bound(l.context.trace_state) +
          attributes_bound(l.attributes);
   }
@@ -84,38 +208,37 @@ std::size_t span_bound(const SpanData& s) {
 template <class WriteValue>
 void added_attribute(pb::Writer& w, std::string_view key, WriteValue write_value) {
   const auto mark = w.begin_message(span::kAttributes);
-  string_field(w, key_value::kKey, key);
+  w.bytes_field(key_value::kKey, key);  // one of the constant ASCII keys below
   const auto value_mark = w.begin_message(key_value::kValue);
   write_value();
   w.end_message(value_mark);
   w.end_message(mark);
 }
 
-void append_span(pb::Writer& w, const SpanData& s) {
+template <class Span>
+void append_span(pb::Writer& w, const Span& s) {
   w.reserve(span_bound(s));
   const auto mark = w.begin_message(scope_spans::kSpans, 2);  // 128 B .. 16 KiB
-  w.bytes_field(span::kTraceId, bytes_of(s.context.trace_id.bytes));
-  w.bytes_field(span::kSpanId, bytes_of(s.context.span_id.bytes));
-  if (!s.context.trace_state.empty()) string_field(w, span::kTraceState, s.context.trace_state);
-  if (s.parent_span_id.is_valid())
-    w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id.bytes));
-  string_field(w, span::kName, s.name);
-  w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind));
-  w.fixed64_field(span::kStartTime, time_of(s.start_time_unix_nano));
-  w.fixed64_field(span::kEndTime, time_of(s.end_time_unix_nano));
-  otlp::key_values(w, span::kAttributes, s.attributes);
-  if (!s.group.empty() && !has_attribute(s.attributes, kGroupKey)) {
-    added_attribute(w, kGroupKey, [&] { string_field(w, any_value::kString, s.group); });
+  w.bytes_field(span::kTraceId, bytes_of(s.trace_id().bytes));
+  w.bytes_field(span::kSpanId, bytes_of(s.span_id().bytes));
+  if (!s.trace_state().empty()) string_field(w, span::kTraceState, s.trace_state());
+  if (s.parent_span_id().is_valid())
+    w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id().bytes));
+  string_field(w, span::kName, s.name());
+  w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind()));
+  w.fixed64_field(span::kStartTime, time_of(s.start()));
+  w.fixed64_field(span::kEndTime, time_of(s.end()));
+  s.write_attributes(w);
+  if (!s.group().empty() && !s.has_attribute(kGroupKey)) {
+    added_attribute(w, kGroupKey, [&] { string_field(w, any_value::kString, s.group()); });
   }
-  if (s.thread_id != 0 && !has_attribute(s.attributes, kThreadIdKey)) {
+  if (s.thread_id() != 0 && !s.has_attribute(kThreadIdKey)) {
     added_attribute(w, kThreadIdKey, [&] {
-      w.varint_field(any_value::kInt, static_cast<std::uint64_t>(s.thread_id));
+      w.varint_field(any_value::kInt, static_cast<std::uint64_t>(s.thread_id()));
     });
   }
-  if (s.dropped_attributes_count != 0) {
-    w.varint_field(span::kDroppedAttributes, s.dropped_attributes_count);
-  }
-  for (const SpanEvent& e : s.events) {
+  if (s.dropped_attributes() != 0) w.varint_field(span::kDroppedAttributes, s.dropped_attributes());
+  for (const SpanEvent& e : s.events()) {
     const auto event_mark = w.begin_message(span::kEvents);
     w.fixed64_field(event::kTime, time_of(e.time_unix_nano));
     string_field(w, event::kName, e.name);
@@ -125,8 +248,8 @@ void append_span(pb::Writer& w, const SpanData& s) {
     }
     w.end_message(event_mark);
   }
-  if (s.dropped_events_count != 0) w.varint_field(span::kDroppedEvents, s.dropped_events_count);
-  for (const SpanLink& l : s.links) {
+  if (s.dropped_events() != 0) w.varint_field(span::kDroppedEvents, s.dropped_events());
+  for (const SpanLink& l : s.links()) {
     const auto link_mark = w.begin_message(span::kLinks);
     w.bytes_field(link::kTraceId, bytes_of(l.context.trace_id.bytes));
     w.bytes_field(link::kSpanId, bytes_of(l.context.span_id.bytes));
@@ -138,33 +261,54 @@ void append_span(pb::Writer& w, const SpanData& s) {
     w.fixed32_field(link::kFlags, flags_of(l.context.trace_flags, l.context.is_remote));
     w.end_message(link_mark);
   }
-  if (s.dropped_links_count != 0) w.varint_field(span::kDroppedLinks, s.dropped_links_count);
+  if (s.dropped_links() != 0) w.varint_field(span::kDroppedLinks, s.dropped_links());
   const auto status_mark = w.begin_message(span::kStatus);
-  if (!s.status_message.empty()) string_field(w, status::kMessage, s.status_message);
-  if (s.status_code != StatusCode::kUnset) {
-    w.varint_field(status::kCode, static_cast<std::uint64_t>(s.status_code));
+  if (!s.status_message().empty()) string_field(w, status::kMessage, s.status_message());
+  if (s.status_code() != StatusCode::kUnset) {
+    w.varint_field(status::kCode, static_cast<std::uint64_t>(s.status_code()));
   }
   w.end_message(status_mark);
-  w.fixed32_field(span::kFlags, flags_of(s.context.trace_flags, s.parent_is_remote));
+  w.fixed32_field(span::kFlags, flags_of(s.trace_flags(), s.parent_is_remote()));
   w.end_message(mark);
 }
 
-}  // namespace
-
-void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
-                       const Resource& resource) {
+// One ExportTraceServiceRequest; `wrap` makes each non-null element of `spans` a span source.
+template <class Element, class Wrap>
+void append_request(std::string& out, std::span<const Element* const> spans,
+                    const Resource& resource, Wrap wrap) {
   pb::Writer w(out);
   w.reserve(256 + attributes_bound(resource.attributes) + 256 * spans.size());
   const auto rs_mark = w.begin_message(request::kResourceSpans, 3);  // up to 2 MiB
   otlp::resource_field(w, resource_spans::kResource, resource);
   const auto ss_mark = w.begin_message(resource_spans::kScopeSpans, 3);
   otlp::scope_field(w, scope_spans::kScope, kInstrumentationScope, NEMO_LENS_VERSION_STRING);
-  for (const SpanData* s : spans) {
-    if (s != nullptr) append_span(w, *s);
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    // The spans were written on other cores: ask for the next ones' lines while this one is
+    // encoded.
+    if (i + 4 < spans.size() && spans[i + 4] != nullptr) {
+      const char* next = reinterpret_cast<const char*>(spans[i + 4]);
+      __builtin_prefetch(next);
+      __builtin_prefetch(next + 64);
+      __builtin_prefetch(next + 128);
+    }
+    if (spans[i] != nullptr) append_span(w, wrap(*spans[i]));
   }
   w.end_message(ss_mark);
   w.end_message(rs_mark);
   w.finish();
+}
+
+}  // namespace
+
+void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
+                       const Resource& resource) {
+  append_request(out, spans, resource, [](const SpanData& s) { return DataSpan(s); });
+}
+
+void append_otlp_proto_records(std::string& out, std::span<const SpanRecord* const> records,
+                               const Resource& resource, const TickConverter& clock) {
+  append_request(out, records, resource,
+                 [&clock](const SpanRecord& r) { return RecordSpan(r, clock); });
 }
 
 }  // namespace nemo::lens::detail

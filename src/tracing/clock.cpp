@@ -15,8 +15,7 @@ constinit std::atomic<bool> g_clock_ticks_are_tsc{false};
 
 namespace {
 
-__extension__ using Int128 = __int128;            // GCC/Clang extension, for exact scaling
-__extension__ using UInt128 = unsigned __int128;
+__extension__ using UInt128 = unsigned __int128;  // GCC/Clang extension, for exact scaling
 
 // ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published under a sequence lock: readers retry
 // while a refresh is writing, and never wait otherwise.
@@ -86,34 +85,29 @@ std::int64_t system_now_unix_nano() noexcept {
 }
 
 namespace {
-// The calibration's reading of `tsc`, or nullopt-like false when there is no calibration.
-bool convert(std::uint64_t tsc, bool read_now, std::int64_t& out) noexcept {
+// A consistent copy of the calibration; mult 0 when there is none.
+TickConverter read_calibration() noexcept {
   for (;;) {
+    TickConverter c;
     const std::uint32_t s = g_cal.seq.load(std::memory_order_acquire);
-    const std::uint64_t mult = g_cal.mult.load(std::memory_order_acquire);
-    if (mult == 0) return false;
-    const std::uint64_t base_tsc = g_cal.base_tsc.load(std::memory_order_acquire);
-    const std::int64_t base_ns = g_cal.base_ns.load(std::memory_order_acquire);
-    if (read_now) tsc = read_tsc();
+    c.mult = g_cal.mult.load(std::memory_order_acquire);
+    c.base_tsc = g_cal.base_tsc.load(std::memory_order_acquire);
+    c.base_ns = g_cal.base_ns.load(std::memory_order_acquire);
     if ((s & 1) != 0 || g_cal.seq.load(std::memory_order_relaxed) != s) continue;
-    const auto delta = static_cast<std::int64_t>(tsc - base_tsc);  // negative on a slow core
-    const auto scaled =
-        static_cast<std::int64_t>((static_cast<Int128>(delta) * static_cast<Int128>(mult)) >> 32);
-    out = base_ns + scaled;
-    return true;
+    c.tsc = c.mult != 0;
+    return c;
   }
 }
 }  // namespace
 
 std::int64_t now_unix_nano() noexcept {
-  std::int64_t ns = 0;
-  return convert(0, true, ns) ? ns : system_now_unix_nano();
+  const TickConverter c = read_calibration();
+  return c.tsc ? c.to_unix_nano(read_tsc()) : system_now_unix_nano();
 }
 
-std::int64_t ticks_to_unix_nano(std::uint64_t ticks) noexcept {
-  std::int64_t ns = 0;
-  if (g_clock_ticks_are_tsc.load(std::memory_order_relaxed) && convert(ticks, false, ns)) return ns;
-  return static_cast<std::int64_t>(ticks);
+TickConverter tick_converter() noexcept {
+  if (!g_clock_ticks_are_tsc.load(std::memory_order_acquire)) return {};
+  return read_calibration();
 }
 
 void calibrate_clock() noexcept {

@@ -32,9 +32,31 @@ inline std::uint64_t now_ticks() noexcept {
   return static_cast<std::uint64_t>(system_now_unix_nano());
 }
 
-/// Unix nanoseconds of a now_ticks() value, with the calibration in force now. Two values
-/// converted by one calibration keep their order and their distance.
-std::int64_t ticks_to_unix_nano(std::uint64_t ticks) noexcept;
+/// A copy of the calibration in force when it was taken: converts now_ticks() values to Unix
+/// nanoseconds with plain arithmetic (no shared state), so that one batch's times all use one
+/// calibration and keep their order and distances.
+struct TickConverter {
+  bool tsc = false;  // false: ticks are Unix nanoseconds already
+  std::uint64_t base_tsc = 0;
+  std::int64_t base_ns = 0;
+  std::uint64_t mult = 0;  // ns per tick, << 32
+
+  std::int64_t to_unix_nano(std::uint64_t ticks) const noexcept {
+    if (!tsc) return static_cast<std::int64_t>(ticks);
+    __extension__ using Int128 = __int128;
+    const auto delta = static_cast<std::int64_t>(ticks - base_tsc);  // negative on a slow core
+    return base_ns + static_cast<std::int64_t>(
+                         (static_cast<Int128>(delta) * static_cast<Int128>(mult)) >> 32);
+  }
+};
+
+/// The calibration in force now.
+TickConverter tick_converter() noexcept;
+
+/// Unix nanoseconds of a now_ticks() value, with the calibration in force now.
+inline std::int64_t ticks_to_unix_nano(std::uint64_t ticks) noexcept {
+  return tick_converter().to_unix_nano(ticks);
+}
 
 /// Unix nanoseconds now. Lock-free; about a third of a clock_gettime call where the TSC is used.
 std::int64_t now_unix_nano() noexcept;

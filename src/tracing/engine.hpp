@@ -28,6 +28,7 @@
 #include "tracing/ids.hpp"
 #include "tracing/mpmc_queue.hpp"
 #include "tracing/open_spans.hpp"
+#include "tracing/record_exporter.hpp"
 #include "tracing/spsc_ring.hpp"
 
 namespace nemo::lens::detail {
@@ -76,6 +77,12 @@ struct InlineAttribute {
   std::string_view key_view() const noexcept { return {key, key_size}; }
 };
 static_assert(sizeof(InlineAttribute) == 40);
+
+/// What a string attribute under a redacted key says instead of its value.
+inline constexpr std::string_view kRedactedValue = "[REDACTED]";
+
+/// Where a record is in its owner's open-span registry (SpanRecord::open_state).
+inline constexpr std::uint8_t kOpenNone = 0, kOpenRegistered = 1, kOpenUntracked = 2;
 
 /// What few spans have: allocated the first time a span of its record needs it, then kept with
 /// the record (its storage reused).
@@ -157,7 +164,27 @@ struct alignas(64) SpanRecord {
 
 /// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
 /// needed before). The cold part must be unused (a free record's is).
-void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept;
+inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
+  r.parent_span_id = SpanId{};
+  r.site = nullptr;
+  r.owner = owner;
+  r.pipeline = pipeline;
+  r.nvtx = 0;
+  r.dropped_attributes_count = 0;
+  r.trace_flags = 0;
+  r.is_remote = false;
+  r.parent_is_remote = false;
+  r.kind = SpanKind::kInternal;
+  r.status_code = StatusCode::kUnset;
+  r.recording = false;
+  r.exception_recorded = false;
+  r.status_final = false;
+  r.orphaned = false;
+  r.truncated = false;
+  r.open_state = kOpenNone;
+  r.inline_used = 0;
+}
+
 
 /// Clears the cold part of a record for reuse (keeping its storage).
 void reset_record(SpanRecord& r) noexcept;
@@ -165,9 +192,9 @@ void reset_record(SpanRecord& r) noexcept;
 /// A copy of `r` with its own cold part. May throw std::bad_alloc.
 SpanRecord* copy_record(const SpanRecord& r);
 
-/// The span as exporters see it, written into `out` (whose storage is reused). May throw
-/// std::bad_alloc.
-void materialize(const SpanRecord& r, SpanData& out);
+/// The span as exporters see it, its times converted by `clock`, written into `out` (whose
+/// storage is reused). May throw std::bad_alloc.
+void materialize(const SpanRecord& r, const TickConverter& clock, SpanData& out);
 
 /// The span's attributes, inline ones first, into `out`. May throw std::bad_alloc.
 void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
@@ -196,7 +223,6 @@ inline void copy_small(char* dst, const char* src, std::size_t n) noexcept {
 }
 
 
-inline constexpr std::uint8_t kOpenNone = 0, kOpenRegistered = 1, kOpenUntracked = 2;
 
 /// Attribute and event limits (OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT).
 struct SpanLimits {
@@ -254,18 +280,44 @@ struct ThreadState {
   }
 };
 
+/// The calling thread's state, once acquired (a %fs-relative load: the initial-exec TLS model).
+[[gnu::tls_model("initial-exec")]] extern thread_local ThreadState* t_state;
+/// Acquires a state for the calling thread; null when memory ran out or the thread is exiting.
+ThreadState* acquire_for_this_thread() noexcept;
+
 /// The calling thread's state (acquired on first use, returned at thread exit). Null only when
 /// memory ran out.
-ThreadState* this_thread_state() noexcept;
+inline ThreadState* this_thread_state() noexcept {
+  ThreadState* s = t_state;
+  if (NEMO_LENS_LIKELY(s != nullptr)) return s;
+  return acquire_for_this_thread();
+}
 /// The calling thread's state if it has one; never acquires one (so it takes no lock).
-ThreadState* this_thread_state_if_any() noexcept;
+inline ThreadState* this_thread_state_if_any() noexcept { return t_state; }
 
 /// Calls f for every state ever created, holding the registry mutex (not the states' locks).
 void visit_thread_states(const std::function<void(ThreadState&)>& f);
 
+/// take_record() when the thread's cache is empty: refills it from the global free pool, or
+/// allocates.
+SpanRecord* refill_and_take_record(ThreadState& s) noexcept;
+
 /// A free record for `s` (its cache, the global free pool, or new), its cold part unused; null
 /// when memory ran out.
-SpanRecord* take_record(ThreadState& s) noexcept;
+inline SpanRecord* take_record(ThreadState& s) noexcept {
+  if (NEMO_LENS_UNLIKELY(s.cache.empty())) return refill_and_take_record(s);
+  SpanRecord* rec = s.cache.back();
+  s.cache.pop_back();
+  // The next span's record was last read by the exporter thread: ask for its lines now, for
+  // writing, so that the transfer overlaps this span instead of stalling the next one.
+  if (NEMO_LENS_LIKELY(!s.cache.empty())) {
+    const char* next = reinterpret_cast<const char*>(s.cache.back());
+    __builtin_prefetch(next, 1);
+    __builtin_prefetch(next + 64, 1);
+    __builtin_prefetch(next + 128, 1);
+  }
+  return rec;
+}
 
 /// Fork support: take every thread-state lock (prepare), release them (parent), or reset them and
 /// orphan every inherited open span (child).
@@ -378,6 +430,8 @@ struct Pipeline {
   // The exporter thread's.
   alignas(64) std::counting_semaphore<> wake_{0};
   SpanRing* next_ring_ = nullptr;  // where the next take starts (consumer only), for fairness
+  // `exporter` when it encodes records itself; else the records are made SpanData (views_).
+  RecordSpanExporter* record_exporter_ = nullptr;
   // The exporter thread's: what the batch's records read as, and pointers to them.
   std::vector<SpanData> views_;
   std::vector<const SpanData*> view_ptrs_;
@@ -404,7 +458,8 @@ struct Pipeline {
 /// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
 /// Requires the owner's lock while the span is open. May throw std::bad_alloc. Inline for the
 /// common case, a new attribute that fits a free slot.
-inline void put_span_attribute(SpanRecord& r, std::string_view key, const AttributeArg& value) {
+[[gnu::always_inline]] inline void put_span_attribute(SpanRecord& r, std::string_view key,
+                                                      const AttributeArg& value) {
   using T = AttributeArg::Type;
   const Pipeline& p = *r.pipeline;
   const std::uint32_t n = r.inline_used;
@@ -431,11 +486,14 @@ inline void put_span_attribute(SpanRecord& r, std::string_view key, const Attrib
       slot.d = value.as_double();
       break;
     case T::kString: {
-      const std::string_view v = value.as_string();
-      const bool maybe_redacted =
-          (p.redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) != 0;
+      std::string_view v = value.as_string();
+      // Most keys are ruled out by their length alone.
+      if ((p.redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) != 0 &&
+          p.redacted(key)) {
+        v = kRedactedValue;
+      }
       if (v.size() > InlineAttribute::kStringCapacity ||
-          v.size() > p.limits.attribute_value_length || maybe_redacted) {
+          v.size() > p.limits.attribute_value_length) {
         return put_span_attribute_slow(r, key, value);
       }
       slot.type = InlineAttribute::kString;

@@ -33,6 +33,10 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       exporter(std::move(exp)),
       shared_queue_(opts.max_queue_size) {
   keep_reachable(this);  // immortal: records and handles may point here
+  record_exporter_ = dynamic_cast<RecordSpanExporter*>(exporter.get());
+  if (record_exporter_ != nullptr && !record_exporter_->encodes_records()) {
+    record_exporter_ = nullptr;
+  }
   calibrate_clock();
   visit_thread_states([&](ThreadState& s) {
     base_started_ += s.started.load(std::memory_order_relaxed);
@@ -155,18 +159,24 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
   if (std::chrono::steady_clock::now() < deadline) {
     outcome = ExportLedger::Outcome::kFailed;
     try {
-      // The views keep their storage from batch to batch: in steady state this allocates nothing.
-      if (views_.size() < batch.size()) views_.resize(batch.size());
-      view_ptrs_.clear();
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        materialize(*batch[i], views_[i]);
-        view_ptrs_.push_back(&views_[i]);
+      ExportResult result = ExportResult::kFailure;
+      const TickConverter clock = tick_converter();  // one calibration for the whole batch
+      if (record_exporter_ != nullptr) {
+        export_calls_.fetch_add(1, std::memory_order_relaxed);
+        result = record_exporter_->export_records(batch, resource, clock, deadline);
+      } else {
+        // The views keep their storage from batch to batch: in steady state this allocates
+        // nothing.
+        if (views_.size() < batch.size()) views_.resize(batch.size());
+        view_ptrs_.clear();
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          materialize(*batch[i], clock, views_[i]);
+          view_ptrs_.push_back(&views_[i]);
+        }
+        export_calls_.fetch_add(1, std::memory_order_relaxed);
+        if (exporter != nullptr) result = exporter->export_spans(view_ptrs_, resource, deadline);
       }
-      export_calls_.fetch_add(1, std::memory_order_relaxed);
-      if (exporter != nullptr &&
-          exporter->export_spans(view_ptrs_, resource, deadline) == ExportResult::kSuccess) {
-        outcome = ExportLedger::Outcome::kExported;
-      }
+      if (result == ExportResult::kSuccess) outcome = ExportLedger::Outcome::kExported;
     } catch (...) {
     }
   }

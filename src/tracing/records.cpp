@@ -9,8 +9,6 @@ namespace nemo::lens::detail {
 
 namespace {
 
-constexpr std::string_view kRedacted = "[REDACTED]";
-
 // The length of the longest prefix of `s` of at most `limit` bytes that ends at a UTF-8 character
 // boundary.
 std::size_t cut_length(std::string_view s, std::size_t limit) noexcept {
@@ -43,7 +41,7 @@ bool store_inline(InlineAttribute& slot, const AttributeArg& value, std::size_t 
       slot.d = value.as_double();
       return true;
     case T::kString: {
-      const std::string_view v = redact ? kRedacted : value.as_string();
+      const std::string_view v = redact ? kRedactedValue : value.as_string();
       const std::size_t n = cut_length(v, len_limit);
       if (n > InlineAttribute::kStringCapacity) return false;
       slot.type = InlineAttribute::kString;
@@ -120,7 +118,7 @@ void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::siz
       }
       return;
     case T::kString: {
-      const std::string_view v = redact ? kRedacted : a.as_string();
+      const std::string_view v = redact ? kRedactedValue : a.as_string();
       const std::string_view cut = v.substr(0, cut_length(v, len_limit));
       if (auto* s = std::get_if<std::string>(&out)) {
         s->assign(cut);
@@ -142,7 +140,7 @@ void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::siz
       auto& v = out.emplace<std::vector<std::string>>();
       v.reserve(a.as_string_array().size());
       for (const auto& e : a.as_string_array()) {
-        v.push_back(redact ? std::string(kRedacted) : truncated_string(e, len_limit));
+        v.push_back(redact ? std::string(kRedactedValue) : truncated_string(e, len_limit));
       }
       return;
     }
@@ -150,7 +148,7 @@ void assign_attribute_value(AttributeValue& out, const AttributeArg& a, std::siz
       auto& v = out.emplace<std::vector<std::string>>();
       v.reserve(a.as_string_view_array().size());
       for (auto e : a.as_string_view_array()) {
-        v.push_back(redact ? std::string(kRedacted) : truncated_string(e, len_limit));
+        v.push_back(redact ? std::string(kRedactedValue) : truncated_string(e, len_limit));
       }
       return;
     }
@@ -191,27 +189,6 @@ SpanContext SpanRecord::context() const {
   c.is_remote = is_remote;
   if (const SpanCold* cp = cold_part()) c.trace_state = cp->trace_state;
   return c;
-}
-
-void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
-  r.parent_span_id = SpanId{};
-  r.site = nullptr;
-  r.owner = owner;
-  r.pipeline = pipeline;
-  r.nvtx = 0;
-  r.dropped_attributes_count = 0;
-  r.trace_flags = 0;
-  r.is_remote = false;
-  r.parent_is_remote = false;
-  r.kind = SpanKind::kInternal;
-  r.status_code = StatusCode::kUnset;
-  r.recording = false;
-  r.exception_recorded = false;
-  r.status_final = false;
-  r.orphaned = false;
-  r.truncated = false;
-  r.open_state = kOpenNone;
-  r.inline_used = 0;
 }
 
 void reset_record(SpanRecord& r) noexcept {
@@ -272,7 +249,7 @@ void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out) {
   for (std::uint32_t i = 0; i < n_cold; ++i) out[r.inline_used + i] = cold->attributes[i];
 }
 
-void materialize(const SpanRecord& r, SpanData& out) {
+void materialize(const SpanRecord& r, const TickConverter& clock, SpanData& out) {
   const SpanCold* cold = r.cold_part();
   out.name.assign(r.name());
   out.group.assign(r.group());
@@ -284,9 +261,8 @@ void materialize(const SpanRecord& r, SpanData& out) {
   out.parent_span_id = r.parent_span_id;
   out.parent_is_remote = r.parent_is_remote;
   out.kind = r.kind;
-  // Only the exporter thread refreshes the calibration: both times are read with the same one.
-  out.start_time_unix_nano = ticks_to_unix_nano(r.start_ticks);
-  out.end_time_unix_nano = ticks_to_unix_nano(r.end_ticks);
+  out.start_time_unix_nano = clock.to_unix_nano(r.start_ticks);
+  out.end_time_unix_nano = clock.to_unix_nano(r.end_ticks);
   copy_attributes(r, out.attributes);
   out.dropped_attributes_count = r.dropped_attributes_count;
   if (cold != nullptr) {

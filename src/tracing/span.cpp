@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "nemo/lens/semconv.hpp"
@@ -464,18 +465,25 @@ void Span::finish(bool unwinding) noexcept {
     return;
   }
   const std::uint64_t now = detail::now_ticks();
-  detail::ThrownException thrown;
-  if (unwinding && rec->recording) thrown = detail::last_thrown_exception(std::uncaught_exceptions());
+  // Looked up before the lock: what the exception hook recorded for the throw being unwound.
+  std::optional<detail::ThrownException> thrown;
+  if (NEMO_LENS_UNLIKELY(unwinding && rec->recording)) {
+    thrown = detail::last_thrown_exception(std::uncaught_exceptions());
+  }
   bool export_it = false;
   {
     detail::ThreadState* owner = rec->owner;
     std::lock_guard lock(owner->mu);
     if (rec->nvtx != 0) detail::nvtx_close_locked(*owner, std::exchange(rec->nvtx, 0));
     auto& stack = owner->stack;
-    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
-      if (*it == rec) {
-        stack.erase(std::next(it).base());
-        break;
+    if (NEMO_LENS_LIKELY(!stack.empty() && stack.back() == rec)) {
+      stack.pop_back();  // spans mostly end innermost first
+    } else {
+      for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+        if (*it == rec) {
+          stack.erase(std::next(it).base());
+          break;
+        }
       }
     }
     if (rec->open_state != detail::kOpenNone) {
@@ -486,8 +494,9 @@ void Span::finish(bool unwinding) noexcept {
     if (export_it) {
       if (unwinding && !rec->exception_recorded) {
         try {
-          detail::record_exception_locked(*rec, thrown.known ? thrown.type : "unknown",
-                                          thrown.known ? thrown.message : "",
+          const bool known = thrown && thrown->known;
+          detail::record_exception_locked(*rec, known ? thrown->type : "unknown",
+                                          known ? thrown->message : "",
                                           detail::ticks_to_unix_nano(now));
         } catch (...) {
           rec->status_code = StatusCode::kError;

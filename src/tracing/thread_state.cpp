@@ -74,7 +74,6 @@ void release_state(ThreadState* s) noexcept {
 // The fast path reads a plain pointer in the initial-exec TLS model (a %fs-relative load, no
 // __tls_get_addr call and no init guard); a separate holder, created once per thread, returns the
 // state at thread exit.
-[[gnu::tls_model("initial-exec")]] thread_local ThreadState* t_state = nullptr;
 [[gnu::tls_model("initial-exec")]] thread_local bool t_exited = false;  // no spans after exit
 
 struct ThreadStateHolder {
@@ -86,6 +85,10 @@ struct ThreadStateHolder {
   }
 };
 
+}  // namespace
+
+[[gnu::tls_model("initial-exec")]] constinit thread_local ThreadState* t_state = nullptr;
+
 ThreadState* acquire_for_this_thread() noexcept {
   if (t_exited) return nullptr;  // a destructor running after this thread's holder is gone
   thread_local ThreadStateHolder holder;
@@ -94,16 +97,6 @@ ThreadState* acquire_for_this_thread() noexcept {
   t_state = s;
   return s;
 }
-
-}  // namespace
-
-ThreadState* this_thread_state() noexcept {
-  ThreadState* s = t_state;
-  if (NEMO_LENS_LIKELY(s != nullptr)) return s;
-  return acquire_for_this_thread();
-}
-
-ThreadState* this_thread_state_if_any() noexcept { return t_state; }
 
 void recycle(SpanRecord* rec) noexcept {
   reset_record(*rec);
@@ -137,27 +130,25 @@ void recycle_batch(std::vector<SpanRecord*>& records) noexcept {
                                                  std::memory_order_relaxed));
 }
 
-SpanRecord* take_record(ThreadState& s) noexcept {
-  if (s.cache.empty()) {
-    // Take every free batch at once (one atomic exchange per refill, not per span); the records
-    // stay with this thread until it exits. Acquire pairs with recycle_batch()'s release.
-    FreeBatch* batch = g_free_batches.exchange(nullptr, std::memory_order_acquire);
-    while (batch != nullptr) {
-      FreeBatch* next = batch->next;
-      try {  // inserting (not swapping) keeps the cache's capacity: no allocation once warm
-        s.cache.insert(s.cache.end(), batch->records.begin(), batch->records.end());
-      } catch (...) {
-        for (SpanRecord* r : batch->records) delete r;
-      }
-      delete batch;
-      batch = next;
+SpanRecord* refill_and_take_record(ThreadState& s) noexcept {
+  // Take every free batch at once (one atomic exchange per refill, not per span); the records
+  // stay with this thread until it exits. Acquire pairs with recycle_batch()'s release.
+  FreeBatch* batch = g_free_batches.exchange(nullptr, std::memory_order_acquire);
+  while (batch != nullptr) {
+    FreeBatch* next = batch->next;
+    try {  // inserting (not swapping) keeps the cache's capacity: no allocation once warm
+      s.cache.insert(s.cache.end(), batch->records.begin(), batch->records.end());
+    } catch (...) {
+      for (SpanRecord* r : batch->records) delete r;
     }
-    if (s.cache.empty()) {
-      try {
-        return new SpanRecord();
-      } catch (...) {
-        return nullptr;
-      }
+    delete batch;
+    batch = next;
+  }
+  if (s.cache.empty()) {
+    try {
+      return new SpanRecord();
+    } catch (...) {
+      return nullptr;
     }
   }
   SpanRecord* rec = s.cache.back();

@@ -1,0 +1,28 @@
+// An exporter that encodes the pipeline's span records itself (the OTLP exporter over protobuf),
+// so that the pipeline skips making SpanData of them. Internal.
+#pragma once
+
+#include <chrono>
+#include <span>
+
+#include "nemo/lens/exporter.hpp"
+#include "tracing/clock.hpp"
+
+namespace nemo::lens::detail {
+
+struct SpanRecord;
+
+class RecordSpanExporter {
+ public:
+  virtual ~RecordSpanExporter() = default;
+  /// Whether the pipeline should call export_records() rather than SpanExporter::export_spans()
+  /// (asked once, when the pipeline starts).
+  virtual bool encodes_records() const noexcept = 0;
+  /// As SpanExporter::export_spans(), for the records of ended spans, whose times `clock`
+  /// converts. Same threading contract.
+  virtual ExportResult export_records(std::span<const SpanRecord* const> records,
+                                      const Resource& resource, const TickConverter& clock,
+                                      std::chrono::steady_clock::time_point deadline) noexcept = 0;
+};
+
+}  // namespace nemo::lens::detail
