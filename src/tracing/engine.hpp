@@ -375,8 +375,14 @@ struct Pipeline {
   /// that ignores its deadline), closes the books: what the thread holds and what is queued count
   /// as dropped at shutdown, and the thread, left running, counts nothing more. False then.
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// Whether `key` is a redacted attribute key.
-  bool redacted(std::string_view key) const noexcept;
+  /// Whether `key` is a redacted attribute key (inline: records.cpp needs no Pipeline symbol).
+  bool redacted(std::string_view key) const noexcept {
+    if ((redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) == 0) return false;
+    for (const auto& k : redacted_keys) {
+      if (k == key) return true;
+    }
+    return false;
+  }
   /// The statistics since this pipeline started.
   TelemetryStats stats() const noexcept;
   /// The pipeline that replaced this one in a forked child, or this one.
@@ -487,11 +493,7 @@ struct Pipeline {
       break;
     case T::kString: {
       std::string_view v = value.as_string();
-      // Most keys are ruled out by their length alone.
-      if ((p.redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) != 0 &&
-          p.redacted(key)) {
-        v = kRedactedValue;
-      }
+      if (p.redacted(key)) v = kRedactedValue;  // most keys are ruled out by their length
       if (v.size() > InlineAttribute::kStringCapacity ||
           v.size() > p.limits.attribute_value_length) {
         return put_span_attribute_slow(r, key, value);

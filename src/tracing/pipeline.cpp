@@ -45,14 +45,6 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
   });
 }
 
-bool Pipeline::redacted(std::string_view key) const noexcept {
-  if ((redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) == 0) return false;
-  for (const auto& k : redacted_keys) {
-    if (k == key) return true;
-  }
-  return false;
-}
-
 void Pipeline::ensure_thread() noexcept {
   if (thread_started_.load(std::memory_order_acquire)) return;
   try {

@@ -1,0 +1,229 @@
+// The OTLP exporter encodes protobuf straight from the pipeline's span records
+// (append_otlp_proto_records). Real spans of every shape go through a real pipeline to an exporter
+// that gets the records; each batch is encoded both from the records and from what other
+// exporters are given (materialize(), then append_otlp_proto), and the bytes must be equal. The
+// record encoding is also decoded with libprotobuf. The test compiles src/tracing/records.cpp
+// itself: materialize() is internal to the library.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "scoped_env.hpp"
+#include "export/otlp.hpp"
+#include "nemo/lens/lens.hpp"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+#include "tracing/engine.hpp"
+
+namespace {
+
+using namespace nemo::lens;
+using lens_test::ScopedEnv;
+using Request = opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
+
+// Gets the records; keeps both encodings of every batch, and how each span reads as SpanData.
+class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    span_calls_.fetch_add(1);
+    return ExportResult::kFailure;
+  }
+  bool encodes_records() const noexcept override { return true; }
+  ExportResult export_records(std::span<const detail::SpanRecord* const> records,
+                              const Resource& resource, const detail::TickConverter& clock,
+                              std::chrono::steady_clock::time_point) noexcept override {
+    try {
+      std::string from_records;
+      detail::append_otlp_proto_records(from_records, records, resource, clock);
+      std::vector<SpanData> data(records.size());
+      std::vector<const SpanData*> views;
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        detail::materialize(*records[i], clock, data[i]);
+        views.push_back(&data[i]);
+      }
+      std::string from_data;
+      detail::append_otlp_proto(from_data, views, resource);
+      std::lock_guard lock(mu_);
+      batches_.push_back({std::move(from_records), std::move(from_data)});
+      spans_.insert(spans_.end(), data.begin(), data.end());
+    } catch (...) {
+      return ExportResult::kFailure;
+    }
+    return ExportResult::kSuccess;
+  }
+
+  struct Batch {
+    std::string from_records, from_data;
+  };
+  std::vector<Batch> batches() const {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+  std::vector<SpanData> spans() const {
+    std::lock_guard lock(mu_);
+    return spans_;
+  }
+  int span_calls() const { return span_calls_.load(); }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Batch> batches_;
+  std::vector<SpanData> spans_;
+  std::atomic<int> span_calls_{0};
+};
+
+class RecordEncoding : public testing::Test {
+ protected:
+  void SetUp() override {
+    env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "7");
+    env_.set("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "40");
+    NemoLensConfig config;
+    config.enabled = true;
+    config.export_strategy = "all_ranks";
+    config.span_groups = "all";
+    SetupOptions options;
+    options.exporter = exporter_;
+    options.allow_reinit = true;
+    handle_ = setup_telemetry(config, 0, 1, options);
+  }
+  void TearDown() override { handle_.shutdown(); }
+
+  // Every batch: the same bytes both ways, and bytes libprotobuf reads.
+  std::vector<SpanData> check_batches() {
+    EXPECT_TRUE(handle_.force_flush());
+    std::size_t decoded = 0;
+    for (const auto& b : exporter_->batches()) {
+      EXPECT_EQ(b.from_records, b.from_data);
+      Request request;
+      EXPECT_TRUE(request.ParseFromString(b.from_records));
+      for (const auto& rs : request.resource_spans()) {
+        for (const auto& ss : rs.scope_spans()) decoded += ss.spans_size();
+      }
+    }
+    auto spans = exporter_->spans();
+    EXPECT_EQ(decoded, spans.size());
+    EXPECT_EQ(exporter_->span_calls(), 0) << "the pipeline hands records to a RecordSpanExporter";
+    return spans;
+  }
+
+  ScopedEnv env_;
+  std::shared_ptr<TwoWayExporter> exporter_ = std::make_shared<TwoWayExporter>();
+  TelemetryHandle handle_;
+};
+
+TEST_F(RecordEncoding, InlineAttributesOfEveryType) {
+  for (int i = 0; i < 3; ++i) {
+    LENS_SPAN(s, SpanGroup::STEP, "train_step", {"iteration", i}, {"loss", 0.5 * i},
+              {"ok", i % 2 == 0}, {"stage", "fwd"});
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[2].name, "train_step");
+  EXPECT_EQ(spans[2].group, "step");
+  EXPECT_EQ(std::get<std::int64_t>(*spans[2].attribute("iteration")), 2);
+  EXPECT_EQ(std::get<double>(*spans[2].attribute("loss")), 1.0);
+  EXPECT_EQ(std::get<bool>(*spans[2].attribute("ok")), true);
+  EXPECT_EQ(std::get<std::string>(*spans[2].attribute("stage")), "fwd");
+  EXPECT_LE(spans[2].start_time_unix_nano, spans[2].end_time_unix_nano);
+}
+
+TEST_F(RecordEncoding, AttributesBeyondTheSlotsKeepTheirOrderAndLimits) {
+  {
+    auto s = managed_span("checkpoint", "save",
+                          {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"e", 5}});  // a fifth: cold
+    s.set_attribute("a_key_longer_than_the_inline_slot_has_room_for", 6);
+    s.set_attribute("path", std::string(60, 'x'));  // cut to 40 bytes, cold
+    s.set_attribute("over_the_limit", 8);           // the eighth: dropped
+    s.set_attribute("b", std::string(30, 'y'));     // replaces an inline value with a long one
+    s.set_attribute("layers", std::vector<std::int64_t>{1, 2, 3});  // dropped too
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 1u);
+  const SpanData& s = spans[0];
+  std::vector<std::string> keys;
+  for (const auto& kv : s.attributes) keys.push_back(kv.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "b", "c", "d", "e",
+                                            "a_key_longer_than_the_inline_slot_has_room_for",
+                                            "path"}));
+  EXPECT_EQ(std::get<std::string>(*s.attribute("b")), std::string(30, 'y'));
+  EXPECT_EQ(std::get<std::string>(*s.attribute("path")), std::string(40, 'x'));
+  EXPECT_EQ(s.dropped_attributes_count, 2u);
+}
+
+TEST_F(RecordEncoding, RedactedAndNonAsciiStrings) {
+  {
+    LENS_SPAN(s, SpanGroup::STEP, "étape", {"token", "secret"}, {"note", "naïve"});
+    s.set_attribute("bad_utf8", std::string("\xff\xfe", 2));
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(*spans[0].attribute("token")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*spans[0].attribute("note")), "naïve");
+}
+
+TEST_F(RecordEncoding, EventsLinksStatusKindParentAndTraceState) {
+  SpanContext remote;
+  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
+  remote.trace_flags = 1;
+  remote.is_remote = true;
+  remote.trace_state = "vendor=abc";
+  {
+    SpanStartOptions o;
+    o.parent = &remote;
+    o.kind = SpanKind::kServer;
+    o.link = &remote;
+    auto s = start_span("handle", o, {{"rank", 3}});
+    s.add_event("checkpoint", {{"bytes", 4096}});
+    s.set_status(StatusCode::kError, "it broke");
+    auto child = span_cm("child");  // inherits the trace state from its parent record
+    child.set_kind(SpanKind::kClient);
+    child.record_exception("ValueError", "bad value");
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 2u);
+  const SpanData& child = spans[0];
+  const SpanData& parent = spans[1];
+  EXPECT_EQ(parent.context.trace_state, "vendor=abc");
+  EXPECT_EQ(child.context.trace_state, "vendor=abc");
+  EXPECT_EQ(parent.parent_span_id, remote.span_id);
+  EXPECT_TRUE(parent.parent_is_remote);
+  EXPECT_EQ(parent.links.size(), 1u);
+  EXPECT_EQ(parent.events.size(), 1u);
+  EXPECT_EQ(parent.status_message, "it broke");
+  EXPECT_EQ(child.kind, SpanKind::kClient);
+  EXPECT_EQ(child.status_code, StatusCode::kError);
+  EXPECT_EQ(child.parent_span_id, parent.context.span_id);
+}
+
+TEST_F(RecordEncoding, TruncatedCopiesAtShutdown) {
+  Span open = managed_span("step", "still_running", {{"iteration", 9}});
+  { auto done = span_cm("done"); }
+  ASSERT_TRUE(handle_.shutdown());
+  open.end();
+  std::size_t truncated = 0;
+  for (const auto& b : exporter_->batches()) EXPECT_EQ(b.from_records, b.from_data);
+  for (const auto& s : exporter_->spans()) {
+    if (!s.truncated) continue;
+    ++truncated;
+    EXPECT_EQ(s.name, "still_running");
+    EXPECT_EQ(std::get<bool>(*s.attribute("nemo.span.truncated")), true);
+    EXPECT_EQ(std::get<std::int64_t>(*s.attribute("iteration")), 9);
+  }
+  EXPECT_EQ(truncated, 1u);
+}
+
+TEST(RecordEncodingJson, OtlpOverJsonIsGivenSpanData) {
+  // Over http/json the OTLP exporter takes SpanData: it does not encode records.
+  ScopedEnv env;
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
+  EXPECT_FALSE(dynamic_cast<detail::RecordSpanExporter&>(*detail::make_otlp_exporter())
+                   .encodes_records());
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+  EXPECT_TRUE(dynamic_cast<detail::RecordSpanExporter&>(*detail::make_otlp_exporter())
+                  .encodes_records());
+}
+
+}  // namespace
