@@ -44,6 +44,26 @@ void BM_EnabledSpanTwoAttributes(benchmark::State& state) {
 BENCHMARK(BM_EnabledSpanTwoAttributes);
 BENCHMARK(BM_EnabledSpanTwoAttributes)->Threads(2);
 
+// managed_span() by group and name (one lookup of the group, the names copied) and two
+// set_attribute() calls, each under the span's lock.
+void BM_ManagedSpanTwoSetAttributes(benchmark::State& state) {
+  if (state.thread_index() == 0) g_handle = start(true);
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    Span s = managed_span("step", "train_step");
+    s.set_attribute("iteration", i);
+    s.set_attribute("loss", 0.5);
+    ++i;
+  }
+  if (state.thread_index() == 0) {
+    auto st = g_handle.stats();
+    state.counters["dropped_fraction"] =
+        st.spans_ended ? static_cast<double>(st.spans_dropped_queue_full) / st.spans_ended : 0;
+    g_handle.shutdown();
+  }
+}
+BENCHMARK(BM_ManagedSpanTwoSetAttributes);
+
 void BM_SpanOnNonExportingRank(benchmark::State& state) {
   auto h = start(false);
   std::int64_t i = 0;

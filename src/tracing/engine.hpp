@@ -253,6 +253,12 @@ struct NvtxStack {
   bool closed[kCapacity] = {};  // closed[i]: the span of range i ended; popped once on top
 };
 
+/// One entry of a thread's cache of interned sites (cached_site()).
+struct SiteCacheEntry {
+  std::uint64_t hash = 0;
+  const SpanSite* site = nullptr;
+};
+
 /// Per-thread state. Only its owner thread touches `cache` and `ids`; `stack`, the open records
 /// on it, `nvtx` and writes to `open` are guarded by `mu`; counters are written by the owner and
 /// read by anyone.
@@ -263,6 +269,7 @@ struct ThreadState {
   NvtxStack nvtx;                  // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;  // free records
   IdGenerator ids;
+  SiteCacheEntry sites[64];  // cached_site()'s, owner only
   // The ring this thread queues ended spans to, of the pipeline it last queued to; spans until
   // that ring next wakes the exporter thread. Owner only.
   SpanRing* ring = nullptr;

@@ -163,7 +163,7 @@ void close_light_span(ThreadState& owner, std::uint32_t token) noexcept {
   }
 }
 
-const SpanSite& intern_site(std::string_view group, std::string_view name) noexcept {
+const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept {
   struct Interned {
     std::string group, name;
     SpanSite site;
@@ -171,24 +171,42 @@ const SpanSite& intern_site(std::string_view group, std::string_view name) noexc
   static constexpr std::size_t kMaxSites = 4096;
   static auto* mu = new std::mutex();
   static auto* sites = new std::unordered_map<std::string, Interned*>();
-  static const SpanSite kOther{{"", &g_unresolved_flag}, "(other)"};
   try {
     std::string key;
     key.reserve(group.size() + name.size() + 1);
     key.append(group).push_back('\0');
     key.append(name);
     std::lock_guard lock(*mu);
-    if (auto it = sites->find(key); it != sites->end()) return it->second->site;
-    if (sites->size() >= kMaxSites) return kOther;
+    if (auto it = sites->find(key); it != sites->end()) return &it->second->site;
+    if (sites->size() >= kMaxSites) return nullptr;
     auto* e = new Interned{std::string(group), std::string(name), {}};
     e->site.gate.group = e->group;
     e->site.gate.flag.store(&g_unresolved_flag, std::memory_order_relaxed);
     e->site.name = e->name;
+    if (!group.empty()) resolve_span_site(e->site.gate);  // span_site_state() reads its flag
     sites->emplace(std::move(key), e);
-    return e->site;
+    return &e->site;
   } catch (...) {
-    return kOther;
+    return nullptr;
   }
+}
+
+const SpanSite& intern_site(std::string_view group, std::string_view name) noexcept {
+  static const SpanSite kOther{{"", &g_unresolved_flag}, "(other)"};
+  const SpanSite* site = intern_site_if_room(group, name);
+  return site != nullptr ? *site : kOther;
+}
+
+const SpanSite* cached_site(ThreadState& ts, std::string_view group,
+                            std::string_view name) noexcept {
+  const std::uint64_t h = hash_short_string(group) * 31 + hash_short_string(name);
+  SiteCacheEntry& e = ts.sites[h % std::size(ts.sites)];
+  if (e.site != nullptr && e.hash == h && e.site->name == name && e.site->gate.group == group) {
+    return e.site;
+  }
+  const SpanSite* site = intern_site_if_room(group, name);
+  if (site != nullptr) e = {h, site};
+  return site;
 }
 
 std::vector<ThreadOpenSpans> snapshot_open_spans() {

@@ -92,6 +92,12 @@ Span open_light_span(const SpanSite& site) noexcept;
 /// An immortal site for a group and name known only at run time (managed_span, start_span).
 /// Interned: at most a few thousand distinct pairs, later ones share one "(other)" site.
 const SpanSite& intern_site(std::string_view group, std::string_view name) noexcept;
+/// The interned site of `group` and `name` (its gate resolved), or null once the table is full
+/// (or memory ran out).
+const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept;
+/// intern_site_if_room() through a small per-thread cache (`ts`'s): a hash and two comparisons
+/// when the pair was seen recently, no lock.
+const SpanSite* cached_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept;
 
 /// One open span as a reader sees it.
 struct OpenSpanView {

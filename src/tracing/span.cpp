@@ -298,17 +298,26 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
   const bool tracking = detail::tracking();
   const bool nvtx = detail::nvtx_emitting();
   if (p == nullptr && !tracking && !nvtx) return Span();
+  // The names as an interned site, looked up in the thread's cache: the record then carries a
+  // pointer, not copies. Null without a thread state or once the table is full: names are copied.
+  detail::ThreadState* ts = detail::this_thread_state();
+  const detail::SpanSite* site =
+      ts != nullptr ? detail::cached_site(*ts, options.group, name) : nullptr;
   // An ungated span is on whenever something records; its NVTX range has no category.
   detail::GroupState g{true, true, nvtx, detail::kNoGroupIndex};
-  if (!options.group.empty()) g = detail::group_state(options.group);
+  if (!options.group.empty()) {
+    g = site != nullptr ? detail::span_site_state(site->gate) : detail::group_state(options.group);
+  }
   // A span that is not exported may still be tracked as open, for `lens ctl dump`.
   const bool exported = p != nullptr && p->sampler.records_anything && g.enabled;
   auto start = [&]() noexcept -> Span {
     if (!exported) {
       if (!g.tracked || !tracking) return Span();
-      return detail::open_light_span(detail::intern_site(options.group, name));
+      return detail::open_light_span(site != nullptr ? *site
+                                                     : detail::intern_site(options.group, name));
     }
     detail::StartRequest req;
+    req.site = site;
     req.group = options.group;
     req.name = name;
     req.kind = options.kind;
@@ -318,7 +327,8 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
     return detail::SpanAccess::make(detail::start_record(p, req, attributes));
   };
   if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
-  return detail::start_with_range(detail::intern_site(options.group, name), g.index, start);
+  return detail::start_with_range(site != nullptr ? *site : detail::intern_site(options.group, name),
+                                  g.index, start);
 }
 
 Span& Span::operator=(Span&& other) noexcept {
