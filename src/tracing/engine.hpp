@@ -315,14 +315,6 @@ inline SpanRecord* take_record(ThreadState& s) noexcept {
   if (NEMO_LENS_UNLIKELY(s.cache.empty())) return refill_and_take_record(s);
   SpanRecord* rec = s.cache.back();
   s.cache.pop_back();
-  // The next span's record was last read by the exporter thread: ask for its lines now, for
-  // writing, so that the transfer overlaps this span instead of stalling the next one.
-  if (NEMO_LENS_LIKELY(!s.cache.empty())) {
-    const char* next = reinterpret_cast<const char*>(s.cache.back());
-    __builtin_prefetch(next, 1);
-    __builtin_prefetch(next + 64, 1);
-    __builtin_prefetch(next + 128, 1);
-  }
   return rec;
 }
 
