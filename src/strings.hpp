@@ -1,4 +1,4 @@
-// Small string helpers shared by the library's configuration code. Internal.
+// Small string helpers shared by the library's configuration code and hot paths. Internal.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,26 @@ int hex_digit(char c) noexcept;
 
 /// `s` split at every `sep` (empty parts kept).
 std::vector<std::string_view> split(std::string_view s, char sep);
+
+/// Copies n <= 24 bytes with a few overlapping word moves (no call to memcpy).
+[[gnu::always_inline]] inline void copy_small(char* dst, const char* src, std::size_t n) noexcept {
+  if (n >= 8) {
+    std::uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    if (n > 16) std::memcpy(dst + 8, src + 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
 
 /// A hash of a short string (names, attribute keys and values): eight bytes per multiply and no
 /// variable-length copies, for lookups that must stay near 10 ns. Not for untrusted input tables

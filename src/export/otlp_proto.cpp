@@ -64,6 +64,13 @@ std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
 }
 
+// SpanId::is_valid(), inline (the exported one is a call through the PLT).
+bool valid(const SpanId& id) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, id.bytes.data(), 8);
+  return v != 0;
+}
+
 // What append_span() reads of a span: a SpanData, or a lens record read where it lies.
 class DataSpan {
  public:
@@ -113,12 +120,11 @@ class RecordSpan {
   std::int64_t start() const { return clock_.to_unix_nano(r_.start_ticks); }
   std::int64_t end() const { return clock_.to_unix_nano(r_.end_ticks); }
   std::size_t attributes_bound() const {
-    std::size_t n = 0;
-    for (std::uint32_t i = 0; i < r_.inline_used; ++i) {
-      const InlineAttribute& a = r_.attributes[i];
-      n += 2 * kMessageOverhead + string_bound(a.key_view()) +
-           (a.type == InlineAttribute::kString ? string_bound(inline_string(a)) : 16);
-    }
+    // An inline attribute's key and value are short: one bound serves every slot.
+    constexpr std::size_t kInlineBound =
+        2 * kMessageOverhead + (3 * InlineAttribute::kKeyCapacity + 16) +
+        (3 * InlineAttribute::kStringCapacity + 16);
+    std::size_t n = r_.inline_used * kInlineBound;
     if (c_ != nullptr) {
       for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
         const KeyValue& kv = c_->attributes[i];
@@ -222,7 +228,7 @@ void append_span(pb::Writer& w, const Span& s) {
   w.bytes_field(span::kTraceId, bytes_of(s.trace_id().bytes));
   w.bytes_field(span::kSpanId, bytes_of(s.span_id().bytes));
   if (!s.trace_state().empty()) string_field(w, span::kTraceState, s.trace_state());
-  if (s.parent_span_id().is_valid())
+  if (valid(s.parent_span_id()))
     w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id().bytes));
   string_field(w, span::kName, s.name());
   w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind()));

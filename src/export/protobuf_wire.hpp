@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "strings.hpp"
+
 namespace nemo::lens::detail::pb {
 
 enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
@@ -33,25 +35,30 @@ class Writer {
     if (static_cast<std::size_t>(end_ - p_) >= n) return;
     const std::size_t used = size();
     out_.resize(std::max(used + n, 2 * out_.size()));
-    p_ = out_.data() + used;
-    end_ = out_.data() + out_.size();
+    base_ = out_.data();
+    p_ = base_ + used;
+    end_ = base_ + out_.size();
   }
 
   /// The number of bytes in the string up to the cursor.
-  std::size_t size() const { return p_ == nullptr ? used_ : static_cast<std::size_t>(p_ - out_.data()); }
+  std::size_t size() const { return p_ == nullptr ? used_ : static_cast<std::size_t>(p_ - base_); }
 
   void finish() {
     if (p_ != nullptr) out_.resize(size());
     used_ = out_.size();
-    p_ = end_ = nullptr;
+    base_ = p_ = end_ = nullptr;
   }
 
+  // The writes go through a local copy of the cursor: a char store may alias anything, so stores
+  // through p_ itself would make the compiler reload and store p_ around every byte.
   void varint(std::uint64_t v) {
+    char* p = p_;
     while (v >= 0x80) {
-      *p_++ = static_cast<char>((v & 0x7f) | 0x80);
+      *p++ = static_cast<char>((v & 0x7f) | 0x80);
       v >>= 7;
     }
-    *p_++ = static_cast<char>(v);
+    *p++ = static_cast<char>(v);
+    p_ = p;
   }
 
   void tag(std::uint32_t field, WireType type) { varint((field << 3) | type); }
@@ -63,12 +70,18 @@ class Writer {
 
   void fixed64_field(std::uint32_t field, std::uint64_t v) {
     tag(field, kFixed64);
-    for (int i = 0; i < 8; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+    char bytes[8];
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    std::memcpy(p_, bytes, 8);  // little-endian whatever the host
+    p_ += 8;
   }
 
   void fixed32_field(std::uint32_t field, std::uint32_t v) {
     tag(field, kFixed32);
-    for (int i = 0; i < 4; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+    char bytes[4];
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    std::memcpy(p_, bytes, 4);
+    p_ += 4;
   }
 
   void double_field(std::uint32_t field, double v) {
@@ -80,7 +93,12 @@ class Writer {
   void bytes_field(std::uint32_t field, std::string_view bytes) {
     tag(field, kLengthDelimited);
     varint(bytes.size());
-    std::memcpy(p_, bytes.data(), bytes.size());
+    // Most fields are short (ids, names, keys): copied inline, not through a call to memcpy.
+    if (bytes.size() <= 24) {
+      copy_small(p_, bytes.data(), bytes.size());
+    } else {
+      std::memcpy(p_, bytes.data(), bytes.size());
+    }
     p_ += bytes.size();
   }
 
@@ -106,7 +124,7 @@ class Writer {
     std::size_t n = 1;
     for (std::size_t v = length; v >= 0x80; v >>= 7) ++n;
     if (n > mark.reserved) reserve(n - mark.reserved);
-    char* content = out_.data() + mark.content;
+    char* content = base_ + mark.content;
     char* start = content - mark.reserved;
     if (n != mark.reserved) {
       std::memmove(start + n, content, length);
@@ -124,6 +142,7 @@ class Writer {
  private:
   std::string& out_;
   std::size_t used_;
+  char* base_ = nullptr;  // out_.data() while writing
   char* p_ = nullptr;
   char* end_ = nullptr;
 };

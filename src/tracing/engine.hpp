@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "export/export_ledger.hpp"
+#include "strings.hpp"
 #include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "nemo/lens/telemetry.hpp"
@@ -202,25 +203,6 @@ void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
 /// put_span_attribute() for every case: replacing, spilling to the cold list, limits.
 void put_span_attribute_slow(SpanRecord& r, std::string_view key, const AttributeArg& value);
 
-/// Copies n <= 24 bytes with a few overlapping word moves (no call to memcpy).
-inline void copy_small(char* dst, const char* src, std::size_t n) noexcept {
-  if (n >= 8) {
-    std::uint64_t a, b;
-    std::memcpy(&a, src, 8);
-    std::memcpy(&b, src + n - 8, 8);
-    if (n > 16) std::memcpy(dst + 8, src + 8, 8);
-    std::memcpy(dst, &a, 8);
-    std::memcpy(dst + n - 8, &b, 8);
-  } else if (n >= 4) {
-    std::uint32_t a, b;
-    std::memcpy(&a, src, 4);
-    std::memcpy(&b, src + n - 4, 4);
-    std::memcpy(dst, &a, 4);
-    std::memcpy(dst + n - 4, &b, 4);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
-  }
-}
 
 
 
