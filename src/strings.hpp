@@ -45,6 +45,36 @@ std::vector<std::string_view> split(std::string_view s, char sep);
   }
 }
 
+/// a == b, comparing strings of up to 16 bytes with a few overlapping word loads instead of a
+/// call to memcmp.
+[[gnu::always_inline]] inline bool equal_short(std::string_view a, std::string_view b) noexcept {
+  const std::size_t n = a.size();
+  if (n != b.size()) return false;
+  if (n > 16) return std::memcmp(a.data(), b.data(), n) == 0;
+  auto load64 = [](const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  auto load32 = [](const char* p) {
+    std::uint32_t w;
+    std::memcpy(&w, p, 4);
+    return w;
+  };
+  if (n >= 8) {
+    return ((load64(a.data()) ^ load64(b.data())) |
+            (load64(a.data() + n - 8) ^ load64(b.data() + n - 8))) == 0;
+  }
+  if (n >= 4) {
+    return ((load32(a.data()) ^ load32(b.data())) |
+            (load32(a.data() + n - 4) ^ load32(b.data() + n - 4))) == 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 /// A hash of a short string (names, attribute keys and values): eight bytes per multiply and no
 /// variable-length copies, for lookups that must stay near 10 ns. Not for untrusted input tables
 /// (no seed).

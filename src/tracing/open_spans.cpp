@@ -201,7 +201,8 @@ const SpanSite* cached_site(ThreadState& ts, std::string_view group,
                             std::string_view name) noexcept {
   const std::uint64_t h = hash_short_string(group) * 31 + hash_short_string(name);
   SiteCacheEntry& e = ts.sites[h % std::size(ts.sites)];
-  if (e.site != nullptr && e.hash == h && e.site->name == name && e.site->gate.group == group) {
+  if (e.site != nullptr && e.hash == h && equal_short(e.site->name, name) &&
+      equal_short(e.site->gate.group, group)) {
     return e.site;
   }
   const SpanSite* site = intern_site_if_room(group, name);
