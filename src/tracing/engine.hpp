@@ -2,7 +2,8 @@
 //
 // Ownership: a record is, at any time, in exactly one of: a thread's free cache or the global free
 // pool; open (on the current-span stack of the ThreadState that started it, guarded by that
-// state's lock); queued; or being exported. ThreadStates and Pipelines are never freed, so a
+// state's lock); queued (on the ring of the thread that ended it, or the shared queue); or being
+// exported. ThreadStates and Pipelines are never freed, so a
 // pointer to one stays valid for the life of the process (a forked child abandons the parent's).
 #pragma once
 

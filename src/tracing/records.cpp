@@ -294,8 +294,7 @@ void put_span_attribute_slow(SpanRecord& r, std::string_view key, const Attribut
     move_inline_attributes(r);  // the new value does not fit: replace it among the others
     break;
   }
-  SpanCold* cold = const_cast<SpanCold*>(r.cold_part());
-  const std::uint32_t n_cold = cold != nullptr ? cold->attributes_used : 0;
+  const std::uint32_t n_cold = r.cold_used ? r.cold->attributes_used : 0;
   if (n_cold == 0 && r.inline_used < SpanRecord::kInlineAttributes &&
       key.size() <= InlineAttribute::kKeyCapacity && r.inline_used < p.limits.attribute_count) {
     InlineAttribute& slot = r.attributes[r.inline_used];

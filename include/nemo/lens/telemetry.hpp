@@ -57,7 +57,7 @@ struct TelemetryStats {
   std::uint64_t spans_exported = 0;
   /// Of spans_exported, those the receiver reported rejecting (OTLP partial success).
   std::uint64_t spans_rejected = 0;
-  /// Spans dropped because the queue was full (the caller never waits).
+  /// Spans dropped because the ending thread's queue was full (the caller never waits).
   std::uint64_t spans_dropped_queue_full = 0;
   /// Spans lost because the exporter failed.
   std::uint64_t spans_dropped_export_failed = 0;
