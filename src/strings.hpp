@@ -25,6 +25,18 @@ int hex_digit(char c) noexcept;
 /// `s` split at every `sep` (empty parts kept).
 std::vector<std::string_view> split(std::string_view s, char sep);
 
+/// The 8 or 4 bytes at `p`, in host order (unaligned loads).
+[[gnu::always_inline]] inline std::uint64_t load64(const char* p) noexcept {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+[[gnu::always_inline]] inline std::uint64_t load32(const char* p) noexcept {
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
 /// Copies n <= 24 bytes with a few overlapping word moves (no call to memcpy).
 [[gnu::always_inline]] inline void copy_small(char* dst, const char* src, std::size_t n) noexcept {
   if (n >= 8) {
@@ -51,16 +63,6 @@ std::vector<std::string_view> split(std::string_view s, char sep);
   const std::size_t n = a.size();
   if (n != b.size()) return false;
   if (n > 16) return std::memcmp(a.data(), b.data(), n) == 0;
-  auto load64 = [](const char* p) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  };
-  auto load32 = [](const char* p) {
-    std::uint32_t w;
-    std::memcpy(&w, p, 4);
-    return w;
-  };
   if (n >= 8) {
     return ((load64(a.data()) ^ load64(b.data())) |
             (load64(a.data() + n - 8) ^ load64(b.data() + n - 8))) == 0;
@@ -81,16 +83,6 @@ std::vector<std::string_view> split(std::string_view s, char sep);
 [[gnu::always_inline]] inline std::uint64_t hash_short_string(std::string_view s) noexcept {
   const char* p = s.data();
   const std::size_t n = s.size();
-  auto load64 = [](const char* q) {
-    std::uint64_t w;
-    std::memcpy(&w, q, 8);
-    return w;
-  };
-  auto load32 = [](const char* q) {
-    std::uint32_t w;
-    std::memcpy(&w, q, 4);
-    return static_cast<std::uint64_t>(w);
-  };
   auto mix = [](std::uint64_t h, std::uint64_t w) {
     h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
     return h ^ (h >> 31);
