@@ -30,17 +30,8 @@ bool from_hex(std::string_view hex, std::array<std::uint8_t, N>& out) noexcept {
   return true;
 }
 
-template <std::size_t N>
-bool any_nonzero(const std::array<std::uint8_t, N>& bytes) noexcept {
-  for (auto b : bytes) {
-    if (b != 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
-bool TraceId::is_valid() const noexcept { return any_nonzero(bytes); }
 std::string TraceId::to_hex() const { return nemo::lens::to_hex(bytes); }
 std::optional<TraceId> TraceId::from_hex(std::string_view hex) noexcept {
   TraceId id;
@@ -48,7 +39,6 @@ std::optional<TraceId> TraceId::from_hex(std::string_view hex) noexcept {
   return id;
 }
 
-bool SpanId::is_valid() const noexcept { return any_nonzero(bytes); }
 std::string SpanId::to_hex() const { return nemo::lens::to_hex(bytes); }
 std::optional<SpanId> SpanId::from_hex(std::string_view hex) noexcept {
   SpanId id;

@@ -64,13 +64,6 @@ std::uint32_t flags_of(std::uint8_t trace_flags, bool is_remote) {
   return trace_flags | kContextHasIsRemote | (is_remote ? kContextIsRemote : 0U);
 }
 
-// SpanId::is_valid(), inline (the exported one is a call through the PLT).
-bool valid(const SpanId& id) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, id.bytes.data(), 8);
-  return v != 0;
-}
-
 // What append_span() reads of a span: a SpanData, or a lens record read where it lies.
 class DataSpan {
  public:
@@ -228,7 +221,7 @@ void append_span(pb::Writer& w, const Span& s) {
   w.bytes_field(span::kTraceId, bytes_of(s.trace_id().bytes));
   w.bytes_field(span::kSpanId, bytes_of(s.span_id().bytes));
   if (!s.trace_state().empty()) string_field(w, span::kTraceState, s.trace_state());
-  if (valid(s.parent_span_id()))
+  if (s.parent_span_id().is_valid())
     w.bytes_field(span::kParentSpanId, bytes_of(s.parent_span_id().bytes));
   string_field(w, span::kName, s.name());
   w.varint_field(span::kKind, static_cast<std::uint64_t>(s.kind()));

@@ -93,14 +93,6 @@ void record_exception_locked(SpanRecord& r, std::string_view type, std::string_v
   }
 }
 
-// SpanContext::is_valid(), inline (the exported one is a call through the PLT).
-bool valid(const SpanContext& c) noexcept {
-  std::uint64_t t[2], sp;
-  std::memcpy(t, c.trace_id.bytes.data(), 16);
-  std::memcpy(&sp, c.span_id.bytes.data(), 8);
-  return (t[0] | t[1]) != 0 && sp != 0;
-}
-
 struct StartRequest {
   const SpanSite* site = nullptr;  // names the span when set; else group and name
   std::string_view group;
@@ -124,11 +116,11 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
     const SpanContext* explicit_parent = nullptr;
     const SpanRecord* parent_rec = nullptr;
-    if (req.parent != nullptr && valid(*req.parent)) {
+    if (req.parent != nullptr && req.parent->is_valid()) {
       explicit_parent = req.parent;
     } else if (!req.root && !ts->stack.empty()) {
       parent_rec = ts->stack.back();
-    } else if (valid(p->inherited)) {
+    } else if (p->inherited.is_valid()) {
       explicit_parent = &p->inherited;  // the process's own parent (TRACEPARENT at set-up)
     }
     bool sampled;

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,8 +21,12 @@ namespace nemo::lens {
 struct NEMO_LENS_API TraceId {
   std::array<std::uint8_t, 16> bytes{};
 
-  /// Whether any byte is non-zero.
-  bool is_valid() const noexcept;
+  /// Whether any byte is non-zero. Inline: it is on every span's start.
+  bool is_valid() const noexcept {
+    std::uint64_t w[2];
+    std::memcpy(w, bytes.data(), 16);
+    return (w[0] | w[1]) != 0;
+  }
   /// 32 lower-case hex characters.
   std::string to_hex() const;
   /// Parses exactly 32 hex characters (either case); empty optional otherwise.
@@ -33,8 +38,12 @@ struct NEMO_LENS_API TraceId {
 struct NEMO_LENS_API SpanId {
   std::array<std::uint8_t, 8> bytes{};
 
-  /// Whether any byte is non-zero.
-  bool is_valid() const noexcept;
+  /// Whether any byte is non-zero. Inline: it is on every span's start and in every encoded span.
+  bool is_valid() const noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, bytes.data(), 8);
+    return w != 0;
+  }
   /// 16 lower-case hex characters.
   std::string to_hex() const;
   /// Parses exactly 16 hex characters (either case); empty optional otherwise.
