@@ -25,6 +25,15 @@ int hex_digit(char c) noexcept;
 /// `s` split at every `sep` (empty parts kept).
 std::vector<std::string_view> split(std::string_view s, char sep);
 
+/// The length of the longest prefix of `s` of at most `limit` bytes that ends at a UTF-8 character
+/// boundary.
+inline std::size_t cut_length(std::string_view s, std::size_t limit) noexcept {
+  if (s.size() <= limit) return s.size();
+  std::size_t n = limit;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
 /// The 8 or 4 bytes at `p`, in host order (unaligned loads).
 [[gnu::always_inline]] inline std::uint64_t load64(const char* p) noexcept {
   std::uint64_t w;

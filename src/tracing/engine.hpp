@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "export/export_ledger.hpp"
-#include "strings.hpp"
 #include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "nemo/lens/telemetry.hpp"
+#include "strings.hpp"
 #include "tracing/clock.hpp"
 #include "tracing/ids.hpp"
 #include "tracing/mpmc_queue.hpp"
@@ -187,7 +187,6 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   r.inline_used = 0;
 }
 
-
 /// Clears the cold part of a record for reuse (keeping its storage).
 void reset_record(SpanRecord& r) noexcept;
 
@@ -201,11 +200,40 @@ void materialize(const SpanRecord& r, const TickConverter& clock, SpanData& out)
 /// The span's attributes, inline ones first, into `out`. May throw std::bad_alloc.
 void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
 
+/// Stores `value` in `slot` when it fits (strings cut to `len_limit`, or "[REDACTED]" when
+/// `redact`); false, the slot untouched, when it does not.
+inline bool store_inline(InlineAttribute& slot, const AttributeArg& value, std::size_t len_limit,
+                  bool redact) noexcept {
+  using T = AttributeArg::Type;
+  switch (value.type()) {
+    case T::kBool:
+      slot.type = InlineAttribute::kBool;
+      slot.b = value.as_bool();
+      return true;
+    case T::kInt:
+      slot.type = InlineAttribute::kInt;
+      slot.i = value.as_int();
+      return true;
+    case T::kDouble:
+      slot.type = InlineAttribute::kDouble;
+      slot.d = value.as_double();
+      return true;
+    case T::kString: {
+      const std::string_view v = redact ? kRedactedValue : value.as_string();
+      const std::size_t n = cut_length(v, len_limit);
+      if (n > InlineAttribute::kStringCapacity) return false;
+      slot.type = InlineAttribute::kString;
+      slot.string_size = static_cast<std::uint8_t>(n);
+      copy_small(slot.s, v.data(), n);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 /// put_span_attribute() for every case: replacing, spilling to the cold list, limits.
 void put_span_attribute_slow(SpanRecord& r, std::string_view key, const AttributeArg& value);
-
-
-
 
 /// Attribute and event limits (OTEL_SPAN_*_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT).
 struct SpanLimits {
@@ -443,54 +471,35 @@ struct Pipeline {
   std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;
 };
 
-/// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
-/// Requires the owner's lock while the span is open. May throw std::bad_alloc. Inline for the
-/// common case, a new attribute that fits a free slot.
-[[gnu::always_inline]] inline void put_span_attribute(SpanRecord& r, std::string_view key,
-                                                      const AttributeArg& value) {
-  using T = AttributeArg::Type;
+/// Adds a new attribute (its key not set yet) to a free inline slot of `r`: true when it fit
+/// (a slot left, the key short enough, within the count limit, nothing in the cold list yet).
+inline bool append_inline(SpanRecord& r, std::string_view key, const AttributeArg& value,
+                          bool redact) noexcept {
   const Pipeline& p = *r.pipeline;
   const std::uint32_t n = r.inline_used;
   if (n >= SpanRecord::kInlineAttributes || n >= p.limits.attribute_count ||
       key.size() > InlineAttribute::kKeyCapacity ||
       (r.cold_used && r.cold->attributes_used != 0)) {
-    return put_span_attribute_slow(r, key, value);
-  }
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (r.attributes[i].key_view() == key) return put_span_attribute_slow(r, key, value);
+    return false;
   }
   InlineAttribute& slot = r.attributes[n];
-  switch (value.type()) {
-    case T::kBool:
-      slot.type = InlineAttribute::kBool;
-      slot.b = value.as_bool();
-      break;
-    case T::kInt:
-      slot.type = InlineAttribute::kInt;
-      slot.i = value.as_int();
-      break;
-    case T::kDouble:
-      slot.type = InlineAttribute::kDouble;
-      slot.d = value.as_double();
-      break;
-    case T::kString: {
-      std::string_view v = value.as_string();
-      if (p.redacted(key)) v = kRedactedValue;  // most keys are ruled out by their length
-      if (v.size() > InlineAttribute::kStringCapacity ||
-          v.size() > p.limits.attribute_value_length) {
-        return put_span_attribute_slow(r, key, value);
-      }
-      slot.type = InlineAttribute::kString;
-      slot.string_size = static_cast<std::uint8_t>(v.size());
-      copy_small(slot.s, v.data(), v.size());
-      break;
-    }
-    default:
-      return put_span_attribute_slow(r, key, value);
-  }
+  if (!store_inline(slot, value, p.limits.attribute_value_length, redact)) return false;
   slot.key_size = static_cast<std::uint8_t>(key.size());
   copy_small(slot.key, key.data(), key.size());
   r.inline_used = static_cast<std::uint8_t>(n + 1);
+  return true;
+}
+
+/// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
+/// Requires the owner's lock while the span is open. May throw std::bad_alloc. Inline for the
+/// common case, a new attribute that fits a free slot.
+[[gnu::always_inline]] inline void put_span_attribute(SpanRecord& r, std::string_view key,
+                                                      const AttributeArg& value) {
+  for (std::uint32_t i = 0; i < r.inline_used; ++i) {
+    if (r.attributes[i].key_view() == key) return put_span_attribute_slow(r, key, value);
+  }
+  const bool redact = value.type() == AttributeArg::Type::kString && r.pipeline->redacted(key);
+  if (!append_inline(r, key, value, redact)) put_span_attribute_slow(r, key, value);
 }
 
 /// The pipeline spans start in, or null when tracing is not set up on an exporting rank.

@@ -9,49 +9,9 @@ namespace nemo::lens::detail {
 
 namespace {
 
-// The length of the longest prefix of `s` of at most `limit` bytes that ends at a UTF-8 character
-// boundary.
-std::size_t cut_length(std::string_view s, std::size_t limit) noexcept {
-  if (s.size() <= limit) return s.size();
-  std::size_t n = limit;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
-
 // At most `limit` bytes, cut at a UTF-8 character boundary.
 std::string truncated_string(std::string_view s, std::size_t limit) {
   return std::string(s.substr(0, cut_length(s, limit)));
-}
-
-// Stores `value` in `slot` when it fits; false (slot untouched) when it does not.
-bool store_inline(InlineAttribute& slot, const AttributeArg& value, std::size_t len_limit,
-                  bool redact) noexcept {
-  using T = AttributeArg::Type;
-  switch (value.type()) {
-    case T::kBool:
-      slot.type = InlineAttribute::kBool;
-      slot.b = value.as_bool();
-      return true;
-    case T::kInt:
-      slot.type = InlineAttribute::kInt;
-      slot.i = value.as_int();
-      return true;
-    case T::kDouble:
-      slot.type = InlineAttribute::kDouble;
-      slot.d = value.as_double();
-      return true;
-    case T::kString: {
-      const std::string_view v = redact ? kRedactedValue : value.as_string();
-      const std::size_t n = cut_length(v, len_limit);
-      if (n > InlineAttribute::kStringCapacity) return false;
-      slot.type = InlineAttribute::kString;
-      slot.string_size = static_cast<std::uint8_t>(n);
-      copy_small(slot.s, v.data(), n);
-      return true;
-    }
-    default:
-      return false;
-  }
 }
 
 // The value of an inline attribute, as an argument.
@@ -294,17 +254,7 @@ void put_span_attribute_slow(SpanRecord& r, std::string_view key, const Attribut
     move_inline_attributes(r);  // the new value does not fit: replace it among the others
     break;
   }
-  const std::uint32_t n_cold = r.cold_used ? r.cold->attributes_used : 0;
-  if (n_cold == 0 && r.inline_used < SpanRecord::kInlineAttributes &&
-      key.size() <= InlineAttribute::kKeyCapacity && r.inline_used < p.limits.attribute_count) {
-    InlineAttribute& slot = r.attributes[r.inline_used];
-    if (store_inline(slot, value, len_limit, redact)) {
-      slot.key_size = static_cast<std::uint8_t>(key.size());
-      copy_small(slot.key, key.data(), key.size());
-      ++r.inline_used;
-      return;
-    }
-  }
+  if (append_inline(r, key, value, redact)) return;
   SpanCold& c = r.use_cold();
   put_list_attribute(c.attributes, c.attributes_used, r.dropped_attributes_count,
                      p.limits.attribute_count, r.inline_used, p, key, value);
