@@ -27,11 +27,6 @@ std::uint64_t os_random64() noexcept {
   return v;
 }
 
-void IdGenerator::seed() noexcept {
-  do {
-    for (auto& s : s_) s = os_random64();
-  } while ((s_[0] | s_[1] | s_[2] | s_[3]) == 0);
-  generation_ = g_fork_generation.load(std::memory_order_relaxed);
-}
+void IdGenerator::seed() noexcept { seed_with(os_random64()); }
 
 }  // namespace nemo::lens::detail

@@ -1,6 +1,6 @@
-// Trace and span ids: a per-thread xoshiro256** generator seeded from the operating system
-// (getrandom), so program seeding (srand, std::mt19937) never affects ids, re-seeded in a forked
-// child. Internal.
+// Trace and span ids: a per-thread wyrand generator (a 64-bit Weyl sequence mixed by one 128-bit
+// multiply) seeded from the operating system (getrandom), so program seeding (srand, std::mt19937)
+// never affects ids, re-seeded in a forked child. Internal.
 #pragma once
 
 #include <atomic>
@@ -19,7 +19,8 @@ extern std::atomic<std::uint64_t> g_fork_generation;
 /// address entropy).
 std::uint64_t os_random64() noexcept;
 
-/// A fast generator owned by one thread (xoshiro256**). Inline: it is on every span's start.
+/// A fast generator owned by one thread (wyrand: a few instructions per 64 bits, and the
+/// multiplies of one span's ids do not wait on each other). Inline: it is on every span's start.
 class IdGenerator {
  public:
   /// A random non-zero trace id.
@@ -27,7 +28,7 @@ class IdGenerator {
     reseed_after_fork();
     TraceId id;
     std::uint64_t hi = 0, lo = 0;
-    while ((hi | lo) == 0) {
+    while (NEMO_LENS_UNLIKELY((hi | lo) == 0)) {
       hi = step();
       lo = step();
     }
@@ -40,13 +41,20 @@ class IdGenerator {
     reseed_after_fork();
     SpanId id;
     std::uint64_t v = 0;
-    while (v == 0) v = step();
+    while (NEMO_LENS_UNLIKELY(v == 0)) v = step();
     std::memcpy(id.bytes.data(), &v, 8);
     return id;
   }
+  /// Starts the sequence at `state` (tests compare it with an independent implementation).
+  void seed_with(std::uint64_t state) noexcept {
+    state_ = state;
+    generation_ = g_fork_generation.load(std::memory_order_relaxed);
+  }
+  /// The sequence's constants (wyrand's).
+  static constexpr std::uint64_t kIncrement = 0xa0761d6478bd642fULL;
+  static constexpr std::uint64_t kMix = 0xe7037ed1a0b428dbULL;
 
  private:
-  static std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
   void reseed_after_fork() noexcept {
     // Relaxed: only this thread's own view of the counter matters (it is written in the child).
     if (NEMO_LENS_UNLIKELY(generation_ != g_fork_generation.load(std::memory_order_relaxed))) {
@@ -54,18 +62,13 @@ class IdGenerator {
     }
   }
   std::uint64_t step() noexcept {
-    const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const std::uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
+    __extension__ using Uint128 = unsigned __int128;
+    state_ += kIncrement;
+    const Uint128 t = static_cast<Uint128>(state_) * (state_ ^ kMix);
+    return static_cast<std::uint64_t>(t >> 64) ^ static_cast<std::uint64_t>(t);
   }
   void seed() noexcept;
-  std::uint64_t s_[4] = {0, 0, 0, 0};
+  std::uint64_t state_ = 0;
   std::uint64_t generation_ = ~std::uint64_t{0};
 };
 
