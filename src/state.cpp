@@ -22,9 +22,12 @@ namespace detail {
 
 const std::atomic<bool> g_unresolved_flag{true};
 
+constinit std::atomic<bool> g_flags[kMaxGroups] = {};
+constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
+constinit std::atomic<bool> g_nvtx_flags[kMaxGroups] = {};
+
 namespace {
 
-constexpr std::uint32_t kMaxGroups = 4096;
 constexpr std::size_t kTableSize = 8192;  // power of two, at most half full
 constexpr std::size_t kTableMask = kTableSize - 1;
 
@@ -34,9 +37,6 @@ struct InternedGroup {
   std::uint32_t index;
 };
 
-constinit std::atomic<bool> g_flags[kMaxGroups] = {};
-constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
-constinit std::atomic<bool> g_nvtx_flags[kMaxGroups] = {};
 constinit std::atomic<const InternedGroup*> g_table[kTableSize] = {};
 constinit std::atomic<const GroupSet*> g_snapshot{nullptr};  // null: nothing published yet
 // The groups whose spans open NVTX ranges while NVTX emits: the enabled set, or on a rank that does
@@ -72,10 +72,6 @@ bool contains(const std::atomic<const GroupSet*>& snapshot, std::string_view nam
 }
 bool snapshot_contains(std::string_view name) noexcept { return contains(g_snapshot, name); }
 
-// Whether a group's open spans are tracked without it being enabled: only with TRACK_OPEN=all.
-bool tracked_by_mode() noexcept {
-  return g_track_mode.load(std::memory_order_relaxed) == TrackOpen::kAll;
-}
 
 // Requires g_writer_mu: the published set equal to `groups` (kept for the life of the process,
 // since readers may hold it), publishing it first when it is new.
@@ -162,25 +158,6 @@ bool resolve_span_site(SiteGate& site) noexcept {
   const std::atomic<bool>* flag = resolve_into(site, g_site_flags);
   if (flag == nullptr) return group_state(site.group).tracked;
   return flag->load(std::memory_order_relaxed);
-}
-
-namespace {
-GroupState state_at(std::uint32_t index) noexcept {
-  GroupState g;
-  g.enabled = g_flags[index].load(std::memory_order_relaxed);
-  g.tracked = g.enabled || tracked_by_mode();
-  g.nvtx = g_nvtx_flags[index].load(std::memory_order_relaxed);
-  g.index = index;
-  return g;
-}
-}  // namespace
-
-GroupState span_site_state(const SiteGate& site) noexcept {
-  const std::atomic<bool>* flag = site.flag.load(std::memory_order_relaxed);
-  if (flag >= g_site_flags && flag < g_site_flags + kMaxGroups) {
-    return state_at(static_cast<std::uint32_t>(flag - g_site_flags));
-  }
-  return group_state(site.group);  // unresolved: the table is full
 }
 
 GroupState group_state(std::string_view group) noexcept {

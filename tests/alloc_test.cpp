@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "nemo/lens/lens.hpp"
 #include "scoped_env.hpp"
@@ -75,13 +77,8 @@ std::size_t allocations_per_1000_python_path_spans() {
   });
 }
 
-TEST(Allocations, EnabledSpanWithTwoNumericAttributesInSteadyState) {
-  // One batch holds a whole round, so the exporter runs only at the flush and every round reuses
-  // exactly the records of the round before (otherwise how many records circulate depends on how
-  // far the exporter lags, and a slow build may legitimately create a few more).
-  lens_test::ScopedEnv env;
-  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2048");
-  env.set("OTEL_BSP_SCHEDULE_DELAY", "600000");
+// Tracing of group `step` only, to a NullExporter.
+TelemetryHandle setup_step_tracing() {
   NemoLensConfig c;
   c.enabled = true;
   c.export_strategy = "all_ranks";
@@ -91,7 +88,18 @@ TEST(Allocations, EnabledSpanWithTwoNumericAttributesInSteadyState) {
   c.metrics_enabled = false;
   SetupOptions o;
   o.exporter = std::make_shared<NullExporter>();
-  auto h = setup_telemetry(c, 0, 1, o);
+  o.allow_reinit = true;
+  return setup_telemetry(c, 0, 1, o);
+}
+
+TEST(Allocations, EnabledSpanWithTwoNumericAttributesInSteadyState) {
+  // One batch holds a whole round, so the exporter runs only at the flush and every round reuses
+  // exactly the records of the round before (otherwise how many records circulate depends on how
+  // far the exporter lags, and a slow build may legitimately create a few more).
+  lens_test::ScopedEnv env;
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2048");
+  env.set("OTEL_BSP_SCHEDULE_DELAY", "600000");
+  auto h = setup_step_tracing();
   // Warm up: records are created, exported and come back to the free pool.
   for (int round = 0; round < 3; ++round) {
     allocations_per_1000_spans();
@@ -110,6 +118,22 @@ TEST(Allocations, EnabledSpanWithTwoNumericAttributesInSteadyState) {
     ASSERT_TRUE(h.force_flush());
   }
   EXPECT_EQ(allocations_per_1000_python_path_spans(), 0u);
+  h.shutdown();
+}
+
+// A span of a group that is off starts nothing, so its names are not interned either: a program
+// that makes names at run time (a layer index in the name) must not fill the intern table, and
+// allocate for each new name, with spans it never records.
+TEST(Allocations, DisabledManagedSpansWithNewNamesAllocateNothing) {
+  auto h = setup_step_tracing();
+  std::vector<std::string> names;
+  for (int i = 0; i < 1000; ++i) names.push_back("layer_" + std::to_string(i) + "_forward");
+  managed_span("microbatch", "warm_up");  // the thread's state and the group lookup exist now
+  const std::size_t n = allocations_per_1000([&](int i) {
+    Span s = managed_span("microbatch", names[static_cast<std::size_t>(i)]);
+    EXPECT_FALSE(s.is_recording());
+  });
+  EXPECT_EQ(n, 0u);
   h.shutdown();
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -122,6 +123,7 @@ struct alignas(64) SpanRecord {
   /// Meaningful only while cold_used; kept across reuse otherwise.
   SpanCold* cold = nullptr;
   std::int64_t thread_id = 0;
+  // From here to inline_room: what init_record() sets, in one run of stores.
   /// The NVTX range opened on the owner's thread for this span (nvtx_open()); 0: none.
   std::uint32_t nvtx = 0;
   std::uint32_t dropped_attributes_count = 0;
@@ -135,11 +137,14 @@ struct alignas(64) SpanRecord {
   bool status_final = false;  // an OK status was set
   bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
   bool truncated = false;  // a copy ended by shutdown
-  bool cold_used = false;  // `cold` holds something of this span
   /// In its owner's open-span registry: kOpenNone (tracking was off when it started),
   /// kOpenRegistered, or kOpenUntracked (the registry was full; counted).
   std::uint8_t open_state = 0;
   std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
+  /// New attributes go inline while inline_used < inline_room: the slots the count limit allows,
+  /// until an attribute goes to the cold list (then every later one does too, to keep the order).
+  std::uint8_t inline_room = 0;
+  bool cold_used = false;  // `cold` holds something of this span
   InlineAttribute attributes[kInlineAttributes];
 
   SpanRecord() = default;
@@ -164,29 +169,6 @@ struct alignas(64) SpanRecord {
   SpanContext context() const;
 };
 
-/// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
-/// needed before). The cold part must be unused (a free record's is).
-inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
-  r.parent_span_id = SpanId{};
-  r.site = nullptr;
-  r.owner = owner;
-  r.pipeline = pipeline;
-  r.nvtx = 0;
-  r.dropped_attributes_count = 0;
-  r.trace_flags = 0;
-  r.is_remote = false;
-  r.parent_is_remote = false;
-  r.kind = SpanKind::kInternal;
-  r.status_code = StatusCode::kUnset;
-  r.recording = false;
-  r.exception_recorded = false;
-  r.status_final = false;
-  r.orphaned = false;
-  r.truncated = false;
-  r.open_state = kOpenNone;
-  r.inline_used = 0;
-}
-
 /// Clears the cold part of a record for reuse (keeping its storage).
 void reset_record(SpanRecord& r) noexcept;
 
@@ -202,8 +184,8 @@ void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
 
 /// Stores `value` in `slot` when it fits (strings cut to `len_limit`, or "[REDACTED]" when
 /// `redact`); false, the slot untouched, when it does not.
-inline bool store_inline(InlineAttribute& slot, const AttributeArg& value, std::size_t len_limit,
-                  bool redact) noexcept {
+[[gnu::always_inline]] inline bool store_inline(InlineAttribute& slot, const AttributeArg& value,
+                                                std::size_t len_limit, bool redact) noexcept {
   using T = AttributeArg::Type;
   switch (value.type()) {
     case T::kBool:
@@ -264,7 +246,7 @@ struct NvtxStack {
   bool closed[kCapacity] = {};  // closed[i]: the span of range i ended; popped once on top
 };
 
-/// One entry of a thread's cache of interned sites (cached_site()).
+/// One entry of a thread's cache of interned sites (find_cached_site(), cache_site()).
 struct SiteCacheEntry {
   std::uint64_t hash = 0;
   const SpanSite* site = nullptr;
@@ -280,7 +262,7 @@ struct ThreadState {
   NvtxStack nvtx;                  // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;  // free records
   IdGenerator ids;
-  SiteCacheEntry sites[64];  // cached_site()'s, owner only
+  SiteCacheEntry sites[64];  // cache_site()'s, owner only
   // The ring this thread queues ended spans to, of the pipeline it last queued to; spans until
   // that ring next wakes the exporter thread. Owner only.
   SpanRing* ring = nullptr;
@@ -299,7 +281,7 @@ struct ThreadState {
 };
 
 /// The calling thread's state, once acquired (a %fs-relative load: the initial-exec TLS model).
-[[gnu::tls_model("initial-exec")]] extern thread_local ThreadState* t_state;
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local ThreadState* t_state;
 /// Acquires a state for the calling thread; null when memory ran out or the thread is exiting.
 ThreadState* acquire_for_this_thread() noexcept;
 
@@ -367,7 +349,8 @@ struct Pipeline {
   ~Pipeline() = delete;  // immortal: records and handles may point here
 
   /// Queues an ended span on the ring of `current` (the calling thread's state, or null), or drops
-  /// and counts it when that ring is full. Never blocks.
+  /// and counts it when that ring is full. Never blocks. Inline: a push to the thread's ring when
+  /// the pipeline runs and the ring is the thread's current one.
   void enqueue(SpanRecord* rec, ThreadState* current) noexcept;
   /// Exports everything queued before the call; false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
@@ -387,9 +370,9 @@ struct Pipeline {
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Whether `key` is a redacted attribute key (inline: records.cpp needs no Pipeline symbol).
   bool redacted(std::string_view key) const noexcept {
-    if ((redacted_lengths & (1ull << std::min<std::size_t>(key.size(), 63))) == 0) return false;
-    for (const auto& k : redacted_keys) {
-      if (k == key) return true;
+    const std::size_t bucket = std::min<std::size_t>(key.size(), kRedactedBuckets - 1);
+    for (std::size_t i = redacted_from[bucket]; i < redacted_from[bucket + 1]; ++i) {
+      if (equal_short(redacted_by_length[i], key)) return true;
     }
     return false;
   }
@@ -405,9 +388,15 @@ struct Pipeline {
   const SpanLimits limits;
   const SamplerConfig sampler;
   const std::vector<std::string> redacted_keys;
-  /// Bit n set when some redacted key has length n (63 stands for 63 and more): most keys are
-  /// ruled out without a string comparison.
-  const std::uint64_t redacted_lengths;
+  /// redacted_keys by length: those of length n are redacted_by_length[redacted_from[n],
+  /// redacted_from[n + 1]), the last bucket holding every longer one. A key is compared only with
+  /// keys of its length (usually none).
+  static constexpr std::size_t kRedactedBuckets = 64;
+  const std::vector<std::string> redacted_by_length;
+  std::array<std::uint32_t, kRedactedBuckets + 1> redacted_from{};
+  /// The inline attribute slots a span may use: kInlineAttributes, or fewer under a lower count
+  /// limit (SpanRecord::inline_room starts here).
+  const std::uint8_t inline_room;
   const Resource resource;
   std::shared_ptr<SpanExporter> exporter;
   std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
@@ -422,6 +411,10 @@ struct Pipeline {
 
  private:
   void ensure_thread() noexcept;
+  // enqueue() for every case: shutdown begun, no ring yet, the thread not started, a full ring.
+  void enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept;
+  // Wakes the exporter thread: `current` queued a batch's worth since the last wake.
+  void wake_after_batch(ThreadState& current) noexcept;
   void run() noexcept;
   // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile.
   bool export_batch(std::vector<SpanRecord*>& batch,
@@ -471,23 +464,55 @@ struct Pipeline {
   std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;
 };
 
-/// Adds a new attribute (its key not set yet) to a free inline slot of `r`: true when it fit
-/// (a slot left, the key short enough, within the count limit, nothing in the cold list yet).
-inline bool append_inline(SpanRecord& r, std::string_view key, const AttributeArg& value,
-                          bool redact) noexcept {
-  const Pipeline& p = *r.pipeline;
-  const std::uint32_t n = r.inline_used;
-  if (n >= SpanRecord::kInlineAttributes || n >= p.limits.attribute_count ||
-      key.size() > InlineAttribute::kKeyCapacity ||
-      (r.cold_used && r.cold->attributes_used != 0)) {
-    return false;
+inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
+  if (NEMO_LENS_LIKELY(current != nullptr && current->ring_pipeline == this &&
+                       accepting.load(std::memory_order_acquire) &&
+                       thread_started_.load(std::memory_order_acquire) &&
+                       current->ring->queue.try_push(rec))) {
+    // Counting here, rather than reading the queue's size, keeps the consumer's cache line out of
+    // the producer's path.
+    if (NEMO_LENS_UNLIKELY(--current->until_wake == 0)) wake_after_batch(*current);
+    return;
   }
+  enqueue_slow(rec, current);
+}
+
+/// Adds a new attribute (its key not set yet) to a free inline slot of `r`: true when it fit
+/// (inline room left, the key short enough, the value small enough).
+[[gnu::always_inline]] inline bool append_inline(SpanRecord& r, std::string_view key,
+                                                 const AttributeArg& value, bool redact) noexcept {
+  const std::uint32_t n = r.inline_used;
+  if (n >= r.inline_room || key.size() > InlineAttribute::kKeyCapacity) return false;
   InlineAttribute& slot = r.attributes[n];
-  if (!store_inline(slot, value, p.limits.attribute_value_length, redact)) return false;
+  if (!store_inline(slot, value, r.pipeline->limits.attribute_value_length, redact)) return false;
   slot.key_size = static_cast<std::uint8_t>(key.size());
   copy_small(slot.key, key.data(), key.size());
   r.inline_used = static_cast<std::uint8_t>(n + 1);
   return true;
+}
+
+/// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
+/// needed before). The cold part must be unused (a free record's is).
+inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
+  r.parent_span_id = SpanId{};
+  r.site = nullptr;
+  r.owner = owner;
+  r.pipeline = pipeline;
+  r.nvtx = 0;
+  r.dropped_attributes_count = 0;
+  r.trace_flags = 0;
+  r.is_remote = false;
+  r.parent_is_remote = false;
+  r.kind = SpanKind::kInternal;
+  r.status_code = StatusCode::kUnset;
+  r.recording = false;
+  r.exception_recorded = false;
+  r.status_final = false;
+  r.orphaned = false;
+  r.truncated = false;
+  r.open_state = kOpenNone;
+  r.inline_used = 0;
+  r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }
 
 /// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
@@ -496,7 +521,7 @@ inline bool append_inline(SpanRecord& r, std::string_view key, const AttributeAr
 [[gnu::always_inline]] inline void put_span_attribute(SpanRecord& r, std::string_view key,
                                                       const AttributeArg& value) {
   for (std::uint32_t i = 0; i < r.inline_used; ++i) {
-    if (r.attributes[i].key_view() == key) return put_span_attribute_slow(r, key, value);
+    if (equal_short(r.attributes[i].key_view(), key)) return put_span_attribute_slow(r, key, value);
   }
   const bool redact = value.type() == AttributeArg::Type::kString && r.pipeline->redacted(key);
   if (!append_inline(r, key, value, redact)) put_span_attribute_slow(r, key, value);

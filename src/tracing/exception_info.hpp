@@ -30,7 +30,7 @@ struct EhGlobals {
 };
 
 /// This thread's EhGlobals, looked up on its first span (__cxa_get_globals()).
-[[gnu::tls_model("initial-exec")]] extern thread_local const EhGlobals* t_eh_globals;
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local const EhGlobals* t_eh_globals;
 const EhGlobals* lookup_eh_globals() noexcept;
 
 /// std::uncaught_exceptions(), without its call into the C++ runtime and that runtime's

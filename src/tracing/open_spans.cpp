@@ -15,69 +15,6 @@ constinit std::atomic<TrackOpen> g_track_mode{TrackOpen::kOff};
 
 namespace {
 
-// A sequence-counter write section, as in clock.cpp: the odd count is stored first, every data
-// store is release (so the odd count is visible before any new value), and the even count last.
-class WriteSection {
- public:
-  explicit WriteSection(OpenStack& o) noexcept
-      : o_(o), start_(o.sequence.load(std::memory_order_relaxed)) {
-    o_.sequence.store(start_ + 1, std::memory_order_relaxed);
-  }
-  ~WriteSection() { o_.sequence.store(start_ + 2, std::memory_order_release); }
-  WriteSection(const WriteSection&) = delete;
-  WriteSection& operator=(const WriteSection&) = delete;
-
- private:
-  OpenStack& o_;
-  std::uint64_t start_;
-};
-
-void count_untracked(OpenStack& o, int delta) noexcept {
-  const std::uint32_t n = o.untracked.load(std::memory_order_relaxed);  // writers hold the lock
-  if (delta > 0 || n > 0)
-    o.untracked.store(n + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
-}
-
-bool push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::uint64_t start,
-          std::uint32_t token) noexcept {
-  const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
-  if (d >= OpenStack::kCapacity) {
-    count_untracked(o, +1);
-    return false;
-  }
-  WriteSection w(o);
-  OpenEntry& e = o.entries[d];
-  e.site.store(site, std::memory_order_release);
-  e.record.store(rec, std::memory_order_release);
-  e.start_ticks.store(start, std::memory_order_release);
-  e.token.store(token, std::memory_order_release);
-  o.depth.store(d + 1, std::memory_order_release);
-  return true;
-}
-
-// Removes the innermost entry `match` accepts, moving the ones above it down (spans may end in
-// any order).
-template <class Match>
-bool remove(OpenStack& o, Match match) noexcept {
-  const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
-  for (std::uint32_t i = d; i-- > 0;) {
-    if (!match(o.entries[i])) continue;
-    WriteSection w(o);
-    for (std::uint32_t j = i; j + 1 < d; ++j) {
-      OpenEntry& to = o.entries[j];
-      const OpenEntry& from = o.entries[j + 1];
-      to.site.store(from.site.load(std::memory_order_relaxed), std::memory_order_release);
-      to.record.store(from.record.load(std::memory_order_relaxed), std::memory_order_release);
-      to.start_ticks.store(from.start_ticks.load(std::memory_order_relaxed),
-                               std::memory_order_release);
-      to.token.store(from.token.load(std::memory_order_relaxed), std::memory_order_release);
-    }
-    o.depth.store(d - 1, std::memory_order_release);
-    return true;
-  }
-  return false;
-}
-
 struct EntryCopy {
   const SpanSite* site;
   SpanRecord* record;
@@ -135,31 +72,19 @@ RecordRead read_record(ThreadState& owner, SpanRecord* rec, OpenSpanView& view) 
 
 }  // namespace
 
-bool open_record(ThreadState& s, SpanRecord* rec, std::uint64_t start_ticks) noexcept {
-  return push(s.open, nullptr, rec, start_ticks, 0);
-}
-
-void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept {
-  if (!tracked || !remove(s.open, [rec](const OpenEntry& e) {
-        return e.record.load(std::memory_order_relaxed) == rec;
-      })) {
-    count_untracked(s.open, -1);
-  }
-}
-
 std::uint32_t open_light_entry(ThreadState& s, const SpanSite& site) noexcept {
   std::uint32_t token = s.open.next_token++;
   if (token == 0) token = s.open.next_token++;  // wrapped: 0 means untracked
-  return push(s.open, &site, nullptr, now_ticks(), token) ? token : 0;
+  return open_push(s.open, &site, nullptr, now_ticks(), token) ? token : 0;
 }
 
 void close_light_span(ThreadState& owner, std::uint32_t token) noexcept {
   std::lock_guard lock(owner.mu);
-  if (token == 0 || !remove(owner.open, [token](const OpenEntry& e) {
+  if (token == 0 || !open_remove(owner.open, [token](const OpenEntry& e) {
         return e.token.load(std::memory_order_relaxed) == token &&
                e.record.load(std::memory_order_relaxed) == nullptr;
       })) {
-    count_untracked(owner.open, -1);
+    open_count_untracked(owner.open, -1);
   }
 }
 
@@ -197,16 +122,32 @@ const SpanSite& intern_site(std::string_view group, std::string_view name) noexc
   return site != nullptr ? *site : kOther;
 }
 
-const SpanSite* cached_site(ThreadState& ts, std::string_view group,
-                            std::string_view name) noexcept {
-  const std::uint64_t h = hash_short_string(group) * 31 + hash_short_string(name);
-  SiteCacheEntry& e = ts.sites[h % std::size(ts.sites)];
+namespace {
+std::uint64_t site_hash(std::string_view group, std::string_view name) noexcept {
+  return hash_short_string(group) * 31 + hash_short_string(name);
+}
+SiteCacheEntry& cache_entry(ThreadState& ts, std::uint64_t hash) noexcept {
+  return ts.sites[hash % std::size(ts.sites)];
+}
+}  // namespace
+
+const SpanSite* find_cached_site(ThreadState& ts, std::string_view group,
+                                 std::string_view name) noexcept {
+  const std::uint64_t h = site_hash(group, name);
+  const SiteCacheEntry& e = cache_entry(ts, h);
   if (e.site != nullptr && e.hash == h && equal_short(e.site->name, name) &&
       equal_short(e.site->gate.group, group)) {
     return e.site;
   }
+  return nullptr;
+}
+
+const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept {
   const SpanSite* site = intern_site_if_room(group, name);
-  if (site != nullptr) e = {h, site};
+  if (site != nullptr) {
+    const std::uint64_t h = site_hash(group, name);
+    cache_entry(ts, h) = {h, site};
+  }
   return site;
 }
 

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "control/settings.hpp"
+#include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/attributes.hpp"
 #include "nemo/lens/context.hpp"
 #include "nemo/lens/groups.hpp"
@@ -43,10 +45,41 @@ struct GroupState {
   bool nvtx = false;
   std::uint32_t index = 0;
 };
-/// The state of the group of a LENS_SPAN site resolved by resolve_span_site().
-GroupState span_site_state(const SiteGate& site) noexcept;
+/// How many groups the interned table holds, and each one's flags by its index there (state.cpp):
+/// enabled for export; a LENS_SPAN site of it starts something (enabled, tracked or NVTX); its
+/// spans open NVTX ranges.
+inline constexpr std::uint32_t kMaxGroups = 4096;
+extern std::atomic<bool> g_flags[kMaxGroups];
+extern std::atomic<bool> g_site_flags[kMaxGroups];
+extern std::atomic<bool> g_nvtx_flags[kMaxGroups];
+
+/// Whether the open spans of groups that are off are tracked too (TRACK_OPEN=all).
+inline bool tracked_by_mode() noexcept {
+  return g_track_mode.load(std::memory_order_relaxed) == TrackOpen::kAll;
+}
+
+/// The state of the group with interned `index`.
+inline GroupState state_at(std::uint32_t index) noexcept {
+  GroupState g;
+  g.enabled = g_flags[index].load(std::memory_order_relaxed);
+  g.tracked = g.enabled || tracked_by_mode();
+  g.nvtx = g_nvtx_flags[index].load(std::memory_order_relaxed);
+  g.index = index;
+  return g;
+}
+
 /// The state of `group`, looked up by name (one probe of the interned table).
 GroupState group_state(std::string_view group) noexcept;
+
+/// The state of the group of a LENS_SPAN site resolved by resolve_span_site(): three loads when
+/// the site points into the flags (inline: every recorded span of a site reads it).
+inline GroupState span_site_state(const SiteGate& site) noexcept {
+  static_assert(sizeof(std::atomic<bool>) == 1);
+  const auto offset = reinterpret_cast<std::uintptr_t>(site.flag.load(std::memory_order_relaxed)) -
+                      reinterpret_cast<std::uintptr_t>(g_site_flags);
+  if (NEMO_LENS_LIKELY(offset < kMaxGroups)) return state_at(static_cast<std::uint32_t>(offset));
+  return group_state(site.group);  // unresolved: the table is full
+}
 
 /// The groups whose spans open NVTX ranges while NVTX emits, without enabling them for export: a
 /// rank that does not export shows the ranges of the groups it would export.
@@ -76,10 +109,97 @@ struct OpenStack {
   OpenEntry entries[kCapacity];
 };
 
-/// Requires s.mu. Registers an open record; false when the registry is full (counted untracked).
-bool open_record(ThreadState& s, SpanRecord* rec, std::uint64_t start_ticks) noexcept;
-/// Requires s.mu. Removes a record registered by open_record (`tracked` is what it returned).
-void close_record(ThreadState& s, SpanRecord* rec, bool tracked) noexcept;
+/// A sequence-counter write section, as in clock.cpp: the odd count is stored first, every data
+/// store is release (so the odd count is visible before any new value), and the even count last.
+class OpenWriteSection {
+ public:
+  explicit OpenWriteSection(OpenStack& o) noexcept
+      : o_(o), start_(o.sequence.load(std::memory_order_relaxed)) {
+    o_.sequence.store(start_ + 1, std::memory_order_relaxed);
+  }
+  ~OpenWriteSection() { o_.sequence.store(start_ + 2, std::memory_order_release); }
+  OpenWriteSection(const OpenWriteSection&) = delete;
+  OpenWriteSection& operator=(const OpenWriteSection&) = delete;
+
+ private:
+  OpenStack& o_;
+  std::uint64_t start_;
+};
+
+/// Requires the owner's lock. Counts one span more (+1) or fewer (-1) beyond the registry.
+inline void open_count_untracked(OpenStack& o, int delta) noexcept {
+  const std::uint32_t n = o.untracked.load(std::memory_order_relaxed);  // writers hold the lock
+  if (delta > 0 || n > 0)
+    o.untracked.store(n + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
+}
+
+/// Requires the owner's lock. Adds an entry on top; false when the registry is full (counted
+/// untracked). Inline: recorded spans do this on every start.
+inline bool open_push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::uint64_t start,
+                      std::uint32_t token) noexcept {
+  const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
+  if (NEMO_LENS_UNLIKELY(d >= OpenStack::kCapacity)) {
+    open_count_untracked(o, +1);
+    return false;
+  }
+  OpenWriteSection w(o);
+  OpenEntry& e = o.entries[d];
+  e.site.store(site, std::memory_order_release);
+  e.record.store(rec, std::memory_order_release);
+  e.start_ticks.store(start, std::memory_order_release);
+  e.token.store(token, std::memory_order_release);
+  o.depth.store(d + 1, std::memory_order_release);
+  return true;
+}
+
+/// Requires the owner's lock. Removes the innermost entry `match` accepts, moving the ones above
+/// it down (spans may end in any order); false when none does.
+template <class Match>
+bool open_remove(OpenStack& o, Match match) noexcept {
+  const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
+  for (std::uint32_t i = d; i-- > 0;) {
+    if (!match(o.entries[i])) continue;
+    OpenWriteSection w(o);
+    for (std::uint32_t j = i; j + 1 < d; ++j) {
+      OpenEntry& to = o.entries[j];
+      const OpenEntry& from = o.entries[j + 1];
+      to.site.store(from.site.load(std::memory_order_relaxed), std::memory_order_release);
+      to.record.store(from.record.load(std::memory_order_relaxed), std::memory_order_release);
+      to.start_ticks.store(from.start_ticks.load(std::memory_order_relaxed),
+                           std::memory_order_release);
+      to.token.store(from.token.load(std::memory_order_relaxed), std::memory_order_release);
+    }
+    o.depth.store(d - 1, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+/// Requires the owner's lock. Registers an open record; false when the registry is full (counted
+/// untracked).
+inline bool open_record(OpenStack& o, SpanRecord* rec, std::uint64_t start_ticks) noexcept {
+  return open_push(o, nullptr, rec, start_ticks, 0);
+}
+/// Requires the owner's lock. Removes a record registered by open_record (`tracked` is what it
+/// returned).
+inline void close_record(OpenStack& o, SpanRecord* rec, bool tracked) noexcept {
+  if (tracked) {
+    const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
+    if (NEMO_LENS_LIKELY(d > 0 && o.entries[d - 1].record.load(std::memory_order_relaxed) == rec)) {
+      // The innermost entry (spans mostly end innermost first): a smaller depth is all it takes.
+      // No entry changes, so no write section: a reader that saw the old depth copied an entry
+      // that was intact, and the next push into that slot is a write section.
+      o.depth.store(d - 1, std::memory_order_release);
+      return;
+    }
+    if (open_remove(o, [rec](const OpenEntry& e) {
+          return e.record.load(std::memory_order_relaxed) == rec;
+        })) {
+      return;
+    }
+  }
+  open_count_untracked(o, -1);
+}
 
 /// Requires s.mu. Registers a light entry for a tracked, unexported span of `site`; returns its
 /// token, 0 when the registry is full (counted untracked).
@@ -95,9 +215,12 @@ const SpanSite& intern_site(std::string_view group, std::string_view name) noexc
 /// The interned site of `group` and `name` (its gate resolved), or null once the table is full
 /// (or memory ran out).
 const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept;
-/// intern_site_if_room() through a small per-thread cache (`ts`'s): a hash and two comparisons
-/// when the pair was seen recently, no lock.
-const SpanSite* cached_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept;
+/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites (a hash and two
+/// comparisons, no lock), else null. Interns nothing.
+const SpanSite* find_cached_site(ThreadState& ts, std::string_view group,
+                                 std::string_view name) noexcept;
+/// intern_site_if_room(), kept in `ts`'s cache for find_cached_site().
+const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept;
 
 /// One open span as a reader sees it.
 struct OpenSpanView {

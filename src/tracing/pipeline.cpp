@@ -18,21 +18,37 @@
 
 namespace nemo::lens::detail {
 
+namespace {
+// The bucket of Pipeline::redacted_by_length a key of this length is in.
+std::size_t bucket_of(std::string_view key) noexcept {
+  return std::min<std::size_t>(key.size(), Pipeline::kRedactedBuckets - 1);
+}
+}  // namespace
+
 Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
                    std::vector<std::string> redact, Resource res, std::shared_ptr<SpanExporter> exp)
     : options(opts),
       limits(lim),
       sampler(samp),
       redacted_keys(std::move(redact)),
-      redacted_lengths([this] {
-        std::uint64_t mask = 0;
-        for (const auto& k : redacted_keys) mask |= 1ull << std::min<std::size_t>(k.size(), 63);
-        return mask;
+      redacted_by_length([this] {
+        std::vector<std::string> keys = redacted_keys;
+        std::stable_sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+          return bucket_of(a) < bucket_of(b);
+        });
+        return keys;
       }()),
+      inline_room(static_cast<std::uint8_t>(
+          std::min<std::uint32_t>(SpanRecord::kInlineAttributes, lim.attribute_count))),
       resource(std::move(res)),
       exporter(std::move(exp)),
       shared_queue_(opts.max_queue_size) {
   keep_reachable(this);  // immortal: records and handles may point here
+  // redacted_from[n]: the first key of bucket n or a later one.
+  for (std::size_t n = 0, i = 0; n <= kRedactedBuckets; ++n) {
+    while (i < redacted_by_length.size() && bucket_of(redacted_by_length[i]) < n) ++i;
+    redacted_from[n] = static_cast<std::uint32_t>(i);
+  }
   record_exporter_ = dynamic_cast<RecordSpanExporter*>(exporter.get());
   if (record_exporter_ != nullptr && !record_exporter_->encodes_records()) {
     record_exporter_ = nullptr;
@@ -81,7 +97,12 @@ SpanRing* Pipeline::ring_for(ThreadState& ts) noexcept {
   return ring;
 }
 
-void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
+void Pipeline::wake_after_batch(ThreadState& current) noexcept {
+  current.until_wake = options.max_export_batch_size;
+  wake_.release();
+}
+
+void Pipeline::enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept {
   if (!accepting.load(std::memory_order_acquire)) {
     dropped_at_shutdown_.fetch_add(1, std::memory_order_relaxed);  // rare: during shutdown only
     recycle(rec);
@@ -100,9 +121,10 @@ void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
   ensure_thread();
   // Wake the exporter once per batch's worth of this thread's spans: counting here, rather than
   // reading the queue's size, keeps the consumer's cache line out of the producer's path.
-  if (ring == nullptr || --current->until_wake == 0) {
-    if (ring != nullptr) current->until_wake = options.max_export_batch_size;
+  if (ring == nullptr) {
     wake_.release();
+  } else if (--current->until_wake == 0) {
+    wake_after_batch(*current);
   }
 }
 

@@ -47,6 +47,7 @@ void move_inline_attributes(SpanRecord& r) {
   for (std::uint32_t i = 0; i < n; ++i) assign_inline(c.attributes[i], r.attributes[i]);
   c.attributes_used = total;
   r.inline_used = 0;
+  r.inline_room = 0;  // every later attribute goes to the cold list, after these
 }
 
 }  // namespace
@@ -197,6 +198,7 @@ SpanRecord* copy_record(const SpanRecord& r) {
   copy->orphaned = r.orphaned;
   copy->truncated = r.truncated;
   copy->inline_used = r.inline_used;
+  copy->inline_room = r.inline_room;
   std::copy_n(r.attributes, r.inline_used, copy->attributes);
   return copy;
 }
@@ -258,6 +260,7 @@ void put_span_attribute_slow(SpanRecord& r, std::string_view key, const Attribut
   SpanCold& c = r.use_cold();
   put_list_attribute(c.attributes, c.attributes_used, r.dropped_attributes_count,
                      p.limits.attribute_count, r.inline_used, p, key, value);
+  r.inline_room = r.inline_used;  // later attributes follow this one in the cold list
 }
 
 }  // namespace nemo::lens::detail

@@ -103,9 +103,10 @@ struct StartRequest {
   const SpanContext* link = nullptr;
 };
 
-SpanRecord* start_record(Pipeline* p, const StartRequest& req,
-                         std::initializer_list<Attribute> attributes) noexcept {
-  if (!p->sampler.records_anything) return nullptr;
+// Starts a recorded span in `p` (which records something). Inline into both callers: a
+// LENS_SPAN site's request is constant there, and most of the branches fold away.
+[[gnu::always_inline]] inline SpanRecord* start_record(
+    Pipeline* p, const StartRequest& req, std::initializer_list<Attribute> attributes) noexcept {
   ThreadState* ts = this_thread_state();
   if (ts == nullptr) return nullptr;
   SpanRecord* rec = take_record(*ts);
@@ -170,7 +171,7 @@ SpanRecord* start_record(Pipeline* p, const StartRequest& req,
       rec->start_ticks = now_ticks();
       if (g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff) {
         rec->open_state =
-            open_record(*ts, rec, rec->start_ticks) ? kOpenRegistered : kOpenUntracked;
+            open_record(ts->open, rec, rec->start_ticks) ? kOpenRegistered : kOpenUntracked;
       }
     }
     ts->stack.push_back(rec);
@@ -267,6 +268,11 @@ bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
   const GroupState g = span_site_state(site.gate);
+  if (NEMO_LENS_LIKELY(p != nullptr && g.enabled && !g.nvtx && p->sampler.records_anything)) {
+    StartRequest req;  // the common case first: recorded, no NVTX range
+    req.site = &site;
+    return SpanAccess::make(start_record(p, req, attributes));
+  }
   auto start = [&]() noexcept -> Span {
     if (p != nullptr && g.enabled && p->sampler.records_anything) {
       StartRequest req;
@@ -284,17 +290,15 @@ Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attr
 
 using detail::SpanRecord;
 
-Span start_span(std::string_view name, const SpanStartOptions& options,
-                std::initializer_list<Attribute> attributes) noexcept {
-  detail::Pipeline* p = detail::g_active_pipeline.load(std::memory_order_acquire);
+namespace {
+// start_span() for every case but a recorded span of a cached site without an NVTX range. `site`
+// is the pair's site if the thread's cache had it, else null.
+Span start_span_slow(std::string_view name, const SpanStartOptions& options,
+                     std::initializer_list<Attribute> attributes, detail::Pipeline* p,
+                     detail::ThreadState* ts, const detail::SpanSite* site) noexcept {
   const bool tracking = detail::tracking();
   const bool nvtx = detail::nvtx_emitting();
   if (p == nullptr && !tracking && !nvtx) return Span();
-  // The names as an interned site, looked up in the thread's cache: the record then carries a
-  // pointer, not copies. Null without a thread state or once the table is full: names are copied.
-  detail::ThreadState* ts = detail::this_thread_state();
-  const detail::SpanSite* site =
-      ts != nullptr ? detail::cached_site(*ts, options.group, name) : nullptr;
   // An ungated span is on whenever something records; its NVTX range has no category.
   detail::GroupState g{true, true, nvtx, detail::kNoGroupIndex};
   if (!options.group.empty()) {
@@ -302,9 +306,16 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
   }
   // A span that is not exported may still be tracked as open, for `lens ctl dump`.
   const bool exported = p != nullptr && p->sampler.records_anything && g.enabled;
+  const bool light = !exported && g.tracked && tracking;
+  // The names as an interned site, cached in the thread: the record then carries a pointer, not
+  // copies. Only pairs that start something are interned, so that pairs that are off never fill
+  // the table. Null without a thread state or once the table is full: names are copied.
+  if (site == nullptr && ts != nullptr && (exported || light || g.nvtx)) {
+    site = detail::cache_site(*ts, options.group, name);
+  }
   auto start = [&]() noexcept -> Span {
     if (!exported) {
-      if (!g.tracked || !tracking) return Span();
+      if (!light) return Span();
       return detail::open_light_span(site != nullptr ? *site
                                                      : detail::intern_site(options.group, name));
     }
@@ -321,6 +332,32 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
   if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
   return detail::start_with_range(site != nullptr ? *site : detail::intern_site(options.group, name),
                                   g.index, start);
+}
+}  // namespace
+
+Span start_span(std::string_view name, const SpanStartOptions& options,
+                std::initializer_list<Attribute> attributes) noexcept {
+  detail::Pipeline* p = detail::g_active_pipeline.load(std::memory_order_acquire);
+  detail::ThreadState* ts = detail::this_thread_state_if_any();
+  const detail::SpanSite* site = nullptr;
+  if (NEMO_LENS_LIKELY(p != nullptr && ts != nullptr && !options.group.empty())) {
+    // The common case first: a pair this thread started before, its group recorded, no NVTX.
+    site = detail::find_cached_site(*ts, options.group, name);
+    if (site != nullptr) {
+      const detail::GroupState g = detail::span_site_state(site->gate);
+      if (NEMO_LENS_LIKELY(g.enabled && !g.nvtx && p->sampler.records_anything)) {
+        detail::StartRequest req;
+        req.site = site;
+        req.kind = options.kind;
+        req.parent = options.parent;
+        req.root = options.root;
+        req.link = options.link;
+        return detail::SpanAccess::make(detail::start_record(p, req, attributes));
+      }
+    }
+  }
+  if (ts == nullptr) ts = detail::this_thread_state();
+  return start_span_slow(name, options, attributes, p, ts, site);
 }
 
 Span& Span::operator=(Span&& other) noexcept {
@@ -458,20 +495,13 @@ SpanContext Span::context() const noexcept {
 
 void Span::finish_scope() noexcept { finish(detail::uncaught_exceptions_now() > uncaught_); }
 
-void Span::finish(bool unwinding) noexcept {
-  SpanRecord* rec = std::exchange(rec_, nullptr);
-  if (detail::tags(rec) != 0) {
-    detail::ThreadState* owner = detail::tagged_owner(rec);
-    if (nvtx_ != 0) detail::nvtx_close(*owner, std::exchange(nvtx_, 0));
-    if (detail::is_light(rec)) detail::close_light_span(*owner, token_);
-    return;
-  }
-  const std::uint64_t now = detail::now_ticks();
-  // Looked up before the lock: what the exception hook recorded for the throw being unwound.
-  std::optional<detail::ThrownException> thrown;
-  if (NEMO_LENS_UNLIKELY(unwinding && rec->recording)) {
-    thrown = detail::last_thrown_exception(std::uncaught_exceptions());
-  }
+namespace {
+// Ends `rec`: takes it off its owner's stack and registry and sets its end; when `unwinding`,
+// records the exception being unwound (`thrown`, looked up before the lock, or null). Then queues
+// it, or recycles it when it is not to be exported. Inline twice: with `unwinding` constant, the
+// common end has no exception code.
+[[gnu::always_inline]] inline void end_record(SpanRecord* rec, std::uint64_t now, bool unwinding,
+                                              const detail::ThrownException* thrown) noexcept {
   bool export_it = false;
   {
     detail::ThreadState* owner = rec->owner;
@@ -489,14 +519,14 @@ void Span::finish(bool unwinding) noexcept {
       }
     }
     if (rec->open_state != detail::kOpenNone) {
-      detail::close_record(*owner, rec, rec->open_state == detail::kOpenRegistered);
+      detail::close_record(owner->open, rec, rec->open_state == detail::kOpenRegistered);
       rec->open_state = detail::kOpenNone;
     }
     export_it = rec->recording && !rec->orphaned;
     if (export_it) {
       if (unwinding && !rec->exception_recorded) {
         try {
-          const bool known = thrown && thrown->known;
+          const bool known = thrown != nullptr && thrown->known;
           detail::record_exception_locked(*rec, known ? thrown->type : "unknown",
                                           known ? thrown->message : "",
                                           detail::ticks_to_unix_nano(now));
@@ -517,6 +547,28 @@ void Span::finish(bool unwinding) noexcept {
     return;
   }
   rec->pipeline->enqueue(rec, current);
+}
+
+// end_record() for a span whose scope an exception is leaving.
+[[gnu::noinline]] void end_record_unwinding(SpanRecord* rec, std::uint64_t now) noexcept {
+  // What the exception hook recorded for the throw being unwound.
+  std::optional<detail::ThrownException> thrown;
+  if (rec->recording) thrown = detail::last_thrown_exception(std::uncaught_exceptions());
+  end_record(rec, now, true, thrown ? &*thrown : nullptr);
+}
+}  // namespace
+
+void Span::finish(bool unwinding) noexcept {
+  SpanRecord* rec = std::exchange(rec_, nullptr);
+  if (detail::tags(rec) != 0) {
+    detail::ThreadState* owner = detail::tagged_owner(rec);
+    if (nvtx_ != 0) detail::nvtx_close(*owner, std::exchange(nvtx_, 0));
+    if (detail::is_light(rec)) detail::close_light_span(*owner, token_);
+    return;
+  }
+  const std::uint64_t now = detail::now_ticks();
+  if (NEMO_LENS_UNLIKELY(unwinding)) return end_record_unwinding(rec, now);
+  end_record(rec, now, false, nullptr);
 }
 
 SpanContext current_span_context() noexcept {
