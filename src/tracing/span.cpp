@@ -265,14 +265,11 @@ bool add_event_to_open_record(SpanRecord* rec, std::string_view name,
   return true;
 }
 
-Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
-  Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
-  const GroupState g = span_site_state(site.gate);
-  if (NEMO_LENS_LIKELY(p != nullptr && g.enabled && !g.nvtx && p->sampler.records_anything)) {
-    StartRequest req;  // the common case first: recorded, no NVTX range
-    req.site = &site;
-    return SpanAccess::make(start_record(p, req, attributes));
-  }
+namespace {
+// start_site_span() for every case but a recorded span without an NVTX range. Apart, so that the
+// common case keeps its values in registers (a lambda capturing them would put them in memory).
+[[gnu::noinline]] Span start_site_span_slow(const SpanSite& site, GroupState g, Pipeline* p,
+                                            std::initializer_list<Attribute> attributes) noexcept {
   auto start = [&]() noexcept -> Span {
     if (p != nullptr && g.enabled && p->sampler.records_anything) {
       StartRequest req;
@@ -282,8 +279,20 @@ Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attr
     if (g.tracked && tracking()) return open_light_span(site);
     return Span();
   };
-  if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
+  if (!g.nvtx) return start();
   return start_with_range(site, g.index, start);
+}
+}  // namespace
+
+Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
+  Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
+  const GroupState g = span_site_state(site.gate);
+  if (NEMO_LENS_LIKELY(p != nullptr && g.enabled && !g.nvtx && p->sampler.records_anything)) {
+    StartRequest req;
+    req.site = &site;
+    return SpanAccess::make(start_record(p, req, attributes));
+  }
+  return start_site_span_slow(site, g, p, attributes);
 }
 
 }  // namespace detail
