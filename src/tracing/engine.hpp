@@ -246,9 +246,17 @@ struct NvtxStack {
   bool closed[kCapacity] = {};  // closed[i]: the span of range i ended; popped once on top
 };
 
-/// One entry of a thread's cache of interned sites (find_cached_site(), cache_site()).
+/// One entry of a thread's cache of interned sites by the names' hash (find_cached_site(),
+/// cache_site()).
 struct SiteCacheEntry {
   std::uint64_t hash = 0;
+  const SpanSite* site = nullptr;
+};
+/// One entry of the same cache by where the caller keeps the names: a caller that passes the same
+/// strings again (a literal, a string it keeps) skips the hash. The names are still compared.
+struct SiteAddressEntry {
+  const char* group = nullptr;
+  const char* name = nullptr;
   const SpanSite* site = nullptr;
 };
 
@@ -263,6 +271,7 @@ struct ThreadState {
   std::vector<SpanRecord*> cache;  // free records
   IdGenerator ids;
   SiteCacheEntry sites[64];  // cache_site()'s, owner only
+  SiteAddressEntry site_addresses[64];  // the same sites by the names' addresses, owner only
   // The ring this thread queues ended spans to, of the pipeline it last queued to; spans until
   // that ring next wakes the exporter thread. Owner only.
   SpanRing* ring = nullptr;
