@@ -284,6 +284,49 @@ TEST_F(Tracing, StringsUnderRedactedKeysAreReplaced) {
   EXPECT_EQ(std::get<std::string>(s.events[0].attributes[0].value), "[REDACTED]");
 }
 
+// Redaction compares a key only with redacted keys of the same length (keys of 63 bytes and more
+// share one bucket): keys of equal length, and long keys, must still be told apart.
+TEST_F(Tracing, RedactionTellsApartKeysOfEqualLengthAndLongKeys) {
+  const std::string long_secret(70, 's'), long_other = std::string(69, 's') + "t";
+  const std::string longer_other(90, 's');
+  SetupOptions options;
+  options.redacted_keys = std::vector<std::string>{"api_key", "api_kez", long_secret};
+  start("all", options);
+  {
+    auto s = span_cm("r", {{"api_kez", "a"}, {"api_kex", "b"}, {"api_key", "c"}});
+    s.set_attribute(long_secret, "d");
+    s.set_attribute(long_other, "e");
+    s.set_attribute(longer_other, "f");
+  }
+  auto r = only(spans(), "r");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "api_kez")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "api_kex")), "b");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "api_key")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(r, long_secret)), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(r, long_other)), "e");
+  EXPECT_EQ(std::get<std::string>(*attr(r, longer_other)), "f");
+}
+
+// managed_span finds a pair's site by where the caller keeps the names: a buffer that held other
+// names before must still give each span its own names.
+TEST_F(Tracing, ManagedSpanNamesFromAReusedBufferStayCorrect) {
+  std::string group = "checkpoint", name = "forward";
+  { auto s = managed_span(group, name); }
+  name.replace(0, name.size(), "backwar");  // the same buffer and length, other contents
+  { auto s = managed_span(group, name); }
+  group.replace(0, group.size(), "model_init");  // the same for the group
+  name.replace(0, name.size(), "forward");
+  { auto s = managed_span(group, name); }
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].name, "forward");
+  EXPECT_EQ(all[0].group, "checkpoint");
+  EXPECT_EQ(all[1].name, "backwar");
+  EXPECT_EQ(all[1].group, "checkpoint");
+  EXPECT_EQ(all[2].name, "forward");
+  EXPECT_EQ(all[2].group, "model_init");
+}
+
 TEST_F(Tracing, RedactionSetIsConfigurable) {
   SetupOptions options;
   options.redacted_keys = std::vector<std::string>{"api_key"};
