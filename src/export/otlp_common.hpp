@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -61,7 +62,7 @@ std::string_view bytes_of(const std::array<std::uint8_t, N>& a) {
 }
 
 /// True when an attribute list has `key`.
-inline bool has_attribute(const std::vector<KeyValue>& kvs, std::string_view key) {
+inline bool has_attribute(std::span<const KeyValue> kvs, std::string_view key) {
   return std::any_of(kvs.begin(), kvs.end(), [key](const KeyValue& kv) { return kv.key == key; });
 }
 
@@ -86,7 +87,7 @@ struct ValueBound {
 };
 
 /// The most key_values() writes for `attributes`.
-inline std::size_t attributes_bound(const std::vector<KeyValue>& attributes) {
+inline std::size_t attributes_bound(std::span<const KeyValue> attributes) {
   std::size_t n = 0;
   for (const KeyValue& kv : attributes) {
     n += 2 * kMessageOverhead + string_bound(kv.key) + std::visit(ValueBound{}, kv.value);
@@ -180,7 +181,7 @@ inline void key_value_field(pb::Writer& w, std::uint32_t field, std::string_view
 }
 
 /// Every attribute of `kvs` as repeated KeyValue field `field`, in order.
-inline void key_values(pb::Writer& w, std::uint32_t field, const std::vector<KeyValue>& kvs) {
+inline void key_values(pb::Writer& w, std::uint32_t field, std::span<const KeyValue> kvs) {
   for (const KeyValue& kv : kvs) key_value_field(w, field, kv.key, kv.value);
 }
 

@@ -117,14 +117,7 @@ class RecordSpan {
     constexpr std::size_t kInlineBound =
         2 * kMessageOverhead + (3 * InlineAttribute::kKeyCapacity + 16) +
         (3 * InlineAttribute::kStringCapacity + 16);
-    std::size_t n = r_.inline_used * kInlineBound;
-    if (c_ != nullptr) {
-      for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
-        const KeyValue& kv = c_->attributes[i];
-        n += 2 * kMessageOverhead + string_bound(kv.key) + std::visit(otlp::ValueBound{}, kv.value);
-      }
-    }
-    return n;
+    return r_.inline_used * kInlineBound + otlp::attributes_bound(cold_attributes());
   }
   void write_attributes(pb::Writer& w) const {
     for (std::uint32_t i = 0; i < r_.inline_used; ++i) {
@@ -148,22 +141,13 @@ class RecordSpan {
       w.end_message(value_mark);
       w.end_message(mark);
     }
-    if (c_ != nullptr) {
-      for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
-        otlp::key_value_field(w, span::kAttributes, c_->attributes[i].key, c_->attributes[i].value);
-      }
-    }
+    otlp::key_values(w, span::kAttributes, cold_attributes());
   }
   bool has_attribute(std::string_view key) const {
     for (std::uint32_t i = 0; i < r_.inline_used; ++i) {
       if (r_.attributes[i].key_view() == key) return true;
     }
-    if (c_ != nullptr) {
-      for (std::uint32_t i = 0; i < c_->attributes_used; ++i) {
-        if (c_->attributes[i].key == key) return true;
-      }
-    }
-    return false;
+    return otlp::has_attribute(cold_attributes(), key);
   }
   std::uint32_t dropped_attributes() const { return r_.dropped_attributes_count; }
   const std::vector<SpanEvent>& events() const { return c_ != nullptr ? c_->events : kNoEvents; }
@@ -178,6 +162,11 @@ class RecordSpan {
 
  private:
   static std::string_view inline_string(const InlineAttribute& a) { return {a.s, a.string_size}; }
+  // The attributes after the inline ones: the cold list's used prefix.
+  std::span<const KeyValue> cold_attributes() const {
+    if (c_ == nullptr) return {};
+    return {c_->attributes.data(), c_->attributes_used};
+  }
   static inline const std::vector<SpanEvent> kNoEvents;
   static inline const std::vector<SpanLink> kNoLinks;
   const SpanRecord& r_;

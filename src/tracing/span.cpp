@@ -93,6 +93,22 @@ void record_exception_locked(SpanRecord& r, std::string_view type, std::string_v
   }
 }
 
+// What a new span takes from its parent, a record or a context.
+struct ParentView {
+  const TraceId* trace_id = nullptr;  // null: no parent
+  const SpanId* span_id = nullptr;
+  std::string_view trace_state;
+  bool is_remote = false;
+  std::uint8_t trace_flags = 0;
+
+  static ParentView of(const SpanRecord& r) noexcept {
+    return {&r.trace_id, &r.span_id, r.trace_state(), r.is_remote, r.trace_flags};
+  }
+  static ParentView of(const SpanContext& c) noexcept {
+    return {&c.trace_id, &c.span_id, c.trace_state, c.is_remote, c.trace_flags};
+  }
+};
+
 struct StartRequest {
   const SpanSite* site = nullptr;  // names the span when set; else group and name
   std::string_view group;
@@ -115,46 +131,33 @@ struct StartRequest {
   try {
     std::lock_guard lock(ts->mu);
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
-    const SpanContext* explicit_parent = nullptr;
-    const SpanRecord* parent_rec = nullptr;
+    ParentView parent;
     if (req.parent != nullptr && req.parent->is_valid()) {
-      explicit_parent = req.parent;
+      parent = ParentView::of(*req.parent);
     } else if (!req.root && !ts->stack.empty()) {
-      parent_rec = ts->stack.back();
+      parent = ParentView::of(*ts->stack.back());
     } else if (p->inherited.is_valid()) {
-      explicit_parent = &p->inherited;  // the process's own parent (TRACEPARENT at set-up)
+      parent = ParentView::of(p->inherited);  // the process's own parent (TRACEPARENT at set-up)
     }
     bool sampled;
-    std::uint8_t parent_flags = 0;
-    if (parent_rec != nullptr) {
-      rec->trace_id = parent_rec->trace_id;
-      if (const std::string_view ts_value = parent_rec->trace_state(); !ts_value.empty()) {
-        rec->use_cold().trace_state.assign(ts_value);
-      }
-      rec->parent_span_id = parent_rec->span_id;
-      rec->parent_is_remote = parent_rec->is_remote;
-      parent_flags = parent_rec->trace_flags;
-    } else if (explicit_parent != nullptr) {
-      rec->trace_id = explicit_parent->trace_id;
-      if (!explicit_parent->trace_state.empty()) {
-        rec->use_cold().trace_state = explicit_parent->trace_state;
-      }
-      rec->parent_span_id = explicit_parent->span_id;
-      rec->parent_is_remote = explicit_parent->is_remote;
-      parent_flags = explicit_parent->trace_flags;
+    const bool has_parent = parent.trace_id != nullptr;
+    if (has_parent) {
+      rec->trace_id = *parent.trace_id;
+      if (!parent.trace_state.empty()) rec->use_cold().trace_state.assign(parent.trace_state);
+      rec->parent_span_id = *parent.span_id;
+      rec->parent_is_remote = parent.is_remote;
     } else {
       rec->trace_id = ts->ids.trace_id();
     }
-    const bool has_parent = parent_rec != nullptr || explicit_parent != nullptr;
     if (has_parent && p->sampler.parent_based) {
-      sampled = (parent_flags & 0x01) != 0;
+      sampled = (parent.trace_flags & 0x01) != 0;
     } else {
       sampled = sample_root(p->sampler, rec->trace_id);
     }
     rec->span_id = ts->ids.span_id();
     // W3C Level 2's random flag describes the trace id: children keep their parent's.
     rec->trace_flags =
-        static_cast<std::uint8_t>((sampled ? 0x01 : 0x00) | (parent_flags & 0x02));
+        static_cast<std::uint8_t>((sampled ? 0x01 : 0x00) | (parent.trace_flags & 0x02));
     rec->recording = sampled;
     if (sampled) {
       if (req.site != nullptr) {
