@@ -63,7 +63,10 @@ std::string_view bytes_of(const std::array<std::uint8_t, N>& a) {
 
 /// True when an attribute list has `key`.
 inline bool has_attribute(std::span<const KeyValue> kvs, std::string_view key) {
-  return std::any_of(kvs.begin(), kvs.end(), [key](const KeyValue& kv) { return kv.key == key; });
+  for (const KeyValue& kv : kvs) {
+    if (kv.key == key) return true;
+  }
+  return false;
 }
 
 // ---- Protobuf ----------------------------------------------------------------------------------
