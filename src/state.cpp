@@ -72,7 +72,6 @@ bool contains(const std::atomic<const GroupSet*>& snapshot, std::string_view nam
 }
 bool snapshot_contains(std::string_view name) noexcept { return contains(g_snapshot, name); }
 
-
 // Requires g_writer_mu: the published set equal to `groups` (kept for the life of the process,
 // since readers may hold it), publishing it first when it is new.
 const GroupSet* publish_locked(GroupSet groups) {

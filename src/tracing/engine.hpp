@@ -402,7 +402,7 @@ struct Pipeline {
   /// keys of its length (usually none).
   static constexpr std::size_t kRedactedBuckets = 64;
   const std::vector<std::string> redacted_by_length;
-  std::array<std::uint32_t, kRedactedBuckets + 1> redacted_from{};
+  const std::array<std::uint32_t, kRedactedBuckets + 1> redacted_from;
   /// The inline attribute slots a span may use: kInlineAttributes, or fewer under a lower count
   /// limit (SpanRecord::inline_room starts here).
   const std::uint8_t inline_room;

@@ -32,11 +32,25 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       sampler(samp),
       redacted_keys(std::move(redact)),
       redacted_by_length([this] {
-        std::vector<std::string> keys = redacted_keys;
-        std::stable_sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
-          return bucket_of(a) < bucket_of(b);
-        });
+        // Bucket by bucket (no sort: std::stable_sort's nothrow temporary buffer is an allocation
+        // the allocation test's replaced operators do not pair).
+        std::vector<std::string> keys;
+        keys.reserve(redacted_keys.size());
+        for (std::size_t n = 0; n < kRedactedBuckets; ++n) {
+          for (const auto& k : redacted_keys) {
+            if (bucket_of(k) == n) keys.push_back(k);
+          }
+        }
         return keys;
+      }()),
+      redacted_from([this] {
+        // redacted_from[n]: the first key of bucket n or a later one.
+        std::array<std::uint32_t, kRedactedBuckets + 1> from{};
+        for (std::size_t n = 0, i = 0; n <= kRedactedBuckets; ++n) {
+          while (i < redacted_by_length.size() && bucket_of(redacted_by_length[i]) < n) ++i;
+          from[n] = static_cast<std::uint32_t>(i);
+        }
+        return from;
       }()),
       inline_room(static_cast<std::uint8_t>(
           std::min<std::uint32_t>(SpanRecord::kInlineAttributes, lim.attribute_count))),
@@ -44,11 +58,6 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       exporter(std::move(exp)),
       shared_queue_(opts.max_queue_size) {
   keep_reachable(this);  // immortal: records and handles may point here
-  // redacted_from[n]: the first key of bucket n or a later one.
-  for (std::size_t n = 0, i = 0; n <= kRedactedBuckets; ++n) {
-    while (i < redacted_by_length.size() && bucket_of(redacted_by_length[i]) < n) ++i;
-    redacted_from[n] = static_cast<std::uint32_t>(i);
-  }
   record_exporter_ = dynamic_cast<RecordSpanExporter*>(exporter.get());
   if (record_exporter_ != nullptr && !record_exporter_->encodes_records()) {
     record_exporter_ = nullptr;

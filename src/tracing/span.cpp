@@ -303,6 +303,20 @@ Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attr
 using detail::SpanRecord;
 
 namespace {
+// What start_span() asks for: a span named by `site`, or by options.group and `name` when null.
+detail::StartRequest start_request(std::string_view name, const SpanStartOptions& options,
+                                   const detail::SpanSite* site) noexcept {
+  detail::StartRequest req;
+  req.site = site;
+  req.group = options.group;
+  req.name = name;
+  req.kind = options.kind;
+  req.parent = options.parent;
+  req.root = options.root;
+  req.link = options.link;
+  return req;
+}
+
 // start_span() for every case but a recorded span of a cached site without an NVTX range. `site`
 // is the pair's site if the thread's cache had it, else null.
 Span start_span_slow(std::string_view name, const SpanStartOptions& options,
@@ -331,15 +345,8 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
       return detail::open_light_span(site != nullptr ? *site
                                                      : detail::intern_site(options.group, name));
     }
-    detail::StartRequest req;
-    req.site = site;
-    req.group = options.group;
-    req.name = name;
-    req.kind = options.kind;
-    req.parent = options.parent;
-    req.root = options.root;
-    req.link = options.link;
-    return detail::SpanAccess::make(detail::start_record(p, req, attributes));
+    return detail::SpanAccess::make(
+        detail::start_record(p, start_request(name, options, site), attributes));
   };
   if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
   return detail::start_with_range(site != nullptr ? *site : detail::intern_site(options.group, name),
@@ -358,13 +365,8 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
     if (site != nullptr) {
       const detail::GroupState g = detail::span_site_state(site->gate);
       if (NEMO_LENS_LIKELY(g.enabled && !g.nvtx && p->sampler.records_anything)) {
-        detail::StartRequest req;
-        req.site = site;
-        req.kind = options.kind;
-        req.parent = options.parent;
-        req.root = options.root;
-        req.link = options.link;
-        return detail::SpanAccess::make(detail::start_record(p, req, attributes));
+        return detail::SpanAccess::make(
+            detail::start_record(p, start_request(name, options, site), attributes));
       }
     }
   }
