@@ -61,7 +61,7 @@ std::vector<const GroupSet*>& published_sets() {
     // Acquire pairs with the release in intern_locked(): the entry's fields are visible.
     const InternedGroup* e = g_table[i].load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;
-    if (e->hash == h && same_short_string(e->name, name)) return e;
+    if (e->hash == h && equal_short(e->name, name)) return e;
   }
   return nullptr;
 }

@@ -66,12 +66,17 @@ inline std::size_t cut_length(std::string_view s, std::size_t limit) noexcept {
   }
 }
 
-/// a == b, comparing strings of up to 16 bytes with a few overlapping word loads instead of a
-/// call to memcmp.
+/// a == b without a call into the C library: strings of up to 16 bytes with two overlapping word
+/// loads each, longer ones a word at a time.
 [[gnu::always_inline]] inline bool equal_short(std::string_view a, std::string_view b) noexcept {
   const std::size_t n = a.size();
   if (n != b.size()) return false;
-  if (n > 16) return std::memcmp(a.data(), b.data(), n) == 0;
+  if (n > 16) {
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+      if (load64(a.data() + i) != load64(b.data() + i)) return false;
+    }
+    return load64(a.data() + n - 8) == load64(b.data() + n - 8);  // the tail, overlapping
+  }
   if (n >= 8) {
     return ((load64(a.data()) ^ load64(b.data())) |
             (load64(a.data() + n - 8) ^ load64(b.data() + n - 8))) == 0;
@@ -109,26 +114,6 @@ inline std::size_t cut_length(std::string_view s, std::size_t limit) noexcept {
   }
   return h ^ (h >> 32);
 }
-
-/// Equality of short strings without a call into the C library.
-[[gnu::always_inline]] inline bool same_short_string(std::string_view a, std::string_view b) noexcept {
-  const std::size_t n = a.size();
-  if (n != b.size()) return false;
-  const char* p = a.data();
-  const char* q = b.data();
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t x, y;
-    std::memcpy(&x, p + i, 8);
-    std::memcpy(&y, q + i, 8);
-    if (x != y) return false;
-  }
-  for (; i < n; ++i) {
-    if (p[i] != q[i]) return false;
-  }
-  return true;
-}
-
 
 /// One step of UTF-8 decoding: the length of the valid sequence at the start of the input, or of
 /// its maximal invalid subpart (Unicode's "maximal subpart" rule, so each subpart becomes exactly

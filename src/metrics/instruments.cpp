@@ -159,7 +159,7 @@ bool same_value(const AttributeValue& v, const AttributeArg& a) noexcept {
       return std::holds_alternative<double>(v) && std::get<double>(v) == a.as_double();
     case T::kString:
       return std::holds_alternative<std::string>(v) &&
-             same_short_string(std::get<std::string>(v), a.as_string());
+             equal_short(std::get<std::string>(v), a.as_string());
     case T::kBoolArray: {
       const auto* p = std::get_if<std::vector<bool>>(&v);
       return p != nullptr &&
@@ -202,7 +202,7 @@ struct SortedArgs {
       // Insertion sort; an equal key replaces the earlier one (the last one wins).
       std::size_t i = 0;
       while (i < size && items[i]->key < a.key) ++i;
-      if (i < size && same_short_string(items[i]->key, a.key)) {
+      if (i < size && equal_short(items[i]->key, a.key)) {
         items[i] = &a;
         continue;
       }
@@ -226,7 +226,7 @@ struct SortedArgs {
   bool same(const AttributeSet& s) const noexcept {
     if (s.attributes.size() != size) return false;
     for (std::size_t i = 0; i < size; ++i) {
-      if (!same_short_string(s.attributes[i].key, items[i]->key) ||
+      if (!equal_short(s.attributes[i].key, items[i]->key) ||
           !same_value(s.attributes[i].value, items[i]->value)) {
         return false;
       }
