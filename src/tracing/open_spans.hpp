@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "control/settings.hpp"
-#include "nemo/lens/detail/export.hpp"
-#include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/attributes.hpp"
 #include "nemo/lens/context.hpp"
+#include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/groups.hpp"
 #include "nemo/lens/span.hpp"
 
@@ -159,6 +159,13 @@ bool open_remove(OpenStack& o, Match match) noexcept {
   const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
   for (std::uint32_t i = d; i-- > 0;) {
     if (!match(o.entries[i])) continue;
+    if (NEMO_LENS_LIKELY(i + 1 == d)) {
+      // The innermost entry (spans mostly end innermost first): a smaller depth is all it takes.
+      // No entry changes, so no write section: a reader that saw the old depth copied an entry
+      // that was intact, and the next push into that slot is a write section.
+      o.depth.store(d - 1, std::memory_order_release);
+      return true;
+    }
     OpenWriteSection w(o);
     for (std::uint32_t j = i; j + 1 < d; ++j) {
       OpenEntry& to = o.entries[j];
@@ -183,22 +190,11 @@ inline bool open_record(OpenStack& o, SpanRecord* rec, std::uint64_t start_ticks
 /// Requires the owner's lock. Removes a record registered by open_record (`tracked` is what it
 /// returned).
 inline void close_record(OpenStack& o, SpanRecord* rec, bool tracked) noexcept {
-  if (tracked) {
-    const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
-    if (NEMO_LENS_LIKELY(d > 0 && o.entries[d - 1].record.load(std::memory_order_relaxed) == rec)) {
-      // The innermost entry (spans mostly end innermost first): a smaller depth is all it takes.
-      // No entry changes, so no write section: a reader that saw the old depth copied an entry
-      // that was intact, and the next push into that slot is a write section.
-      o.depth.store(d - 1, std::memory_order_release);
-      return;
-    }
-    if (open_remove(o, [rec](const OpenEntry& e) {
-          return e.record.load(std::memory_order_relaxed) == rec;
-        })) {
-      return;
-    }
+  if (!tracked || !open_remove(o, [rec](const OpenEntry& e) {
+        return e.record.load(std::memory_order_relaxed) == rec;
+      })) {
+    open_count_untracked(o, -1);
   }
-  open_count_untracked(o, -1);
 }
 
 /// Requires s.mu. Registers a light entry for a tracked, unexported span of `site`; returns its
@@ -215,8 +211,9 @@ const SpanSite& intern_site(std::string_view group, std::string_view name) noexc
 /// The interned site of `group` and `name` (its gate resolved), or null once the table is full
 /// (or memory ran out).
 const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept;
-/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites (a hash and two
-/// comparisons, no lock), else null. Interns nothing.
+/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites, else null: found
+/// by the names' addresses, else by their hash, the names compared either way; no lock. Interns
+/// nothing.
 const SpanSite* find_cached_site(ThreadState& ts, std::string_view group,
                                  std::string_view name) noexcept;
 /// intern_site_if_room(), kept in `ts`'s cache for find_cached_site().
