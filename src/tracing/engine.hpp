@@ -381,7 +381,7 @@ struct Pipeline {
   bool redacted(std::string_view key) const noexcept {
     const std::size_t bucket = std::min<std::size_t>(key.size(), kRedactedBuckets - 1);
     for (std::size_t i = redacted_from[bucket]; i < redacted_from[bucket + 1]; ++i) {
-      if (equal_short(redacted_by_length[i], key)) return true;
+      if (equal_short(redacted_keys[i], key)) return true;
     }
     return false;
   }
@@ -396,12 +396,11 @@ struct Pipeline {
   const BatchOptions options;
   const SpanLimits limits;
   const SamplerConfig sampler;
-  const std::vector<std::string> redacted_keys;
-  /// redacted_keys by length: those of length n are redacted_by_length[redacted_from[n],
+  /// The redacted keys, by length: those of length n are redacted_keys[redacted_from[n],
   /// redacted_from[n + 1]), the last bucket holding every longer one. A key is compared only with
   /// keys of its length (usually none).
   static constexpr std::size_t kRedactedBuckets = 64;
-  const std::vector<std::string> redacted_by_length;
+  const std::vector<std::string> redacted_keys;
   const std::array<std::uint32_t, kRedactedBuckets + 1> redacted_from;
   /// The inline attribute slots a span may use: kInlineAttributes, or fewer under a lower count
   /// limit (SpanRecord::inline_room starts here).

@@ -19,7 +19,7 @@
 namespace nemo::lens::detail {
 
 namespace {
-// The bucket of Pipeline::redacted_by_length a key of this length is in.
+// The bucket of Pipeline::redacted_keys a key of this length is in.
 std::size_t bucket_of(std::string_view key) noexcept {
   return std::min<std::size_t>(key.size(), Pipeline::kRedactedBuckets - 1);
 }
@@ -30,14 +30,13 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
     : options(opts),
       limits(lim),
       sampler(samp),
-      redacted_keys(std::move(redact)),
-      redacted_by_length([this] {
+      redacted_keys([&redact] {
         // Bucket by bucket (no sort: std::stable_sort's nothrow temporary buffer is an allocation
         // the allocation test's replaced operators do not pair).
         std::vector<std::string> keys;
-        keys.reserve(redacted_keys.size());
+        keys.reserve(redact.size());
         for (std::size_t n = 0; n < kRedactedBuckets; ++n) {
-          for (const auto& k : redacted_keys) {
+          for (const auto& k : redact) {
             if (bucket_of(k) == n) keys.push_back(k);
           }
         }
@@ -47,7 +46,7 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
         // redacted_from[n]: the first key of bucket n or a later one.
         std::array<std::uint32_t, kRedactedBuckets + 1> from{};
         for (std::size_t n = 0, i = 0; n <= kRedactedBuckets; ++n) {
-          while (i < redacted_by_length.size() && bucket_of(redacted_by_length[i]) < n) ++i;
+          while (i < redacted_keys.size() && bucket_of(redacted_keys[i]) < n) ++i;
           from[n] = static_cast<std::uint32_t>(i);
         }
         return from;
