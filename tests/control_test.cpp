@@ -180,6 +180,12 @@ TEST_F(Control, DumpShowsEveryThreadsOpenSpansAndHowLongTheyHaveBeenOpen) {
   ASSERT_EQ(first["ok"], true) << first.dump();
   EXPECT_EQ(stack_of(first, this_tid()),
             (std::vector<std::string>{"/pretrain", "step/train_step"}));
+  // The dump made the ids of `step` (nothing had asked for them): the span keeps them.
+  for (const auto& t : first["threads"]) {
+    if (t["tid"] != this_tid()) continue;
+    EXPECT_EQ(t["spans"][1]["span_id"], step.context().span_id.to_hex());
+    EXPECT_EQ(t["spans"][1]["trace_id"], job.context().trace_id.to_hex());
+  }
   EXPECT_EQ(stack_of(first, blocked.tid()),
             (std::vector<std::string>{"step/train_step", "communication/all_reduce"}));
   double first_open = -1;

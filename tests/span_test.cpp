@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <thread>
@@ -54,6 +55,44 @@ TEST_F(Tracing, ChildrenNestUnderTheCurrentSpan) {
   EXPECT_EQ(std::get<std::int64_t>(*attr(outer, "iteration")), 3);
   EXPECT_EQ(outer.kind, SpanKind::kInternal);
   EXPECT_GT(outer.thread_id, 0);
+}
+
+// A span's ids are made when first needed (a child, context(), the export), not at its start: every
+// way of reaching them sees the same ids, and spans nobody asked about still get valid, distinct ones.
+TEST_F(Tracing, IdsMadeWhenFirstNeededAreTheIdsExported) {
+  SpanContext read_early, read_late, read_elsewhere;
+  {
+    auto asked = span_cm("asked");  // read before and after a child
+    read_early = asked.context();
+    { auto child = span_cm("child_of_asked"); }
+    read_late = asked.context();
+  }
+  {
+    auto parent = span_cm("parent");  // first read by its child's start
+    { auto child = span_cm("child_of_parent"); }
+  }
+  {
+    auto moved = span_cm("moved");  // first read on another thread
+    std::thread([&] { read_elsewhere = moved.context(); }).join();
+  }
+  for (int i = 0; i < 200; ++i) auto leaf = span_cm("leaf");  // never read before the export
+  const auto all = spans();
+  EXPECT_TRUE(read_early.is_valid());
+  EXPECT_EQ(read_early, read_late);
+  EXPECT_EQ(only(all, "asked").context.span_id, read_early.span_id);
+  EXPECT_EQ(only(all, "asked").context.trace_id, read_early.trace_id);
+  EXPECT_EQ(only(all, "child_of_asked").parent_span_id, read_early.span_id);
+  EXPECT_EQ(only(all, "child_of_parent").parent_span_id, only(all, "parent").context.span_id);
+  EXPECT_EQ(only(all, "child_of_parent").context.trace_id, only(all, "parent").context.trace_id);
+  EXPECT_EQ(only(all, "moved").context.span_id, read_elsewhere.span_id);
+  std::set<std::string> span_ids, trace_ids;
+  for (const auto& s : all) {
+    EXPECT_TRUE(s.context.is_valid()) << s.name;
+    span_ids.insert(s.context.span_id.to_hex());
+    if (s.name == "leaf") trace_ids.insert(s.context.trace_id.to_hex());
+  }
+  EXPECT_EQ(span_ids.size(), all.size()) << "every span has its own id";
+  EXPECT_EQ(trace_ids.size(), 200u) << "every root has its own trace";
 }
 
 TEST_F(Tracing, OutOfOrderEndsKeepTheStackConsistent) {
@@ -629,6 +668,8 @@ TEST_F(Tracing, RatioSamplerDecidesAtTheRootAndChildrenFollow) {
     EXPECT_EQ(static_cast<bool>(child), static_cast<bool>(root));
     EXPECT_EQ(child.context().trace_id, root.context().trace_id);
     EXPECT_EQ(child.context().is_sampled(), root.context().is_sampled());
+    // The decision was made from the trace id the span carries: its low 64 bits below half.
+    EXPECT_EQ(static_cast<bool>(root), root.context().trace_id.bytes[8] < 0x80);
     if (root) ++sampled_roots;
   }
   EXPECT_GT(sampled_roots, 120);  // binomial(400, 0.5): outside [120, 280] has p < 1e-15
@@ -681,9 +722,10 @@ TEST_F(Tracing, RankAwareSamplerKeepsAllOrNothing) {
 
 TEST_F(Tracing, ShutdownTruncatesOpenSpansInnermostFirstWithoutDuplicates) {
   Span outer = span_cm("open_outer");
-  Span inner = managed_span("step", "open_inner");
   { auto done = span_cm("closed"); }
+  Span inner = managed_span("step", "open_inner");  // no child: nothing makes its ids before
   ASSERT_TRUE(handle_.shutdown(std::chrono::seconds(10)));
+  const SpanContext inner_after = inner.context();  // still open here, and still the same span
   inner.end();  // already exported as truncated: not exported again
   outer.end();
   auto all = memory_->spans();
@@ -691,6 +733,11 @@ TEST_F(Tracing, ShutdownTruncatesOpenSpansInnermostFirstWithoutDuplicates) {
   EXPECT_EQ(all[0].name, "closed");
   EXPECT_EQ(all[1].name, "open_inner");
   EXPECT_EQ(all[2].name, "open_outer");
+  // Nothing read open_inner's ids before shutdown copied it: the copy has them, and its parent's.
+  EXPECT_TRUE(all[1].context.is_valid());
+  EXPECT_EQ(all[1].context.span_id, inner_after.span_id);
+  EXPECT_EQ(all[1].parent_span_id, all[2].context.span_id);
+  EXPECT_EQ(all[1].context.trace_id, all[2].context.trace_id);
   for (int i : {1, 2}) {
     EXPECT_TRUE(all[i].truncated);
     EXPECT_EQ(std::get<bool>(*all[i].attribute("nemo.span.truncated")), true);

@@ -109,6 +109,7 @@ struct SpanCold {
 struct alignas(64) SpanRecord {
   static constexpr std::uint32_t kInlineAttributes = 4;
 
+  /// Zero (invalid) until first needed: ensure_ids() makes them.
   TraceId trace_id;
   SpanId span_id;
   SpanId parent_span_id;          // invalid for a root
@@ -165,9 +166,20 @@ struct alignas(64) SpanRecord {
   std::string_view trace_state() const noexcept {
     return cold_used ? std::string_view(cold->trace_state) : std::string_view();
   }
-  /// The span's context (may throw std::bad_alloc for a long trace state).
-  SpanContext context() const;
+  /// The span's context, its ids made if it had none (may throw std::bad_alloc for a long trace
+  /// state). Requires the owner's lock while the span is open.
+  SpanContext context();
 };
+
+/// Makes `r`'s ids if it has none yet, with `ids`, the calling thread's generator: a span's ids
+/// are made when a child starts under it, its context is read (context(), a dump, shutdown's
+/// copy) or it is exported, not at its start. Requires the owner's lock while the span is open,
+/// or sole access once it ended.
+inline void ensure_ids(SpanRecord& r, IdGenerator& ids) noexcept {
+  if (NEMO_LENS_LIKELY(r.span_id.is_valid())) return;
+  if (!r.trace_id.is_valid()) r.trace_id = ids.trace_id();  // a root; else its parent's
+  r.span_id = ids.span_id();
+}
 
 /// Clears the cold part of a record for reuse (keeping its storage).
 void reset_record(SpanRecord& r) noexcept;
@@ -260,7 +272,7 @@ struct SiteAddressEntry {
   const SpanSite* site = nullptr;
 };
 
-/// Per-thread state. Only its owner thread touches `cache` and `ids`; `stack`, the open records
+/// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records
 /// on it, `nvtx` and writes to `open` are guarded by `mu`; counters are written by the owner and
 /// read by anyone.
 struct ThreadState {
@@ -269,7 +281,6 @@ struct ThreadState {
   OpenStack open;                  // the open-span registry (records and light entries)
   NvtxStack nvtx;                  // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;  // free records
-  IdGenerator ids;
   SiteCacheEntry sites[64];  // cache_site()'s, owner only
   SiteAddressEntry site_addresses[64];  // the same sites by the names' addresses, owner only
   // The ring this thread queues ended spans to, of the pipeline it last queued to; spans until
@@ -502,6 +513,8 @@ inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
 /// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
 /// needed before). The cold part must be unused (a free record's is).
 inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
+  r.trace_id = TraceId{};
+  r.span_id = SpanId{};
   r.parent_span_id = SpanId{};
   r.site = nullptr;
   r.owner = owner;

@@ -11,6 +11,8 @@ namespace nemo::lens::detail {
 
 std::atomic<std::uint64_t> g_fork_generation{0};
 
+[[gnu::tls_model("initial-exec")]] constinit thread_local IdGenerator t_ids;
+
 std::uint64_t os_random64() noexcept {
   std::uint64_t v = 0;
   if (getrandom(&v, sizeof v, 0) == static_cast<ssize_t>(sizeof v)) return v;

@@ -1,6 +1,9 @@
 // Trace and span ids: a per-thread wyrand generator (a 64-bit Weyl sequence mixed by one 128-bit
 // multiply) seeded from the operating system (getrandom), so program seeding (srand, std::mt19937)
 // never affects ids, re-seeded in a forked child. Internal.
+//
+// A span's ids are made when they are first needed, not at its start (ensure_ids() in engine.hpp):
+// most spans are leaves whose ids nobody reads before the exporter thread, which then makes them.
 #pragma once
 
 #include <atomic>
@@ -71,5 +74,9 @@ class IdGenerator {
   std::uint64_t state_ = 0;
   std::uint64_t generation_ = ~std::uint64_t{0};
 };
+
+/// The calling thread's generator (a %fs-relative access: the initial-exec TLS model). Seeded on
+/// first use.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local IdGenerator t_ids;
 
 }  // namespace nemo::lens::detail

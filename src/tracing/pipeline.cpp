@@ -183,6 +183,8 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     try {
       ExportResult result = ExportResult::kFailure;
       const TickConverter clock = tick_converter();  // one calibration for the whole batch
+      IdGenerator& ids = t_ids;  // most spans' ids are made here, off the threads that made them
+      for (SpanRecord* r : batch) ensure_ids(*r, ids);
       if (record_exporter_ != nullptr) {
         export_calls_.fetch_add(1, std::memory_order_relaxed);
         result = record_exporter_->export_records(batch, resource, clock, deadline);
@@ -329,6 +331,7 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
       for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {  // innermost first
         SpanRecord* r = *it;
         if (!r->recording || r->orphaned || r->pipeline != this) continue;
+        ensure_ids(*r, t_ids);  // before the copy: it and the open span (a parent still) agree
         SpanRecord* copy = copy_record(*r);
         copy->end_ticks = std::max(now, r->start_ticks);
         copy->truncated = true;

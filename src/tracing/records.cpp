@@ -142,7 +142,8 @@ SpanCold& SpanRecord::use_cold() {
   return *cold;
 }
 
-SpanContext SpanRecord::context() const {
+SpanContext SpanRecord::context() {
+  ensure_ids(*this, t_ids);
   SpanContext c;
   c.trace_id = trace_id;
   c.span_id = span_id;

@@ -135,7 +135,9 @@ struct StartRequest {
     if (req.parent != nullptr && req.parent->is_valid()) {
       parent = ParentView::of(*req.parent);
     } else if (!req.root && !ts->stack.empty()) {
-      parent = ParentView::of(*ts->stack.back());
+      SpanRecord& top = *ts->stack.back();
+      ensure_ids(top, t_ids);  // this thread's own record: made now if nothing asked before
+      parent = ParentView::of(top);
     } else if (p->inherited.is_valid()) {
       parent = ParentView::of(p->inherited);  // the process's own parent (TRACEPARENT at set-up)
     }
@@ -146,15 +148,17 @@ struct StartRequest {
       if (!parent.trace_state.empty()) rec->use_cold().trace_state.assign(parent.trace_state);
       rec->parent_span_id = *parent.span_id;
       rec->parent_is_remote = parent.is_remote;
-    } else {
-      rec->trace_id = ts->ids.trace_id();
     }
     if (has_parent && p->sampler.parent_based) {
       sampled = (parent.trace_flags & 0x01) != 0;
     } else {
+      // The ratio sampler decides by the trace id, so a root's is made now; otherwise both ids
+      // wait until something needs them (ensure_ids()).
+      if (!has_parent && p->sampler.root == SamplerConfig::Root::kRatio) {
+        rec->trace_id = t_ids.trace_id();
+      }
       sampled = sample_root(p->sampler, rec->trace_id);
     }
-    rec->span_id = ts->ids.span_id();
     // W3C Level 2's random flag describes the trace id: children keep their parent's.
     rec->trace_flags =
         static_cast<std::uint8_t>((sampled ? 0x01 : 0x00) | (parent.trace_flags & 0x02));
@@ -493,7 +497,7 @@ Span attach_context(const SpanContext& ctx) noexcept {
 }
 
 SpanContext Span::context() const noexcept {
-  const SpanRecord* r = detail::record_of(rec_);
+  SpanRecord* r = detail::record_of(rec_);
   if (r == nullptr) return {};
   std::lock_guard lock(r->owner->mu);
   try {
