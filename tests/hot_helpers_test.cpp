@@ -1,19 +1,26 @@
 // The hand-written helpers of the span hot path, each against an independent implementation:
 // copy_small against memcpy, equal_short against std::string_view's ==, the id generator against
 // wyrand written with 32-bit limbs instead of a 128-bit multiply, the single-producer ring against
-// std::deque (one thread), and the ring between two threads (order kept, nothing lost or
-// duplicated; run under TSan as a concurrency test).
+// std::deque (one thread), the ring between two threads (order kept, nothing lost or duplicated;
+// run under TSan as a concurrency test), and the read-only memory check against /proc/self/maps.
 #include <gtest/gtest.h>
 
+#include <gnu/libc-version.h>
+
+#include <cstdint>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "strings.hpp"
 #include "tracing/ids.hpp"
+#include "tracing/read_only_memory.hpp"
 #include "tracing/spsc_ring.hpp"
 
 namespace {
@@ -21,6 +28,7 @@ namespace {
 using nemo::lens::detail::copy_small;
 using nemo::lens::detail::equal_short;
 using nemo::lens::detail::IdGenerator;
+using nemo::lens::detail::in_read_only_memory;
 using nemo::lens::detail::SpscRing;
 
 TEST(CopySmall, CopiesExactlyTheBytesMemcpyCopiesForEveryLength) {
@@ -157,6 +165,67 @@ TEST(SpscRingConcurrency, TwoThreadsKeepOrderAndLoseNothing) {
   std::uint64_t v = 0;
   EXPECT_FALSE(ring.try_pop(v)) << "nothing beyond what was pushed";
   EXPECT_EQ(ring.size_estimate(), 0u);
+}
+
+// Whether the kernel maps [p, p + n) without write permission, from /proc/self/maps.
+bool mapped_without_write(const void* p, std::size_t n) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::string perms;
+    in >> std::hex >> begin >> dash >> end >> perms;
+    if (a >= begin && a < end) return n <= end - a && perms.size() >= 2 && perms[1] != 'w';
+  }
+  return false;
+}
+
+int g_mutable_global = 1;
+
+TEST(ReadOnlyMemory, LiteralsAndCodeAreReadOnlyAndTheKernelAgrees) {
+  static const char* const literal = "a string literal of the test";
+  const char* libc_literal = gnu_get_libc_version();  // in libc's read-only data
+  const auto* code = reinterpret_cast<const void*>(&mapped_without_write);
+  for (const void* p : {static_cast<const void*>(literal), static_cast<const void*>(libc_literal),
+                        code}) {
+    EXPECT_TRUE(in_read_only_memory(p, 8)) << p;
+    EXPECT_TRUE(mapped_without_write(p, 8)) << p;  // the oracle confirms
+  }
+  EXPECT_FALSE(in_read_only_memory(literal, std::uintptr_t{1} << 40)) << "runs past its segment";
+}
+
+TEST(ReadOnlyMemory, StackHeapAndMutableGlobalsAreNot) {
+  char stack[16] = "on the stack";
+  auto heap = std::make_unique<char[]>(16);
+  const std::string heap_string(40, 'h');
+  for (const void* p : {static_cast<const void*>(stack), static_cast<const void*>(heap.get()),
+                        static_cast<const void*>(heap_string.data()),
+                        static_cast<const void*>(&g_mutable_global)}) {
+    EXPECT_FALSE(in_read_only_memory(p, 4)) << p;
+    EXPECT_FALSE(mapped_without_write(p, 4)) << p;
+  }
+  EXPECT_FALSE(in_read_only_memory(nullptr, 1));
+}
+
+// Every address the check calls read-only, the kernel maps without write: a sweep over the
+// pages around a literal, the code and the stack.
+TEST(ReadOnlyMemory, NeverCallsWritableMemoryReadOnly) {
+  const char* literal = "another literal";
+  int local = 0;
+  for (const void* base : {static_cast<const void*>(literal), static_cast<const void*>(&local),
+                           reinterpret_cast<const void*>(&mapped_without_write),
+                           static_cast<const void*>(&g_mutable_global)}) {
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    for (std::intptr_t d = -(1 << 22); d <= (1 << 22); d += 4093) {
+      const auto* p = reinterpret_cast<const void*>(b + static_cast<std::uintptr_t>(d));
+      if (in_read_only_memory(p, 1)) {
+        ASSERT_TRUE(mapped_without_write(p, 1)) << p;
+      }
+    }
+  }
 }
 
 }  // namespace

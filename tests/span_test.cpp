@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 #include <span>
 #include <stdexcept>
 #include <thread>
 
+#include "nemo/lens/macros.hpp"
 #include "nemo/lens/propagation.hpp"
 #include "tracing_fixture.hpp"
 
@@ -364,6 +366,129 @@ TEST_F(Tracing, ManagedSpanNamesFromAReusedBufferStayCorrect) {
   EXPECT_EQ(all[1].group, "checkpoint");
   EXPECT_EQ(all[2].name, "forward");
   EXPECT_EQ(all[2].group, "model_init");
+}
+
+// A span site's attribute keys are checked on its first recorded span in each pipeline; its later
+// spans store their attributes without the checks while the keys and value types are the ones
+// checked. Each test below runs its site several times, so that later spans take that path.
+
+// The value of `key` in `s` as an int, or -1.
+std::int64_t int_attr(const SpanData& s, std::string_view key) {
+  const AttributeValue* v = s.attribute(key);
+  return v != nullptr && std::holds_alternative<std::int64_t>(*v) ? std::get<std::int64_t>(*v) : -1;
+}
+
+TEST_F(Tracing, SiteKeysFromAReusedBufferStayCorrect) {
+  char key[] = "alpha";  // the same address and length each time, other contents
+  auto site = [&](int i) { LENS_SPAN(s, "step", "buffer", {std::string_view(key), i}, {"n", i}); };
+  site(0);
+  key[0] = 'b';
+  site(1);
+  std::memcpy(key, "gamma", 5);
+  site(2);
+  site(3);
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 4u);
+  const char* keys[] = {"alpha", "blpha", "gamma", "gamma"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(all[i].attributes.size(), 2u) << i;
+    EXPECT_EQ(int_attr(all[i], keys[i]), i);
+    EXPECT_EQ(int_attr(all[i], "n"), i);
+  }
+}
+
+TEST_F(Tracing, SiteKeysAndTypesThatChangeBetweenSpansOfASite) {
+  auto site = [&](int i) {
+    LENS_SPAN(s, "step", "changing", {i % 2 == 0 ? "even" : "odd!", i},
+              {"v", i % 3 == 0 ? AttributeArg("text") : AttributeArg(i)});
+  };
+  for (int i = 0; i < 6; ++i) site(i);
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    const SpanData& s = all[i];
+    ASSERT_EQ(s.attributes.size(), 2u) << i;
+    EXPECT_EQ(s.attributes[0].key, i % 2 == 0 ? "even" : "odd!");
+    EXPECT_EQ(std::get<std::int64_t>(s.attributes[0].value), i);
+    EXPECT_EQ(s.attributes[1].key, "v");
+    if (i % 3 == 0) {
+      EXPECT_EQ(std::get<std::string>(s.attributes[1].value), "text") << i;
+    } else {
+      EXPECT_EQ(std::get<std::int64_t>(s.attributes[1].value), i);
+    }
+  }
+}
+
+// Long strings, more attributes than slots, repeated keys and redacted keys at a site: every span
+// of it has what the first had, in the order given.
+TEST_F(Tracing, SiteKeysKeepOrderReplacementAndRedaction) {
+  const std::string long_value(40, 'x');
+  auto site = [&](int i) {
+    LENS_SPAN(s, "step", "mixed", {"a", i}, {"b", i == 1 ? std::string_view(long_value) : "short"},
+              {"c", i}, {"d", 1.5}, {"e", true}, {"a", i + 100}, {"password", "hunter2"});
+  };
+  for (int i = 0; i < 3; ++i) site(i);
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const SpanData& s = all[i];
+    ASSERT_EQ(s.attributes.size(), 6u) << i;
+    const char* order[] = {"a", "b", "c", "d", "e", "password"};
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(s.attributes[k].key, order[k]) << i;
+    EXPECT_EQ(int_attr(s, "a"), i + 100) << "the repeated key replaces";
+    EXPECT_EQ(std::get<std::string>(*attr(s, "b")), i == 1 ? long_value : "short");
+    EXPECT_EQ(int_attr(s, "c"), i);
+    EXPECT_EQ(std::get<std::string>(*attr(s, "password")), "[REDACTED]");
+  }
+}
+
+// The checks belong to a pipeline: a set-up with other redacted keys or limits checks again.
+TEST_F(Tracing, SiteKeysAreCheckedAgainInEachPipeline) {
+  auto site = [&](int i) { LENS_SPAN(s, "step", "piped", {"stage", "forward"}, {"n", i}); };
+  auto run = [&] {
+    memory_->clear();
+    for (int i = 0; i < 3; ++i) site(i);
+    return spans();
+  };
+  for (const auto& s : run()) EXPECT_EQ(std::get<std::string>(*attr(s, "stage")), "forward");
+  SetupOptions options;
+  options.redacted_keys = std::vector<std::string>{"stage"};
+  start("all", options);
+  for (const auto& s : run()) EXPECT_EQ(std::get<std::string>(*attr(s, "stage")), "[REDACTED]");
+  env_.set("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "4");
+  start("all");
+  for (const auto& s : run()) EXPECT_EQ(std::get<std::string>(*attr(s, "stage")), "forw");
+  env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "1");
+  start("all");
+  for (const auto& s : run()) {
+    EXPECT_EQ(s.attributes.size(), 1u);
+    EXPECT_EQ(s.dropped_attributes_count, 1u);
+  }
+  env_.unset("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT");
+  env_.unset("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT");
+  start("all");
+  const auto last = run();
+  ASSERT_EQ(last.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(std::get<std::string>(*attr(last[i], "stage")), "forward");
+    EXPECT_EQ(int_attr(last[i], "n"), i);
+  }
+}
+
+// managed_span's sites are shared by name; their keys are compared by content, never by address.
+TEST_F(Tracing, ManagedSpanAttributeKeysFromAReusedBufferStayCorrect) {
+  std::string key = "first";
+  for (int i = 0; i < 4; ++i) {
+    if (i == 2) key.replace(0, 5, "other");
+    auto s = managed_span("step", "managed_keys", {{key, i}, {"n", i}});
+  }
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(all[i].attributes.size(), 2u);
+    EXPECT_EQ(int_attr(all[i], i < 2 ? "first" : "other"), i);
+    EXPECT_EQ(int_attr(all[i], "n"), i);
+  }
 }
 
 TEST_F(Tracing, RedactionSetIsConfigurable) {

@@ -12,12 +12,14 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <semaphore>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +82,9 @@ struct InlineAttribute {
   std::string_view key_view() const noexcept { return {key, key_size}; }
 };
 static_assert(sizeof(InlineAttribute) == 40);
+/// The bytes of a slot before its value: key_size, type, string_size and the key.
+inline constexpr std::size_t kInlineHeaderSize = offsetof(InlineAttribute, b);
+static_assert(kInlineHeaderSize == 24);
 
 /// What a string attribute under a redacted key says instead of its value.
 inline constexpr std::string_view kRedactedValue = "[REDACTED]";
@@ -546,6 +551,76 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   }
   const bool redact = value.type() == AttributeArg::Type::kString && r.pipeline->redacted(key);
   if (!append_inline(r, key, value, redact)) put_span_attribute_slow(r, key, value);
+}
+
+/// The attribute list a span site's spans start with, as a pipeline first recorded it: its keys,
+/// checked once (each short enough for a slot, distinct, not redacted, within the count limit,
+/// with a value type that fits a slot) and each one's slot header. A later start whose keys and
+/// value types are the same copies the headers and stores the values, with none of
+/// put_span_attribute()'s checks per key. Immortal, like the pipelines it refers to.
+struct SiteKeys {
+  /// count when the list did not pass the checks: its starts check each key as it comes.
+  static constexpr std::uint32_t kUnchecked = UINT32_MAX;
+  const Pipeline* pipeline = nullptr;
+  std::uint32_t count = kUnchecked;
+  /// Every key lies in read-only memory of a LENS_SPAN site's own object (a literal): a key at the
+  /// same address and of the same size is the same key. Otherwise keys are compared by content.
+  bool by_address = false;
+  struct Key {
+    const char* data = nullptr;  // where the checked key lay
+    AttributeArg::Type type = AttributeArg::Type::kBool;
+    InlineAttribute slot{};  // the slot's header (key_size, type, key); its value unset
+  };
+  Key keys[SpanRecord::kInlineAttributes];
+  const SiteKeys* previous = nullptr;  // the site's keys for an earlier pipeline (kept: immortal)
+};
+
+/// Stores `attributes` as the first attributes of `r` (which has none yet) through `keys`, while
+/// each key and value type is the one checked and each value fits its slot; returns how many it
+/// stored (the rest go through put_span_attribute()). Requires keys.count == attributes' size.
+[[gnu::always_inline]] inline std::size_t put_checked_attributes(
+    SpanRecord& r, const SiteKeys& keys, const Attribute* attributes) noexcept {
+  using T = AttributeArg::Type;
+  std::size_t i = 0;
+  for (; i < keys.count; ++i) {
+    const Attribute& a = attributes[i];
+    const SiteKeys::Key& k = keys.keys[i];
+    const T type = a.value.type();
+    if (type != k.type || a.key.size() != k.slot.key_size) break;
+    if (!(keys.by_address && a.key.data() == k.data) && !equal_short(a.key, k.slot.key_view())) {
+      break;
+    }
+    InlineAttribute& slot = r.attributes[i];
+    std::memcpy(&slot, &k.slot, kInlineHeaderSize);
+    if (type == T::kInt) {
+      slot.i = a.value.as_int();
+    } else if (type == T::kString) {
+      const std::string_view v = a.value.as_string();
+      if (v.size() > InlineAttribute::kStringCapacity) break;  // no limit cuts it (checked)
+      slot.string_size = static_cast<std::uint8_t>(v.size());
+      copy_small(slot.s, v.data(), v.size());
+    } else if (type == T::kDouble) {
+      slot.d = a.value.as_double();
+    } else {
+      slot.b = a.value.as_bool();
+    }
+  }
+  r.inline_used = static_cast<std::uint8_t>(i);
+  return i;
+}
+
+/// Checks the attribute list a span of `site` started with in `p` and publishes the result as the
+/// site's SiteKeys for `p` (keys that fail a check too, so that they are not checked again).
+/// `own_site`: a LENS_SPAN site, whose keys may be recognised by address. Allocates once per site
+/// and pipeline; does nothing when memory runs out.
+void check_site_keys(const SpanSite& site, const Pipeline& p, std::span<const Attribute> attributes,
+                     bool own_site) noexcept;
+
+/// The site's SiteKeys for `p`, or null when there are none yet.
+inline const SiteKeys* site_keys(const SpanSite& site, const Pipeline* p) noexcept {
+  // Acquire pairs with check_site_keys()'s publication.
+  const auto* k = static_cast<const SiteKeys*>(site.keys.load(std::memory_order_acquire));
+  return k != nullptr && k->pipeline == p ? k : nullptr;
 }
 
 /// The pipeline spans start in, or null when tracing is not set up on an exporting rank.

@@ -12,12 +12,60 @@
 #include "nvtx/ranges.hpp"
 #include "tracing/engine.hpp"
 #include "tracing/exception_info.hpp"
+#include "tracing/read_only_memory.hpp"
 
 namespace nemo::lens {
 
 namespace detail {
 
 std::atomic<Pipeline*> g_active_pipeline{nullptr};
+
+void check_site_keys(const SpanSite& site, const Pipeline& p, std::span<const Attribute> attributes,
+                     bool own_site) noexcept {
+  using T = AttributeArg::Type;
+  SiteKeys* keys = nullptr;
+  try {
+    keys = new SiteKeys();
+  } catch (...) {
+    return;  // out of memory: checked key by key, as before
+  }
+  keys->pipeline = &p;
+  // Strings that fit a slot must need no cut, and every attribute must get a slot.
+  bool ok = attributes.size() <= p.inline_room &&
+            p.limits.attribute_value_length >= InlineAttribute::kStringCapacity;
+  bool by_address = own_site;
+  for (std::size_t i = 0; ok && i < attributes.size(); ++i) {
+    const std::string_view key = attributes[i].key;
+    const T type = attributes[i].value.type();
+    ok = key.size() <= InlineAttribute::kKeyCapacity && !p.redacted(key) &&
+         (type == T::kBool || type == T::kInt || type == T::kDouble || type == T::kString);
+    for (std::size_t j = 0; ok && j < i; ++j) ok = key != attributes[j].key;
+    if (!ok) break;
+    SiteKeys::Key& k = keys->keys[i];
+    k.data = key.data();
+    k.type = type;
+    k.slot.key_size = static_cast<std::uint8_t>(key.size());
+    k.slot.type = type == T::kBool  ? InlineAttribute::kBool
+                  : type == T::kInt ? InlineAttribute::kInt
+                  : type == T::kDouble ? InlineAttribute::kDouble
+                                       : InlineAttribute::kString;
+    std::memcpy(k.slot.key, key.data(), key.size());
+    by_address = by_address && in_read_only_memory(key.data(), key.size());
+  }
+  if (ok) keys->count = static_cast<std::uint32_t>(attributes.size());
+  keys->by_address = by_address;
+  // Publish, unless another thread published the keys for `p` first. Release pairs with
+  // site_keys()' acquire: the keys are complete before they are seen.
+  const void* old = site.keys.load(std::memory_order_acquire);
+  do {
+    if (old != nullptr && static_cast<const SiteKeys*>(old)->pipeline == &p) {
+      delete keys;
+      return;
+    }
+    keys->previous = static_cast<const SiteKeys*>(old);
+  } while (!site.keys.compare_exchange_weak(old, keys, std::memory_order_acq_rel,
+                                            std::memory_order_acquire));
+}
 
 namespace {
 
@@ -111,6 +159,7 @@ struct ParentView {
 
 struct StartRequest {
   const SpanSite* site = nullptr;  // names the span when set; else group and name
+  bool own_site = false;           // `site` is a LENS_SPAN site, not an interned one
   std::string_view group;
   std::string_view name;
   SpanKind kind = SpanKind::kInternal;
@@ -128,6 +177,7 @@ struct StartRequest {
   SpanRecord* rec = take_record(*ts);
   if (rec == nullptr) return nullptr;
   init_record(*rec, ts, p);
+  const SiteKeys* keys = nullptr;
   try {
     std::lock_guard lock(ts->mu);
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
@@ -173,7 +223,16 @@ struct StartRequest {
       }
       rec->kind = req.kind;
       rec->thread_id = ts->tid;
-      for (const Attribute& a : attributes) put_span_attribute(*rec, a.key, a.value);
+      std::size_t checked = 0;  // the first attributes, stored through the site's checked keys
+      if (attributes.size() != 0 && req.site != nullptr) {
+        keys = site_keys(*req.site, p);
+        if (keys != nullptr && keys->count == attributes.size()) {
+          checked = put_checked_attributes(*rec, *keys, attributes.begin());
+        }
+      }
+      for (std::size_t i = checked; i < attributes.size(); ++i) {
+        put_span_attribute(*rec, attributes.begin()[i].key, attributes.begin()[i].value);
+      }
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
       rec->start_ticks = now_ticks();
       if (g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff) {
@@ -187,6 +246,10 @@ struct StartRequest {
     return nullptr;
   }
   ts->count(ts->started);
+  if (NEMO_LENS_UNLIKELY(keys == nullptr && attributes.size() != 0 && req.site != nullptr &&
+                         rec->recording)) {
+    check_site_keys(*req.site, *p, attributes, req.own_site);  // the site's first, in `p`
+  }
   return rec;
 }
 
@@ -281,6 +344,7 @@ namespace {
     if (p != nullptr && g.enabled && p->sampler.records_anything) {
       StartRequest req;
       req.site = &site;
+      req.own_site = true;
       return SpanAccess::make(start_record(p, req, attributes));
     }
     if (g.tracked && tracking()) return open_light_span(site);
@@ -297,6 +361,7 @@ Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attr
   if (NEMO_LENS_LIKELY(p != nullptr && g.enabled && !g.nvtx && p->sampler.records_anything)) {
     StartRequest req;
     req.site = &site;
+    req.own_site = true;
     return SpanAccess::make(start_record(p, req, attributes));
   }
   return start_site_span_slow(site, g, p, attributes);
@@ -510,6 +575,7 @@ SpanContext Span::context() const noexcept {
     return c;
   }
 }
+
 
 void Span::finish_scope() noexcept { finish(detail::uncaught_exceptions_now() > uncaught_); }
 

@@ -176,6 +176,9 @@ struct SpanSite {
   std::string_view name;
   /// The name registered with NVTX, once a span of this site opened an NVTX range.
   mutable std::atomic<const void*> nvtx_name{nullptr};
+  /// The attribute keys the site's spans start with, checked once per pipeline (the library's
+  /// SiteKeys), once a span of this site recorded attributes.
+  mutable std::atomic<const void*> keys{nullptr};
 };
 
 /// Starts the span of an enabled LENS_SPAN site.
