@@ -71,13 +71,26 @@ inline GroupState state_at(std::uint32_t index) noexcept {
 /// The state of `group`, looked up by name (one probe of the interned table).
 GroupState group_state(std::string_view group) noexcept;
 
-/// The state of the group of a LENS_SPAN site resolved by resolve_span_site(): three loads when
-/// the site points into the flags (inline: every recorded span of a site reads it).
-inline GroupState span_site_state(const SiteGate& site) noexcept {
+/// The interned index of the group of a LENS_SPAN site resolved by resolve_span_site() (the site
+/// points into the site flags), or kMaxGroups or more when it is not resolved (the table is full).
+inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
   static_assert(sizeof(std::atomic<bool>) == 1);
-  const auto offset = reinterpret_cast<std::uintptr_t>(site.flag.load(std::memory_order_relaxed)) -
-                      reinterpret_cast<std::uintptr_t>(g_site_flags);
-  if (NEMO_LENS_LIKELY(offset < kMaxGroups)) return state_at(static_cast<std::uint32_t>(offset));
+  return reinterpret_cast<std::uintptr_t>(site.flag.load(std::memory_order_relaxed)) -
+         reinterpret_cast<std::uintptr_t>(g_site_flags);
+}
+
+/// Whether spans of the group with interned `index` are recorded and open no NVTX range: what an
+/// enabled span's start checks first (two loads).
+inline bool records_without_range(std::uintptr_t index) noexcept {
+  return g_flags[index].load(std::memory_order_relaxed) &&
+         !g_nvtx_flags[index].load(std::memory_order_relaxed);
+}
+
+/// The state of the group of a LENS_SPAN site resolved by resolve_span_site(): three loads when
+/// the site points into the flags.
+inline GroupState span_site_state(const SiteGate& site) noexcept {
+  const std::uintptr_t index = site_group_index(site);
+  if (NEMO_LENS_LIKELY(index < kMaxGroups)) return state_at(static_cast<std::uint32_t>(index));
   return group_state(site.group);  // unresolved: the table is full
 }
 

@@ -12,60 +12,12 @@
 #include "nvtx/ranges.hpp"
 #include "tracing/engine.hpp"
 #include "tracing/exception_info.hpp"
-#include "tracing/read_only_memory.hpp"
 
 namespace nemo::lens {
 
 namespace detail {
 
 std::atomic<Pipeline*> g_active_pipeline{nullptr};
-
-void check_site_keys(const SpanSite& site, const Pipeline& p, std::span<const Attribute> attributes,
-                     bool own_site) noexcept {
-  using T = AttributeArg::Type;
-  SiteKeys* keys = nullptr;
-  try {
-    keys = new SiteKeys();
-  } catch (...) {
-    return;  // out of memory: checked key by key, as before
-  }
-  keys->pipeline = &p;
-  // Strings that fit a slot must need no cut, and every attribute must get a slot.
-  bool ok = attributes.size() <= p.inline_room &&
-            p.limits.attribute_value_length >= InlineAttribute::kStringCapacity;
-  bool by_address = own_site;
-  for (std::size_t i = 0; ok && i < attributes.size(); ++i) {
-    const std::string_view key = attributes[i].key;
-    const T type = attributes[i].value.type();
-    ok = key.size() <= InlineAttribute::kKeyCapacity && !p.redacted(key) &&
-         (type == T::kBool || type == T::kInt || type == T::kDouble || type == T::kString);
-    for (std::size_t j = 0; ok && j < i; ++j) ok = key != attributes[j].key;
-    if (!ok) break;
-    SiteKeys::Key& k = keys->keys[i];
-    k.data = key.data();
-    k.type = type;
-    k.slot.key_size = static_cast<std::uint8_t>(key.size());
-    k.slot.type = type == T::kBool  ? InlineAttribute::kBool
-                  : type == T::kInt ? InlineAttribute::kInt
-                  : type == T::kDouble ? InlineAttribute::kDouble
-                                       : InlineAttribute::kString;
-    std::memcpy(k.slot.key, key.data(), key.size());
-    by_address = by_address && in_read_only_memory(key.data(), key.size());
-  }
-  if (ok) keys->count = static_cast<std::uint32_t>(attributes.size());
-  keys->by_address = by_address;
-  // Publish, unless another thread published the keys for `p` first. Release pairs with
-  // site_keys()' acquire: the keys are complete before they are seen.
-  const void* old = site.keys.load(std::memory_order_acquire);
-  do {
-    if (old != nullptr && static_cast<const SiteKeys*>(old)->pipeline == &p) {
-      delete keys;
-      return;
-    }
-    keys->previous = static_cast<const SiteKeys*>(old);
-  } while (!site.keys.compare_exchange_weak(old, keys, std::memory_order_acq_rel,
-                                            std::memory_order_acquire));
-}
 
 namespace {
 
@@ -277,6 +229,7 @@ constexpr std::uint32_t kNoGroupIndex = UINT32_MAX;
 
 struct SpanAccess {
   static Span make(SpanRecord* rec) noexcept { return Span(rec, 0, uncaught_exceptions_now()); }
+  static void finish(Span& span, bool unwinding) noexcept;  // Span::finish()
   static Span make_light(ThreadState* owner, std::uint32_t token) noexcept {
     return Span(reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(owner) | kLightTag),
                 token, uncaught_exceptions_now());
@@ -357,14 +310,15 @@ namespace {
 
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
-  const GroupState g = span_site_state(site.gate);
-  if (NEMO_LENS_LIKELY(p != nullptr && g.enabled && !g.nvtx && p->sampler.records_anything)) {
+  const std::uintptr_t index = site_group_index(site.gate);
+  if (NEMO_LENS_LIKELY(p != nullptr && index < kMaxGroups && records_without_range(index) &&
+                       p->sampler.records_anything)) {
     StartRequest req;
     req.site = &site;
     req.own_site = true;
     return SpanAccess::make(start_record(p, req, attributes));
   }
-  return start_site_span_slow(site, g, p, attributes);
+  return start_site_span_slow(site, span_site_state(site.gate), p, attributes);
 }
 
 }  // namespace detail
@@ -577,8 +531,6 @@ SpanContext Span::context() const noexcept {
 }
 
 
-void Span::finish_scope() noexcept { finish(detail::uncaught_exceptions_now() > uncaught_); }
-
 namespace {
 // Ends `rec`: takes it off its owner's stack and registry and sets its end; when `unwinding`,
 // records the exception being unwound (`thrown`, looked up before the lock, or null). Then queues
@@ -642,17 +594,26 @@ namespace {
 }
 }  // namespace
 
-void Span::finish(bool unwinding) noexcept {
-  SpanRecord* rec = std::exchange(rec_, nullptr);
-  if (detail::tags(rec) != 0) {
-    detail::ThreadState* owner = detail::tagged_owner(rec);
-    if (nvtx_ != 0) detail::nvtx_close(*owner, std::exchange(nvtx_, 0));
-    if (detail::is_light(rec)) detail::close_light_span(*owner, token_);
+namespace detail {
+// Span::finish(), inline into both of its callers (one call level less at every scope's end).
+[[gnu::always_inline]] inline void SpanAccess::finish(Span& span, bool unwinding) noexcept {
+  SpanRecord* rec = std::exchange(span.rec_, nullptr);
+  if (tags(rec) != 0) {
+    ThreadState* owner = tagged_owner(rec);
+    if (span.nvtx_ != 0) nvtx_close(*owner, std::exchange(span.nvtx_, 0));
+    if (is_light(rec)) close_light_span(*owner, span.token_);
     return;
   }
-  const std::uint64_t now = detail::now_ticks();
+  const std::uint64_t now = now_ticks();
   if (NEMO_LENS_UNLIKELY(unwinding)) return end_record_unwinding(rec, now);
   end_record(rec, now, false, nullptr);
+}
+}  // namespace detail
+
+void Span::finish(bool unwinding) noexcept { detail::SpanAccess::finish(*this, unwinding); }
+
+void Span::finish_scope() noexcept {
+  detail::SpanAccess::finish(*this, detail::uncaught_exceptions_now() > uncaught_);
 }
 
 SpanContext current_span_context() noexcept {
