@@ -331,10 +331,10 @@ TEST_F(Tracing, RedactionTellsApartKeysOfEqualLengthAndLongKeys) {
   const std::string long_secret(70, 's'), long_other = std::string(69, 's') + "t";
   const std::string longer_other(90, 's');
   SetupOptions options;
-  options.redacted_keys = std::vector<std::string>{"api_key", "api_kez", long_secret};
+  options.redacted_keys = std::vector<std::string>{"api_key", "api_kez", long_secret, ""};
   start("all", options);
   {
-    auto s = span_cm("r", {{"api_kez", "a"}, {"api_kex", "b"}, {"api_key", "c"}});
+    auto s = span_cm("r", {{"api_kez", "a"}, {"api_kex", "b"}, {"api_key", "c"}, {"", "empty"}});
     s.set_attribute(long_secret, "d");
     s.set_attribute(long_other, "e");
     s.set_attribute(longer_other, "f");
@@ -346,6 +346,7 @@ TEST_F(Tracing, RedactionTellsApartKeysOfEqualLengthAndLongKeys) {
   EXPECT_EQ(std::get<std::string>(*attr(r, long_secret)), "[REDACTED]");
   EXPECT_EQ(std::get<std::string>(*attr(r, long_other)), "e");
   EXPECT_EQ(std::get<std::string>(*attr(r, longer_other)), "f");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "")), "[REDACTED]");
 }
 
 // managed_span finds a pair's site by where the caller keeps the names: a buffer that held other

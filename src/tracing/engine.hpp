@@ -395,6 +395,7 @@ struct Pipeline {
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Whether `key` is a redacted attribute key (inline: records.cpp needs no Pipeline symbol).
   bool redacted(std::string_view key) const noexcept {
+    if (NEMO_LENS_LIKELY((redacted_filter >> redacted_filter_bit(key) & 1) == 0)) return false;
     const std::size_t bucket = std::min<std::size_t>(key.size(), kRedactedBuckets - 1);
     for (std::size_t i = redacted_from[bucket]; i < redacted_from[bucket + 1]; ++i) {
       if (equal_short(redacted_keys[i], key)) return true;
@@ -418,6 +419,13 @@ struct Pipeline {
   static constexpr std::size_t kRedactedBuckets = 64;
   const std::vector<std::string> redacted_keys;
   const std::array<std::uint32_t, kRedactedBuckets + 1> redacted_from;
+  /// A bit per (length, first byte) class of the redacted keys (redacted_filter_bit()): most keys
+  /// fall in a class no redacted key is in, and need no comparison at all.
+  const std::uint64_t redacted_filter;
+  static unsigned redacted_filter_bit(std::string_view key) noexcept {
+    const unsigned first = key.empty() ? 0u : static_cast<unsigned char>(key[0]);
+    return (static_cast<unsigned>(key.size()) * 8u ^ first) & 63u;
+  }
   /// The inline attribute slots a span may use: kInlineAttributes, or fewer under a lower count
   /// limit (SpanRecord::inline_room starts here).
   const std::uint8_t inline_room;

@@ -136,7 +136,8 @@ SiteAddressEntry& address_entry(ThreadState& ts, std::string_view group,
   return ts.site_addresses[(a * 0x9e3779b97f4a7c15ull) >> 58];  // 64 entries: the top 6 bits
 }
 static_assert(sizeof(ThreadState::site_addresses) / sizeof(SiteAddressEntry) == 64);
-bool names_are(const SpanSite& site, std::string_view group, std::string_view name) noexcept {
+[[gnu::always_inline]] inline bool names_are(const SpanSite& site, std::string_view group,
+                                             std::string_view name) noexcept {
   return equal_short(site.name, name) && equal_short(site.gate.group, group);
 }
 }  // namespace

@@ -51,6 +51,11 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
         }
         return from;
       }()),
+      redacted_filter([this] {
+        std::uint64_t f = 0;
+        for (const auto& k : redacted_keys) f |= std::uint64_t{1} << redacted_filter_bit(k);
+        return f;
+      }()),
       inline_room(static_cast<std::uint8_t>(
           std::min<std::uint32_t>(SpanRecord::kInlineAttributes, lim.attribute_count))),
       resource(std::move(res)),
