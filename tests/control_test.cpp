@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <latch>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -298,6 +300,41 @@ TEST_F(Control, ANonExportingRankCostsTheGateUnlessTrackOpenIsAll) {
   EXPECT_FALSE(static_cast<bool>(save));
 }
 
+// A dump copies a thread's records under its span lock. A thread that holds that lock the whole
+// time (here: copying a large array attribute, again and again) is not waited for: the dump shows
+// its light entries, read without the lock, and says the owner was busy.
+TEST_F(Control, ADumpDoesNotWaitForAThreadThatHoldsItsSpanLock) {
+  env_.set("NEMO_LENS_TRACK_OPEN", "all");
+  start("default");  // `layer` is off: a light entry
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> owner_tid{0};
+  std::latch ready(2);
+  std::thread owner([&] {
+    LENS_SPAN(light, "layer", "layer_forward");
+    auto busy = span_cm("busy");
+    const std::vector<std::string> big(200000, std::string(32, 'x'));
+    owner_tid = this_tid();
+    ready.arrive_and_wait();
+    while (!stop.load()) busy.set_attribute("big", big);  // copied under the span lock
+  });
+  ready.arrive_and_wait();
+  bool seen_busy = false;
+  for (int i = 0; i < 200 && !seen_busy; ++i) {
+    const json r = request("lens-ctl/1 dump");
+    ASSERT_EQ(r["ok"], true);
+    for (const auto& t : r["threads"]) {
+      if (t["tid"] != owner_tid.load() || !t.value("owner_busy", false)) continue;
+      seen_busy = true;
+      ASSERT_EQ(t["spans"].size(), 1u) << t.dump();
+      EXPECT_EQ(t["spans"][0]["name"], "layer_forward");
+      EXPECT_EQ(t["spans"][0]["exported"], false);
+    }
+  }
+  stop = true;
+  owner.join();
+  EXPECT_TRUE(seen_busy) << "no dump found the owner's lock busy";
+}
+
 TEST_F(Control, TrackOpenAllTracksEveryGroupAndOffTracksNone) {
   env_.set("NEMO_LENS_TRACK_OPEN", "all");
   start("default");
@@ -317,27 +354,43 @@ TEST_F(Control, TrackOpenAllTracksEveryGroupAndOffTracksNone) {
   EXPECT_TRUE(r["threads"].empty());
 }
 
-TEST_F(Control, SpansDeeperThanTheRegistryAreCountedAndEndInAnyOrder) {
-  start("all");
+// Opens 70 nested spans, ends the third and then the sixth (on another thread), and checks what
+// `dump` (a dump request) lists: `listed` spans at first, `listed_after` after those two ended,
+// `untracked` throughout.
+void check_deep_nesting(const std::function<json()>& dump, std::size_t listed,
+                        std::size_t listed_after, int untracked) {
   std::vector<Span> spans;
   for (int i = 0; i < 70; ++i) spans.push_back(managed_span("layer", "l" + std::to_string(i)));
-  json r = request("lens-ctl/1 dump");
+  json r = dump();
   ASSERT_EQ(r["threads"].size(), 1u);
-  EXPECT_EQ(r["threads"][0]["spans"].size(), 64u);
-  EXPECT_EQ(r["threads"][0]["untracked"], 6);
-  // End the third one first, then hand one to another thread to end there.
+  EXPECT_EQ(r["threads"][0]["spans"].size(), listed);
+  EXPECT_EQ(r["threads"][0]["untracked"], untracked);
   spans[2].end();
   std::thread([s = std::move(spans[5])]() mutable { s.end(); }).join();
-  r = request("lens-ctl/1 dump");
-  // Two tracked spans ended; the six untracked ones stay untracked (they never move in).
-  EXPECT_EQ(r["threads"][0]["untracked"], 6);
+  r = dump();
+  EXPECT_EQ(r["threads"][0]["untracked"], untracked);
   const auto stack = stack_of(r, this_tid());
-  ASSERT_EQ(stack.size(), 62u);
+  ASSERT_EQ(stack.size(), listed_after);
   EXPECT_EQ(stack[2], "layer/l3");
   EXPECT_EQ(stack[4], "layer/l6");
+  EXPECT_EQ(stack.back(), "layer/l" + std::to_string(listed == 70 ? 69 : 63));
   spans.clear();
-  r = request("lens-ctl/1 dump");
+  r = dump();
   EXPECT_TRUE(r["threads"].empty()) << r.dump();
+}
+
+// Recorded spans are the records on the thread's span stack: every one is listed, however deep.
+TEST_F(Control, RecordedSpansAreListedHoweverDeepAndEndInAnyOrder) {
+  start("all");
+  check_deep_nesting([&] { return request("lens-ctl/1 dump"); }, 70, 68, 0);
+}
+
+// Spans tracked without a record (light entries) beyond the registry's 64 are counted; they stay
+// untracked when shallower ones end (they never move in).
+TEST_F(Control, LightEntriesDeeperThanTheRegistryAreCountedAndEndInAnyOrder) {
+  env_.set("NEMO_LENS_TRACK_OPEN", "all");
+  start("default");  // `layer` is off: its spans get light entries
+  check_deep_nesting([&] { return request("lens-ctl/1 dump"); }, 64, 62, 6);
 }
 
 TEST_F(Control, MalformedOversizedAndSlowRequestsGetErrorsAndTheProgramRunsOn) {

@@ -175,6 +175,7 @@ void append_open_thread(std::string& out, const ThreadOpenSpans& t, std::int64_t
   json::JsonObject o(out);
   json::append_int(o.key("tid"), t.tid);
   json::append_uint(o.key("untracked"), t.untracked);
+  if (t.owner_busy) json::append_raw(o.key("owner_busy"), "true");  // light entries only
   json::JsonArray spans(o.key("spans"));
   for (const OpenSpanView& s : t.spans) append_open_span(spans.element(), s, now);
   spans.close();

@@ -89,9 +89,6 @@ static_assert(kInlineHeaderSize == 24);
 /// What a string attribute under a redacted key says instead of its value.
 inline constexpr std::string_view kRedactedValue = "[REDACTED]";
 
-/// Where a record is in its owner's open-span registry (SpanRecord::open_state).
-inline constexpr std::uint8_t kOpenNone = 0, kOpenRegistered = 1, kOpenUntracked = 2;
-
 /// What few spans have: allocated the first time a span of its record needs it, then kept with
 /// the record (its storage reused).
 struct SpanCold {
@@ -143,9 +140,6 @@ struct alignas(64) SpanRecord {
   bool status_final = false;  // an OK status was set
   bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
   bool truncated = false;  // a copy ended by shutdown
-  /// In its owner's open-span registry: kOpenNone (tracking was off when it started),
-  /// kOpenRegistered, or kOpenUntracked (the registry was full; counted).
-  std::uint8_t open_state = 0;
   std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
   /// New attributes go inline while inline_used < inline_room: the slots the count limit allows,
   /// until an attribute goes to the cold list (then every later one does too, to keep the order).
@@ -283,7 +277,7 @@ struct SiteAddressEntry {
 struct ThreadState {
   SpinLock mu;
   std::vector<SpanRecord*> stack;  // open spans started by this thread, oldest first
-  OpenStack open;                  // the open-span registry (records and light entries)
+  OpenStack open;                  // the open-span registry's light entries
   NvtxStack nvtx;                  // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;  // free records
   SiteCacheEntry sites[64];  // cache_site()'s, owner only
@@ -544,7 +538,6 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   r.status_final = false;
   r.orphaned = false;
   r.truncated = false;
-  r.open_state = kOpenNone;
   r.inline_used = 0;
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }

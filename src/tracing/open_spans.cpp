@@ -1,8 +1,10 @@
 // The open-span registry (see open_spans.hpp).
 #include "tracing/open_spans.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "nemo/lens/errors.hpp"
@@ -17,13 +19,13 @@ namespace {
 
 struct EntryCopy {
   const SpanSite* site;
-  SpanRecord* record;
   std::uint64_t start;  // ticks
   std::uint32_t token;
 };
 
-// A consistent copy of a thread's registry, or false when writers kept overlapping the copy.
-bool read_stack(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& untracked) {
+// Copies the light entries of a registry, whose writers cannot run (the owner's lock is held) or
+// may (then a copy that overlapped a write is discarded). False when writers kept overlapping.
+bool read_entries(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& untracked) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const std::uint64_t before = o.sequence.load(std::memory_order_acquire);
     if ((before & 1) != 0) {
@@ -36,7 +38,6 @@ bool read_stack(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& 
     for (std::uint32_t i = 0; i < d; ++i) {
       const OpenEntry& e = o.entries[i];
       out.push_back({e.site.load(std::memory_order_acquire),
-                     e.record.load(std::memory_order_acquire),
                      e.start_ticks.load(std::memory_order_acquire),
                      e.token.load(std::memory_order_acquire)});
     }
@@ -46,28 +47,32 @@ bool read_stack(const OpenStack& o, std::vector<EntryCopy>& out, std::uint32_t& 
   return false;
 }
 
-enum class RecordRead { kCopied, kEnded, kBusy };
-
-// Copies what a reader may show of an open record, if its owner's lock is free within a few tries
-// and the record is still open. Never waits longer than that for the owner.
-RecordRead read_record(ThreadState& owner, SpanRecord* rec, OpenSpanView& view) {
-  bool locked = false;
-  for (int attempt = 0; attempt < 64 && !locked; ++attempt) {
-    locked = owner.mu.try_lock();
-    if (!locked) __builtin_ia32_pause();
+// Takes the owner's lock with a bounded number of tries: spins briefly, then yields so that an
+// owner preempted while holding it can finish. The lock is only ever held for a few stores.
+bool try_lock_owner(ThreadState& owner) noexcept {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    if (owner.mu.try_lock()) return true;
+    __builtin_ia32_pause();
   }
-  if (!locked) return RecordRead::kBusy;
-  std::lock_guard lock(owner.mu, std::adopt_lock);
-  bool open = false;
-  for (SpanRecord* r : owner.stack) open = open || r == rec;
-  if (!open || !rec->recording) return RecordRead::kEnded;
-  view.group = rec->group();
-  view.name = rec->name();
-  view.context = rec->context();
-  copy_attributes(*rec, view.attributes);
-  view.exported = !rec->orphaned;
-  view.root = !rec->parent_span_id.is_valid();
-  return RecordRead::kCopied;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (owner.mu.try_lock()) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+// What a reader may show of an open record. Requires the owner's lock.
+OpenSpanView view_of(SpanRecord& rec, const TickConverter& clock, std::int64_t now) {
+  OpenSpanView view;
+  view.start_unix_nano = std::min(clock.to_unix_nano(rec.start_ticks), now);
+  view.group = rec.group();
+  view.name = rec.name();
+  view.context = rec.context();
+  copy_attributes(rec, view.attributes);
+  view.exported = !rec.orphaned;
+  view.root = !rec.parent_span_id.is_valid();
+  view.record = &rec;
+  return view;
 }
 
 }  // namespace
@@ -75,17 +80,12 @@ RecordRead read_record(ThreadState& owner, SpanRecord* rec, OpenSpanView& view) 
 std::uint32_t open_light_entry(ThreadState& s, const SpanSite& site) noexcept {
   std::uint32_t token = s.open.next_token++;
   if (token == 0) token = s.open.next_token++;  // wrapped: 0 means untracked
-  return open_push(s.open, &site, nullptr, now_ticks(), token) ? token : 0;
+  return open_push(s.open, &site, now_ticks(), token) ? token : 0;
 }
 
 void close_light_span(ThreadState& owner, std::uint32_t token) noexcept {
   std::lock_guard lock(owner.mu);
-  if (token == 0 || !open_remove(owner.open, [token](const OpenEntry& e) {
-        return e.token.load(std::memory_order_relaxed) == token &&
-               e.record.load(std::memory_order_relaxed) == nullptr;
-      })) {
-    open_count_untracked(owner.open, -1);
-  }
+  if (token == 0 || !open_remove(owner.open, token)) open_count_untracked(owner.open, -1);
 }
 
 const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept {
@@ -171,31 +171,43 @@ const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_
 std::vector<ThreadOpenSpans> snapshot_open_spans() {
   std::vector<ThreadOpenSpans> out;
   std::vector<EntryCopy> entries;
+  std::vector<OpenSpanView> records;
   const std::int64_t now = now_unix_nano();
+  const TickConverter clock = tick_converter();  // one for all: start times keep their order
+  const bool records_tracked = g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff;
   visit_thread_states([&](ThreadState& s) {
-    std::uint32_t untracked = 0;
-    if (!read_stack(s.open, entries, untracked)) return;
-    if (entries.empty() && untracked == 0) return;
     ThreadOpenSpans t;
+    records.clear();
+    if (try_lock_owner(s)) {
+      std::lock_guard lock(s.mu, std::adopt_lock);
+      read_entries(s.open, entries, t.untracked);  // no writer runs: the first copy holds
+      if (records_tracked) {
+        for (SpanRecord* r : s.stack) {
+          // Sampled-out records and attached contexts are on the stack only as parents.
+          if (r->recording && r->pipeline != nullptr) records.push_back(view_of(*r, clock, now));
+        }
+      }
+    } else {
+      t.owner_busy = true;
+      if (!read_entries(s.open, entries, t.untracked)) return;
+    }
+    if (entries.empty() && records.empty() && t.untracked == 0) return;
     t.tid = s.tid;  // written under the registry mutex, which visit_thread_states holds
     t.state = &s;
-    t.untracked = untracked;
+    // Records and light entries each in the order they started; together, by start time.
+    auto r = records.begin();
     for (const EntryCopy& e : entries) {
       OpenSpanView v;
-      v.start_unix_nano = std::min(ticks_to_unix_nano(e.start), now);
+      v.group = e.site->gate.group;
+      v.name = e.site->name;
+      v.start_unix_nano = std::min(clock.to_unix_nano(e.start), now);
       v.token = e.token;
-      if (e.record != nullptr) {
-        v.record = e.record;
-        const RecordRead r = read_record(s, e.record, v);
-        if (r == RecordRead::kEnded) continue;  // ended since the copy
-        if (r == RecordRead::kBusy) v.name = "(owner busy)";
-      } else if (e.site != nullptr) {
-        v.group = e.site->gate.group;
-        v.name = e.site->name;
+      for (; r != records.end() && r->start_unix_nano <= v.start_unix_nano; ++r) {
+        t.spans.push_back(std::move(*r));
       }
       t.spans.push_back(std::move(v));
     }
-    if (t.spans.empty() && t.untracked == 0) return;
+    for (; r != records.end(); ++r) t.spans.push_back(std::move(*r));
     out.push_back(std::move(t));
   });
   return out;

@@ -1,14 +1,15 @@
-// The open-span registry: per thread, the stack of spans open right now (site and start time),
-// readable from another thread without stopping the owner. `lens ctl dump` and the hang watchdog
-// read it. Internal.
+// What `lens ctl dump` and the hang watchdog see of each thread: the spans open on it right now.
+// Internal.
 //
-// Spans that record are registered next to their record; with <PREFIX>_TRACK_OPEN=all, spans that
-// are not recorded (their group is off, or the rank does not export) get a light entry only: a
-// site pointer and a start time, no record.
+// Spans that record are the records on the thread's span stack, which a start and an end update
+// anyway: they cost nothing more to follow. With <PREFIX>_TRACK_OPEN=all, spans that are not
+// recorded (their group is off, or the rank does not export) get a light entry in the thread's
+// registry: a site pointer and a start time, no record.
 //
-// Writers (the owner thread, or a thread ending a span it was handed) hold the owner's lock.
-// Readers hold nothing of the owner's: a sequence counter tells them to retry when a write
-// overlapped their copy.
+// Writers (the owner thread, or a thread ending a span it was handed) hold the owner's lock, and
+// so does a reader, briefly, to copy the records and the light entries together. Should the lock
+// stay busy, a reader still gets the light entries without it: a sequence counter tells it to
+// retry when a write overlapped its copy.
 #pragma once
 
 #include <atomic>
@@ -103,16 +104,15 @@ void set_nvtx_emitting(bool on);
 /// The value set_nvtx_emitting() set last.
 bool nvtx_emitting() noexcept;
 
-/// One slot of a thread's registry. Every field is atomic so that a reader racing a writer reads
-/// stale or new values, never torn ones; the sequence counter then discards the copy.
+/// One light entry of a thread's registry. Every field is atomic so that a reader racing a writer
+/// reads stale or new values, never torn ones; the sequence counter then discards the copy.
 struct OpenEntry {
-  std::atomic<const SpanSite*> site{nullptr};  // light entry: group and name; null for a record
-  std::atomic<SpanRecord*> record{nullptr};    // record entry
-  std::atomic<std::uint64_t> start_ticks{0};  // now_ticks()
-  std::atomic<std::uint32_t> token{0};  // light entry: identifies it to its handle
+  std::atomic<const SpanSite*> site{nullptr};  // group and name
+  std::atomic<std::uint64_t> start_ticks{0};   // now_ticks()
+  std::atomic<std::uint32_t> token{0};         // identifies it to its handle
 };
 
-/// A thread's registry. Guarded for writers by the owner's ThreadState::mu.
+/// A thread's registry of light entries. Guarded for writers by the owner's ThreadState::mu.
 struct OpenStack {
   static constexpr std::uint32_t kCapacity = 64;
   std::atomic<std::uint64_t> sequence{0};   // odd while a write is in progress
@@ -147,8 +147,8 @@ inline void open_count_untracked(OpenStack& o, int delta) noexcept {
 }
 
 /// Requires the owner's lock. Adds an entry on top; false when the registry is full (counted
-/// untracked). Inline: recorded spans do this on every start.
-inline bool open_push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::uint64_t start,
+/// untracked).
+inline bool open_push(OpenStack& o, const SpanSite* site, std::uint64_t start,
                       std::uint32_t token) noexcept {
   const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
   if (NEMO_LENS_UNLIKELY(d >= OpenStack::kCapacity)) {
@@ -158,20 +158,18 @@ inline bool open_push(OpenStack& o, const SpanSite* site, SpanRecord* rec, std::
   OpenWriteSection w(o);
   OpenEntry& e = o.entries[d];
   e.site.store(site, std::memory_order_release);
-  e.record.store(rec, std::memory_order_release);
   e.start_ticks.store(start, std::memory_order_release);
   e.token.store(token, std::memory_order_release);
   o.depth.store(d + 1, std::memory_order_release);
   return true;
 }
 
-/// Requires the owner's lock. Removes the innermost entry `match` accepts, moving the ones above
-/// it down (spans may end in any order); false when none does.
-template <class Match>
-bool open_remove(OpenStack& o, Match match) noexcept {
+/// Requires the owner's lock. Removes the entry with `token`, moving the ones above it down (spans
+/// may end in any order); false when there is none.
+inline bool open_remove(OpenStack& o, std::uint32_t token) noexcept {
   const std::uint32_t d = o.depth.load(std::memory_order_relaxed);  // writers hold the lock
   for (std::uint32_t i = d; i-- > 0;) {
-    if (!match(o.entries[i])) continue;
+    if (o.entries[i].token.load(std::memory_order_relaxed) != token) continue;
     if (NEMO_LENS_LIKELY(i + 1 == d)) {
       // The innermost entry (spans mostly end innermost first): a smaller depth is all it takes.
       // No entry changes, so no write section: a reader that saw the old depth copied an entry
@@ -184,7 +182,6 @@ bool open_remove(OpenStack& o, Match match) noexcept {
       OpenEntry& to = o.entries[j];
       const OpenEntry& from = o.entries[j + 1];
       to.site.store(from.site.load(std::memory_order_relaxed), std::memory_order_release);
-      to.record.store(from.record.load(std::memory_order_relaxed), std::memory_order_release);
       to.start_ticks.store(from.start_ticks.load(std::memory_order_relaxed),
                            std::memory_order_release);
       to.token.store(from.token.load(std::memory_order_relaxed), std::memory_order_release);
@@ -193,21 +190,6 @@ bool open_remove(OpenStack& o, Match match) noexcept {
     return true;
   }
   return false;
-}
-
-/// Requires the owner's lock. Registers an open record; false when the registry is full (counted
-/// untracked).
-inline bool open_record(OpenStack& o, SpanRecord* rec, std::uint64_t start_ticks) noexcept {
-  return open_push(o, nullptr, rec, start_ticks, 0);
-}
-/// Requires the owner's lock. Removes a record registered by open_record (`tracked` is what it
-/// returned).
-inline void close_record(OpenStack& o, SpanRecord* rec, bool tracked) noexcept {
-  if (!tracked || !open_remove(o, [rec](const OpenEntry& e) {
-        return e.record.load(std::memory_order_relaxed) == rec;
-      })) {
-    open_count_untracked(o, -1);
-  }
 }
 
 /// Requires s.mu. Registers a light entry for a tracked, unexported span of `site`; returns its
@@ -249,13 +231,16 @@ struct OpenSpanView {
 struct ThreadOpenSpans {
   std::int64_t tid = 0;
   const ThreadState* state = nullptr;
-  std::uint32_t untracked = 0;
+  std::uint32_t untracked = 0;  // light entries beyond the registry's capacity
+  /// The owner's lock stayed busy: `spans` holds the light entries only, not the records.
+  bool owner_busy = false;
   std::vector<OpenSpanView> spans;
 };
 
-/// Every thread's open spans right now. Never waits for a span's owner thread: the registry is
-/// read through its sequence counter; a record's attributes are copied only when its owner's lock
-/// is free within a few tries. Allocates; may throw std::bad_alloc.
+/// Every thread's open spans right now, outermost first. Holds each owner's lock briefly (taken
+/// with a bounded number of tries and yields, never a blocking wait); where it stays busy, that
+/// thread's light entries are read without it (owner_busy). Records are listed unless tracking is
+/// off. Allocates; may throw std::bad_alloc.
 std::vector<ThreadOpenSpans> snapshot_open_spans();
 
 /// Adds an event to `rec` if it is still open and recording (any thread; takes the owner's lock).

@@ -187,10 +187,6 @@ struct StartRequest {
       }
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
       rec->start_ticks = now_ticks();
-      if (g_track_mode.load(std::memory_order_relaxed) != TrackOpen::kOff) {
-        rec->open_state =
-            open_record(ts->open, rec, rec->start_ticks) ? kOpenRegistered : kOpenUntracked;
-      }
     }
     ts->stack.push_back(rec);
   } catch (...) {
@@ -553,10 +549,6 @@ namespace {
           break;
         }
       }
-    }
-    if (rec->open_state != detail::kOpenNone) {
-      detail::close_record(owner->open, rec, rec->open_state == detail::kOpenRegistered);
-      rec->open_state = detail::kOpenNone;
     }
     export_it = rec->recording && !rec->orphaned;
     if (export_it) {
