@@ -128,10 +128,12 @@ struct StartRequest {
   if (ts == nullptr) return nullptr;
   SpanRecord* rec = take_record(*ts);
   if (rec == nullptr) return nullptr;
-  init_record(*rec, ts, p);
   const SiteKeys* keys = nullptr;
   try {
     std::lock_guard lock(ts->mu);
+    // The record's stores come after the lock's exchange, which would otherwise wait for them: a
+    // recycled record's lines are often still in the exporter thread's cache.
+    init_record(*rec, ts, p);
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
     ParentView parent;
     if (req.parent != nullptr && req.parent->is_valid()) {
