@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -68,19 +69,19 @@ class Writer {
     varint(v);
   }
 
+  // Fixed-width fields are little-endian whatever the host: one store where the host is too (GCC
+  // does not merge the byte loop into one).
   void fixed64_field(std::uint32_t field, std::uint64_t v) {
     tag(field, kFixed64);
-    char bytes[8];
-    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    std::memcpy(p_, bytes, 8);  // little-endian whatever the host
+    if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap64(v);
+    std::memcpy(p_, &v, 8);
     p_ += 8;
   }
 
   void fixed32_field(std::uint32_t field, std::uint32_t v) {
     tag(field, kFixed32);
-    char bytes[4];
-    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    std::memcpy(p_, bytes, 4);
+    if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap32(v);
+    std::memcpy(p_, &v, 4);
     p_ += 4;
   }
 
