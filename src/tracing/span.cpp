@@ -577,6 +577,7 @@ namespace {
     return;
   }
   rec->pipeline->enqueue(rec, current);
+  if (current != nullptr) detail::prefetch_next_record(*current);
 }
 
 // end_record() for a span whose scope an exception is leaving.
