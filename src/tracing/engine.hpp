@@ -271,9 +271,8 @@ struct SiteAddressEntry {
   const SpanSite* site = nullptr;
 };
 
-/// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records
-/// on it, `nvtx` and writes to `open` are guarded by `mu`; counters are written by the owner and
-/// read by anyone.
+/// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records on it, `nvtx`
+/// and writes to `open` are guarded by `mu`; counters are written by the owner and read by anyone.
 struct ThreadState {
   SpinLock mu;
   std::vector<SpanRecord*> stack;  // open spans started by this thread, oldest first

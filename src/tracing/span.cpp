@@ -528,12 +528,11 @@ SpanContext Span::context() const noexcept {
   }
 }
 
-
 namespace {
-// Ends `rec`: takes it off its owner's stack and registry and sets its end; when `unwinding`,
-// records the exception being unwound (`thrown`, looked up before the lock, or null). Then queues
-// it, or recycles it when it is not to be exported. Inline twice: with `unwinding` constant, the
-// common end has no exception code.
+// Ends `rec`: takes it off its owner's stack and sets its end; when `unwinding`, records the
+// exception being unwound (`thrown`, looked up before the lock, or null). Then queues it (and
+// prefetches the thread's next record), or recycles it when it is not to be exported. Inline
+// twice: with `unwinding` constant, the common end has no exception code.
 [[gnu::always_inline]] inline void end_record(SpanRecord* rec, std::uint64_t now, bool unwinding,
                                               const detail::ThrownException* thrown) noexcept {
   bool export_it = false;
