@@ -338,6 +338,8 @@ TEST_F(Tracing, RedactionTellsApartKeysOfEqualLengthAndLongKeys) {
     s.set_attribute(long_secret, "d");
     s.set_attribute(long_other, "e");
     s.set_attribute(longer_other, "f");
+    s.set_attribute("api_kew", "g");  // in a redacted key's (length, first byte) class, not redacted
+    s.set_attribute("api_key", "h");  // replaces a redacted value
   }
   auto r = only(spans(), "r");
   EXPECT_EQ(std::get<std::string>(*attr(r, "api_kez")), "[REDACTED]");
@@ -347,6 +349,7 @@ TEST_F(Tracing, RedactionTellsApartKeysOfEqualLengthAndLongKeys) {
   EXPECT_EQ(std::get<std::string>(*attr(r, long_other)), "e");
   EXPECT_EQ(std::get<std::string>(*attr(r, longer_other)), "f");
   EXPECT_EQ(std::get<std::string>(*attr(r, "")), "[REDACTED]");
+  EXPECT_EQ(std::get<std::string>(*attr(r, "api_kew")), "g");
 }
 
 // managed_span finds a pair's site by where the caller keeps the names: a buffer that held other

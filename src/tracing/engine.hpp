@@ -298,6 +298,29 @@ struct ThreadState {
   }
 };
 
+/// The entry of `ts`'s cache of sites by address for names at these addresses.
+inline SiteAddressEntry& site_address_entry(ThreadState& ts, std::string_view group,
+                                            std::string_view name) noexcept {
+  static_assert(sizeof(ThreadState::site_addresses) / sizeof(SiteAddressEntry) == 64);
+  const auto a = reinterpret_cast<std::uintptr_t>(name.data()) ^
+                 (reinterpret_cast<std::uintptr_t>(group.data()) >> 4);
+  return ts.site_addresses[(a * 0x9e3779b97f4a7c15ull) >> 58];  // 64 entries: the top 6 bits
+}
+
+/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites, else null: found
+/// by the names' addresses, else by their hash, the names compared either way; no lock. Interns
+/// nothing. Owner only.
+[[gnu::always_inline]] inline const SpanSite* find_cached_site(ThreadState& ts,
+                                                               std::string_view group,
+                                                               std::string_view name) noexcept {
+  const SiteAddressEntry& a = site_address_entry(ts, group, name);
+  if (NEMO_LENS_LIKELY(a.name == name.data() && a.group == group.data() && a.site != nullptr &&
+                       names_are(*a.site, group, name))) {
+    return a.site;
+  }
+  return find_cached_site_by_hash(ts, group, name);
+}
+
 /// The calling thread's state, once acquired (a %fs-relative load: the initial-exec TLS model).
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local ThreadState* t_state;
 /// Acquires a state for the calling thread; null when memory ran out or the thread is exiting.
@@ -403,9 +426,14 @@ struct Pipeline {
   /// that ignores its deadline), closes the books: what the thread holds and what is queued count
   /// as dropped at shutdown, and the thread, left running, counts nothing more. False then.
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Whether `key` may be a redacted attribute key: false for most keys, which share no (length,
+  /// first byte) class with a redacted key; true for every redacted key.
+  [[gnu::always_inline]] bool may_be_redacted(std::string_view key) const noexcept {
+    return (redacted_filter >> redacted_filter_bit(key) & 1) != 0;
+  }
   /// Whether `key` is a redacted attribute key (inline: records.cpp needs no Pipeline symbol).
   bool redacted(std::string_view key) const noexcept {
-    if (NEMO_LENS_LIKELY((redacted_filter >> redacted_filter_bit(key) & 1) == 0)) return false;
+    if (NEMO_LENS_LIKELY(!may_be_redacted(key))) return false;
     const std::size_t bucket = std::min<std::size_t>(key.size(), kRedactedBuckets - 1);
     for (std::size_t i = redacted_from[bucket]; i < redacted_from[bucket + 1]; ++i) {
       if (equal_short(redacted_keys[i], key)) return true;
@@ -558,16 +586,25 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }
 
+/// Adds `key` to `r` as a new inline attribute when that is all put_span_attribute() would do: no
+/// attribute of `r` has the key, the key is not one that may be redacted (for a string) and the
+/// value fits a free slot. False, `r` unchanged, otherwise. Requires the owner's lock while the
+/// span is open.
+[[gnu::always_inline]] inline bool append_new_inline(SpanRecord& r, std::string_view key,
+                                                     const AttributeArg& value) noexcept {
+  for (std::uint32_t i = 0; i < r.inline_used; ++i) {
+    if (equal_short(r.attributes[i].key_view(), key)) return false;
+  }
+  if (value.type() == AttributeArg::Type::kString && r.pipeline->may_be_redacted(key)) return false;
+  return append_inline(r, key, value, false);
+}
+
 /// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
 /// Requires the owner's lock while the span is open. May throw std::bad_alloc. Inline for the
 /// common case, a new attribute that fits a free slot.
 [[gnu::always_inline]] inline void put_span_attribute(SpanRecord& r, std::string_view key,
                                                       const AttributeArg& value) {
-  for (std::uint32_t i = 0; i < r.inline_used; ++i) {
-    if (equal_short(r.attributes[i].key_view(), key)) return put_span_attribute_slow(r, key, value);
-  }
-  const bool redact = value.type() == AttributeArg::Type::kString && r.pipeline->redacted(key);
-  if (!append_inline(r, key, value, redact)) put_span_attribute_slow(r, key, value);
+  if (!append_new_inline(r, key, value)) put_span_attribute_slow(r, key, value);
 }
 
 /// The attribute list a span site's spans start with, as a pipeline first recorded it: its keys,

@@ -129,30 +129,14 @@ std::uint64_t site_hash(std::string_view group, std::string_view name) noexcept 
 SiteCacheEntry& cache_entry(ThreadState& ts, std::uint64_t hash) noexcept {
   return ts.sites[hash % std::size(ts.sites)];
 }
-SiteAddressEntry& address_entry(ThreadState& ts, std::string_view group,
-                                std::string_view name) noexcept {
-  const auto a = reinterpret_cast<std::uintptr_t>(name.data()) ^
-                 (reinterpret_cast<std::uintptr_t>(group.data()) >> 4);
-  return ts.site_addresses[(a * 0x9e3779b97f4a7c15ull) >> 58];  // 64 entries: the top 6 bits
-}
-static_assert(sizeof(ThreadState::site_addresses) / sizeof(SiteAddressEntry) == 64);
-[[gnu::always_inline]] inline bool names_are(const SpanSite& site, std::string_view group,
-                                             std::string_view name) noexcept {
-  return equal_short(site.name, name) && equal_short(site.gate.group, group);
-}
 }  // namespace
 
-const SpanSite* find_cached_site(ThreadState& ts, std::string_view group,
-                                 std::string_view name) noexcept {
-  SiteAddressEntry& a = address_entry(ts, group, name);
-  if (a.name == name.data() && a.group == group.data() && a.site != nullptr &&
-      names_are(*a.site, group, name)) {
-    return a.site;
-  }
+const SpanSite* find_cached_site_by_hash(ThreadState& ts, std::string_view group,
+                                         std::string_view name) noexcept {
   const std::uint64_t h = site_hash(group, name);
   const SiteCacheEntry& e = cache_entry(ts, h);
   if (e.site != nullptr && e.hash == h && names_are(*e.site, group, name)) {
-    a = {group.data(), name.data(), e.site};
+    site_address_entry(ts, group, name) = {group.data(), name.data(), e.site};
     return e.site;
   }
   return nullptr;
@@ -163,7 +147,7 @@ const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_
   if (site != nullptr) {
     const std::uint64_t h = site_hash(group, name);
     cache_entry(ts, h) = {h, site};
-    address_entry(ts, group, name) = {group.data(), name.data(), site};
+    site_address_entry(ts, group, name) = {group.data(), name.data(), site};
   }
   return site;
 }

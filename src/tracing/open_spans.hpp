@@ -25,6 +25,7 @@
 #include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/groups.hpp"
 #include "nemo/lens/span.hpp"
+#include "strings.hpp"
 
 namespace nemo::lens::detail {
 
@@ -206,11 +207,14 @@ const SpanSite& intern_site(std::string_view group, std::string_view name) noexc
 /// The interned site of `group` and `name` (its gate resolved), or null once the table is full
 /// (or memory ran out).
 const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept;
-/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites, else null: found
-/// by the names' addresses, else by their hash, the names compared either way; no lock. Interns
-/// nothing.
-const SpanSite* find_cached_site(ThreadState& ts, std::string_view group,
-                                 std::string_view name) noexcept;
+/// find_cached_site() (engine.hpp) when the names' addresses missed: by their hash.
+const SpanSite* find_cached_site_by_hash(ThreadState& ts, std::string_view group,
+                                         std::string_view name) noexcept;
+/// Whether `site` is named `group` and `name`.
+[[gnu::always_inline]] inline bool names_are(const SpanSite& site, std::string_view group,
+                                             std::string_view name) noexcept {
+  return equal_short(site.name, name) && equal_short(site.gate.group, group);
+}
 /// intern_site_if_room(), kept in `ts`'s cache for find_cached_site().
 const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept;
 

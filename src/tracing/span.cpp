@@ -375,25 +375,60 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
 }
 }  // namespace
 
-Span start_span(std::string_view name, const SpanStartOptions& options,
-                std::initializer_list<Attribute> attributes) noexcept {
-  detail::Pipeline* p = detail::g_active_pipeline.load(std::memory_order_acquire);
-  detail::ThreadState* ts = detail::this_thread_state_if_any();
-  const detail::SpanSite* site = nullptr;
-  if (NEMO_LENS_LIKELY(p != nullptr && ts != nullptr && !options.group.empty())) {
-    // The common case first: a pair this thread started before, its group recorded, no NVTX.
-    site = detail::find_cached_site(*ts, options.group, name);
+namespace {
+// start_span()'s and start_managed_span()'s common case: a gated pair this thread started before,
+// its group recorded, no NVTX range. Then `site` is the pair's site and the span starts in
+// `started`; otherwise `site` is the pair's site if the thread's cache has it, else null, and `p`
+// and `ts` are as start_span_slow() takes them.
+[[gnu::always_inline]] inline bool start_cached(std::string_view group, std::string_view name,
+                                                detail::Pipeline*& p, detail::ThreadState*& ts,
+                                                const detail::SpanSite*& site) noexcept {
+  p = detail::g_active_pipeline.load(std::memory_order_acquire);
+  ts = detail::this_thread_state_if_any();
+  site = nullptr;
+  if (NEMO_LENS_LIKELY(p != nullptr && ts != nullptr && !group.empty())) {
+    site = detail::find_cached_site(*ts, group, name);
     if (site != nullptr) {
-      const detail::GroupState g = detail::span_site_state(site->gate);
-      if (NEMO_LENS_LIKELY(g.enabled && !g.nvtx && p->sampler.records_anything)) {
-        return detail::SpanAccess::make(
-            detail::start_record(p, start_request(name, options, site), attributes));
+      const std::uintptr_t index = detail::site_group_index(site->gate);
+      if (NEMO_LENS_LIKELY(index < detail::kMaxGroups && detail::records_without_range(index) &&
+                           p->sampler.records_anything)) {
+        return true;
       }
     }
   }
   if (ts == nullptr) ts = detail::this_thread_state();
+  return false;
+}
+}  // namespace
+
+Span start_span(std::string_view name, const SpanStartOptions& options,
+                std::initializer_list<Attribute> attributes) noexcept {
+  detail::Pipeline* p;
+  detail::ThreadState* ts;
+  const detail::SpanSite* site;
+  if (NEMO_LENS_LIKELY(start_cached(options.group, name, p, ts, site))) {
+    return detail::SpanAccess::make(
+        detail::start_record(p, start_request(name, options, site), attributes));
+  }
   return start_span_slow(name, options, attributes, p, ts, site);
 }
+
+namespace detail {
+Span start_managed_span(std::string_view group, std::string_view name,
+                        std::initializer_list<Attribute> attributes) noexcept {
+  Pipeline* p;
+  ThreadState* ts;
+  const SpanSite* site;
+  if (NEMO_LENS_LIKELY(start_cached(group, name, p, ts, site))) {
+    StartRequest req;  // no parent, root, link or kind: those fold away in start_record()
+    req.site = site;
+    return SpanAccess::make(start_record(p, req, attributes));
+  }
+  SpanStartOptions options;
+  options.group = group;
+  return start_span_slow(name, options, attributes, p, ts, site);
+}
+}  // namespace detail
 
 Span& Span::operator=(Span&& other) noexcept {
   if (this != &other) {
@@ -426,9 +461,26 @@ void mutate(SpanRecord* rec, F&& f) noexcept {
 }
 }  // namespace
 
+namespace {
+// set_attribute() for every case but a new attribute that fits a free slot under a key that is not
+// redacted: replacing, spilling to the cold list, limits, redaction, a span shutdown copied.
+// Returns `span` (set_attribute() ends with a jump here, and so keeps nothing across it).
+[[gnu::noinline]] Span& set_attribute_slow(Span& span, SpanRecord* rec, std::string_view key,
+                                           const AttributeArg& value) noexcept {
+  mutate(rec, [&](SpanRecord& r) { detail::put_span_attribute_slow(r, key, value); });
+  return span;
+}
+}  // namespace
+
 Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
-  mutate(detail::record_of(rec_),
-         [&](SpanRecord& r) { detail::put_span_attribute(r, key, value); });
+  SpanRecord* rec = detail::record_of(rec_);
+  if (rec == nullptr || !rec->recording) return *this;
+  // The common case in few instructions and no call: the lock, a free slot, the lock again.
+  detail::SpinLock& mu = rec->owner->mu;
+  mu.lock();
+  const bool done = !rec->orphaned && detail::append_new_inline(*rec, key, value);
+  mu.unlock();
+  if (NEMO_LENS_UNLIKELY(!done)) return set_attribute_slow(*this, rec, key, value);
   return *this;
 }
 
