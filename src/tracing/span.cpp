@@ -472,7 +472,7 @@ namespace {
 }
 }  // namespace
 
-Span& Span::set_attribute(std::string_view key, AttributeArg value) noexcept {
+Span& Span::set_attribute(std::string_view key, const AttributeArg& value) noexcept {
   SpanRecord* rec = detail::record_of(rec_);
   if (rec == nullptr || !rec->recording) return *this;
   // The common case in few instructions and no call: the lock, a free slot, the lock again.

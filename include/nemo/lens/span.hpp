@@ -65,7 +65,7 @@ class NEMO_LENS_API Span {
   bool is_recording() const noexcept;
 
   /// Sets (or replaces) an attribute. String values under a redacted key become "[REDACTED]".
-  Span& set_attribute(std::string_view key, AttributeArg value) noexcept;
+  Span& set_attribute(std::string_view key, const AttributeArg& value) noexcept;
   /// Sets several attributes.
   Span& set_attributes(std::initializer_list<Attribute> attributes) noexcept;
   /// Adds a timestamped event.
