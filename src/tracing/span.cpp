@@ -376,10 +376,10 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
 }  // namespace
 
 namespace {
-// start_span()'s and start_managed_span()'s common case: a gated pair this thread started before,
-// its group recorded, no NVTX range. Then `site` is the pair's site and the span starts in
-// `started`; otherwise `site` is the pair's site if the thread's cache has it, else null, and `p`
-// and `ts` are as start_span_slow() takes them.
+// Whether a start_span() or start_managed_span() is the common case: a gated pair this thread
+// started before, its group recorded, no NVTX range. True: `site` is the pair's site and `p` the
+// pipeline to start the span in. False: `site` is the pair's site if the thread's cache has it,
+// else null, and `p` and `ts` are as start_span_slow() takes them.
 [[gnu::always_inline]] inline bool start_cached(std::string_view group, std::string_view name,
                                                 detail::Pipeline*& p, detail::ThreadState*& ts,
                                                 const detail::SpanSite*& site) noexcept {
