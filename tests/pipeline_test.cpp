@@ -12,6 +12,8 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "tracing_fixture.hpp"
 
@@ -199,6 +201,72 @@ TEST(Pipeline, ShutdownReturnsWithinItsTimeoutWhenTheExporterHangs) {
   EXPECT_FALSE(h.shutdown(std::chrono::milliseconds(300)));
   const auto waited = std::chrono::steady_clock::now() - t0;
   EXPECT_LT(waited, std::chrono::seconds(5)) << "bounded by the timeout plus a margin";
+  exporter->release();  // lets the detached exporter thread finish
+}
+
+// Exports nothing; its shutdown() ignores the deadline and waits until the test releases it (or
+// 20 s pass, so that a failing test ends), recording on which thread it was called.
+class ShutdownStallingExporter : public SpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const> spans, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    std::lock_guard lock(mu_);
+    exported_ += spans.size();
+    return ExportResult::kSuccess;
+  }
+  void shutdown(std::chrono::steady_clock::time_point) noexcept override {
+    std::unique_lock lock(mu_);
+    shutdown_thread_ = std::this_thread::get_id();
+    ++shutdowns_;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return released_; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  // Waits until shutdown() was entered; returns how often and on which thread.
+  std::pair<int, std::thread::id> wait_shutdown() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return shutdowns_ > 0; });
+    return {shutdowns_, shutdown_thread_};
+  }
+  std::size_t exported() {
+    std::lock_guard lock(mu_);
+    return exported_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t exported_ = 0;
+  int shutdowns_ = 0;
+  std::thread::id shutdown_thread_;
+  bool released_ = false;
+};
+
+// The exporter's shutdown() is the exporter thread's last act, so one that ignores its deadline
+// holds shutdown no longer than the timeout, and every count is final by then.
+TEST(Pipeline, ShutdownReturnsWithinItsTimeoutWhenTheExportersShutdownHangs) {
+  auto exporter = std::make_shared<ShutdownStallingExporter>();
+  SetupOptions o;
+  o.exporter = exporter;
+  auto h = setup_telemetry(enabled(), 0, 1, o);
+  span_cm("before");
+  ASSERT_TRUE(h.force_flush());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(h.shutdown(std::chrono::milliseconds(300)));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "bounded by the timeout plus a margin";
+  const auto [calls, thread] = exporter->wait_shutdown();
+  EXPECT_EQ(calls, 1);
+  EXPECT_NE(thread, std::this_thread::get_id()) << "called on the exporter thread";
+  const TelemetryStats s = h.stats();
+  EXPECT_EQ(s.spans_exported, 1u);
+  EXPECT_EQ(s.spans_ended, s.spans_exported + s.spans_dropped_queue_full +
+                               s.spans_dropped_export_failed + s.spans_dropped_shutdown);
+  EXPECT_EQ(exporter->exported(), 1u);
   exporter->release();  // lets the detached exporter thread finish
 }
 

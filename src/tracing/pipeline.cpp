@@ -264,6 +264,9 @@ void Pipeline::run() noexcept {
       if (exporter != nullptr) {
         exporter->force_flush(
             std::min(cutoff, std::chrono::steady_clock::now() + options.export_timeout));
+        // The thread's last act, so that finish_shutdown() waits for it no longer than for an
+        // export: an exporter whose shutdown() ignores its deadline cannot hold the program.
+        if (stopping) exporter->shutdown(cutoff);
       }
       flush_done_local_ = flush_target;
       std::lock_guard lock(flush_mu_);
@@ -397,7 +400,6 @@ bool Pipeline::finish_shutdown(std::chrono::steady_clock::time_point deadline) n
   std::lock_guard lock(thread_mu_);
   if (done) {
     if (thread_.joinable()) thread_.join();
-    if (exporter != nullptr) exporter->shutdown(deadline);
     dropped_at_shutdown_.fetch_add(take_late(), std::memory_order_relaxed);
   } else {
     ledger_.close(take_late);

@@ -90,10 +90,9 @@ enum class ExportResult : std::uint8_t {
   kFailure,
 };
 
-/// Receives ended spans. Threading contract: export_spans() and force_flush() are called from the
-/// pipeline's exporter thread, shutdown() from the thread shutting the pipeline down once the
-/// exporter thread has stopped; never two methods at once. Methods are noexcept (an exception
-/// escaping one terminates the program) and should return by `deadline`.
+/// Receives ended spans. Threading contract: every method but rejected_spans() is called from the
+/// pipeline's exporter thread, shutdown() once and last; never two methods at once. Methods are
+/// noexcept (an exception escaping one terminates the program) and should return by `deadline`.
 class NEMO_LENS_API SpanExporter {
  public:
   virtual ~SpanExporter();
