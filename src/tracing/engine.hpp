@@ -424,8 +424,8 @@ struct Pipeline {
   void begin_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Waits for the exporter thread, whose last act is the exporter's shutdown(), until `deadline`.
   /// When it did not stop in time (an exporter whose export or shutdown() ignores its deadline),
-  /// closes the books: what the thread holds and what is queued count
-  /// as dropped at shutdown, and the thread, left running, counts nothing more. False then.
+  /// closes the books: what the thread holds and what is queued count as dropped at shutdown, and
+  /// the thread, left running, counts nothing more. False then.
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Whether `key` may be a redacted attribute key: false for most keys, which share no (length,
   /// first byte) class with a redacted key; true for every redacted key.

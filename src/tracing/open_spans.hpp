@@ -81,10 +81,12 @@ inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
          reinterpret_cast<std::uintptr_t>(g_site_flags);
 }
 
-/// Whether spans of the group with interned `index` are recorded and open no NVTX range: what an
-/// enabled span's start checks first (two loads).
-inline bool records_without_range(std::uintptr_t index) noexcept {
-  return g_flags[index].load(std::memory_order_relaxed) &&
+/// Whether spans of a resolved site's group are recorded and open no NVTX range: what an enabled
+/// span's start checks first (the site's flag pointer and two loads). False for an unresolved
+/// site (the table is full), which span_site_state() then looks up by name.
+inline bool records_without_range(const SiteGate& site) noexcept {
+  const std::uintptr_t index = site_group_index(site);
+  return index < kMaxGroups && g_flags[index].load(std::memory_order_relaxed) &&
          !g_nvtx_flags[index].load(std::memory_order_relaxed);
 }
 

@@ -308,8 +308,7 @@ namespace {
 
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
-  const std::uintptr_t index = site_group_index(site.gate);
-  if (NEMO_LENS_LIKELY(p != nullptr && index < kMaxGroups && records_without_range(index) &&
+  if (NEMO_LENS_LIKELY(records_without_range(site.gate) && p != nullptr &&
                        p->sampler.records_anything)) {
     StartRequest req;
     req.site = &site;
@@ -388,12 +387,9 @@ namespace {
   site = nullptr;
   if (NEMO_LENS_LIKELY(p != nullptr && ts != nullptr && !group.empty())) {
     site = detail::find_cached_site(*ts, group, name);
-    if (site != nullptr) {
-      const std::uintptr_t index = detail::site_group_index(site->gate);
-      if (NEMO_LENS_LIKELY(index < detail::kMaxGroups && detail::records_without_range(index) &&
-                           p->sampler.records_anything)) {
-        return true;
-      }
+    if (site != nullptr && NEMO_LENS_LIKELY(detail::records_without_range(site->gate) &&
+                                            p->sampler.records_anything)) {
+      return true;
     }
   }
   if (ts == nullptr) ts = detail::this_thread_state();
