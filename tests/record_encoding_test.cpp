@@ -1,11 +1,14 @@
 // The OTLP exporter encodes protobuf straight from the pipeline's span records
 // (append_otlp_proto_records). Real spans of every shape go through a real pipeline to an exporter
 // that gets the records; each batch is encoded both from the records and from what other
-// exporters are given (materialize(), then append_otlp_proto), and the bytes must be equal. The
+// exporters are given (materialize(), then append_otlp_proto), and the bytes must be equal (the
+// ids the record encoding made for spans that had none are given to the SpanData). The
 // record encoding is also decoded with libprotobuf. The test compiles src/tracing/records.cpp
 // itself: materialize() is internal to the library.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,7 +25,17 @@ using namespace nemo::lens;
 using lens_test::ScopedEnv;
 using Request = opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
 
-// Gets the records; keeps both encodings of every batch, and how each span reads as SpanData.
+// `bytes` as an id of N bytes (all zero when the size is wrong).
+template <class Id>
+Id id_of(const std::string& bytes) {
+  Id id;
+  if (bytes.size() == id.bytes.size()) std::memcpy(id.bytes.data(), bytes.data(), bytes.size());
+  return id;
+}
+
+// Gets the records; keeps both encodings of every batch, and how each span reads as SpanData. A
+// span whose ids nothing asked for has none in its record: the record encoding makes them
+// (export_ids()), and the SpanData takes them from it.
 class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
  public:
   ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
@@ -35,12 +48,35 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
                               const Resource& resource, const detail::TickConverter& clock,
                               std::chrono::steady_clock::time_point) noexcept override {
     try {
+      std::vector<bool> had_ids;
+      for (const detail::SpanRecord* r : records) had_ids.push_back(r->span_id.is_valid());
       std::string from_records;
       detail::append_otlp_proto_records(from_records, records, resource, clock);
+      Request request;
+      if (!request.ParseFromString(from_records) || request.resource_spans_size() != 1 ||
+          request.resource_spans(0).scope_spans_size() != 1 ||
+          request.resource_spans(0).scope_spans(0).spans_size() !=
+              static_cast<int>(records.size())) {
+        return ExportResult::kFailure;
+      }
+      const auto& encoded = request.resource_spans(0).scope_spans(0).spans();
       std::vector<SpanData> data(records.size());
       std::vector<const SpanData*> views;
       for (std::size_t i = 0; i < records.size(); ++i) {
-        detail::materialize(*records[i], clock, data[i]);
+        const detail::SpanRecord& r = *records[i];
+        detail::materialize(r, clock, data[i]);
+        if (!had_ids[i]) {
+          std::lock_guard lock(mu_);
+          ++ids_made_;
+          // The encoder wrote nothing into the record.
+          if (r.span_id.is_valid()) ++records_written_;
+          // A span with a parent keeps the trace id it was given at its start.
+          if (r.trace_id.is_valid() && id_of<TraceId>(encoded[i].trace_id()) != r.trace_id) {
+            ++trace_ids_changed_;
+          }
+          data[i].context.trace_id = id_of<TraceId>(encoded[i].trace_id());
+          data[i].context.span_id = id_of<SpanId>(encoded[i].span_id());
+        }
         views.push_back(&data[i]);
       }
       std::string from_data;
@@ -66,9 +102,19 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
     return spans_;
   }
   int span_calls() const { return span_calls_.load(); }
+  // Spans exported without ids; of those, records the encoder wrote ids into, and spans whose
+  // trace id it changed.
+  struct IdCounts {
+    int made = 0, records_written = 0, trace_ids_changed = 0;
+  };
+  IdCounts id_counts() const {
+    std::lock_guard lock(mu_);
+    return {ids_made_, records_written_, trace_ids_changed_};
+  }
 
  private:
   mutable std::mutex mu_;
+  int ids_made_ = 0, records_written_ = 0, trace_ids_changed_ = 0;
   std::vector<Batch> batches_;
   std::vector<SpanData> spans_;
   std::atomic<int> span_calls_{0};
@@ -196,6 +242,34 @@ TEST_F(RecordEncoding, EventsLinksStatusKindParentAndTraceState) {
   EXPECT_EQ(child.kind, SpanKind::kClient);
   EXPECT_EQ(child.status_code, StatusCode::kError);
   EXPECT_EQ(child.parent_span_id, parent.context.span_id);
+}
+
+TEST_F(RecordEncoding, IdsNothingAskedForAreMadeAsTheRecordIsEncoded) {
+  {
+    Span root = managed_span("step", "root");  // its ids are made when its first child starts
+    { Span a = managed_span("step", "a"); }    // a and b: the trace id from the root, no span id
+    { Span b = managed_span("step", "b"); }
+  }
+  { Span lone = managed_span("step", "lone"); }  // no ids at all
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 4u);
+  const auto counts = exporter_->id_counts();
+  EXPECT_EQ(counts.made, 3) << "a, b and lone reach the exporter without ids";
+  EXPECT_EQ(counts.records_written, 0) << "the encoder writes nothing into a record";
+  EXPECT_EQ(counts.trace_ids_changed, 0);
+  auto named = [&](std::string_view name) {
+    return *std::find_if(spans.begin(), spans.end(), [&](const SpanData& s) { return s.name == name; });
+  };
+  const SpanData root = named("root"), a = named("a"), b = named("b"), lone = named("lone");
+  for (const SpanData& s : {root, a, b, lone}) EXPECT_TRUE(s.context.is_valid()) << s.name;
+  EXPECT_EQ(a.context.trace_id, root.context.trace_id);
+  EXPECT_EQ(b.context.trace_id, root.context.trace_id);
+  EXPECT_EQ(a.parent_span_id, root.context.span_id);
+  EXPECT_EQ(b.parent_span_id, root.context.span_id);
+  EXPECT_NE(a.context.span_id, b.context.span_id);
+  EXPECT_NE(a.context.span_id, root.context.span_id);
+  EXPECT_NE(lone.context.trace_id, root.context.trace_id);
+  EXPECT_FALSE(lone.parent_span_id.is_valid());
 }
 
 TEST_F(RecordEncoding, TruncatedCopiesAtShutdown) {

@@ -565,6 +565,50 @@ TEST_F(Tracing, RecycledRecordsCarryNoAttributesOfEarlierSpans) {
   }
 }
 
+TEST_F(Tracing, RecycledRecordsCarryNothingColdOfEarlierSpans) {
+  // What few spans have (events, links, a status message, attributes past the inline slots or too
+  // long for them) lives in a record's cold part, which the record's next span clears.
+  SpanContext target;
+  {
+    auto t = span_cm("target");
+    target = t.context();
+  }
+  for (int round = 0; round < 20; ++round) {
+    {
+      auto s = span_cm(round % 2 == 0 ? "cold_0" : "cold_1", {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"e", 5}, {"f", 6}});
+      s.set_attribute("path", std::string(100, 'p'));
+      s.add_event("e", {{"x", 1}});
+      s.add_link(target);
+      s.set_status(StatusCode::kError, "broke");
+    }
+    { auto bare = span_cm("bare"); }
+    { LENS_SPAN(site, SpanGroup::STEP, "site", {"i", round}); }
+    ASSERT_TRUE(handle_.force_flush());
+  }
+  int cold = 0, bare = 0;
+  for (const auto& s : memory_->spans()) {
+    if (s.name.starts_with("cold_")) {
+      ++cold;
+      EXPECT_EQ(s.attributes.size(), 7u);
+      EXPECT_EQ(s.events.size(), 1u);
+      EXPECT_EQ(s.links.size(), 1u);
+      EXPECT_EQ(s.status_message, "broke");
+      continue;
+    }
+    if (s.name == "target") continue;
+    ++bare;
+    EXPECT_TRUE(s.name == "bare" || s.name == "site") << s.name;
+    EXPECT_EQ(s.attributes.size(), s.name == "site" ? 1u : 0u) << s.name;
+    EXPECT_TRUE(s.events.empty()) << s.name;
+    EXPECT_TRUE(s.links.empty()) << s.name;
+    EXPECT_EQ(s.status_code, StatusCode::kUnset) << s.name;
+    EXPECT_EQ(s.status_message, "") << s.name;
+    EXPECT_EQ(s.dropped_attributes_count + s.dropped_events_count + s.dropped_links_count, 0u);
+  }
+  EXPECT_EQ(cold, 20);
+  EXPECT_EQ(bare, 40);
+}
+
 TEST_F(Tracing, LimitsDropAndCount) {
   env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2");
   env_.set("OTEL_SPAN_EVENT_COUNT_LIMIT", "1");

@@ -100,9 +100,9 @@ class DataSpan {
 class RecordSpan {
  public:
   RecordSpan(const SpanRecord& r, const TickConverter& clock)
-      : r_(r), c_(r.cold_part()), clock_(clock) {}
-  const TraceId& trace_id() const { return r_.trace_id; }
-  const SpanId& span_id() const { return r_.span_id; }
+      : r_(r), c_(r.cold_part()), clock_(clock), ids_(export_ids(r)) {}
+  const TraceId& trace_id() const { return ids_.trace_id; }
+  const SpanId& span_id() const { return ids_.span_id; }
   std::string_view trace_state() const { return r_.trace_state(); }
   std::uint8_t trace_flags() const { return r_.trace_flags; }
   const SpanId& parent_span_id() const { return r_.parent_span_id; }
@@ -172,6 +172,7 @@ class RecordSpan {
   const SpanRecord& r_;
   const SpanCold* c_;
   const TickConverter& clock_;
+  const RecordIds ids_;  // made now when the span had none (export_ids())
 };
 
 // An upper bound of the bytes append_span() writes for `s`.

@@ -172,15 +172,36 @@ struct alignas(64) SpanRecord {
 
 /// Makes `r`'s ids if it has none yet, with `ids`, the calling thread's generator: a span's ids
 /// are made when a child starts under it, its context is read (context(), a dump, shutdown's
-/// copy) or it is exported, not at its start. Requires the owner's lock while the span is open,
-/// or sole access once it ended.
+/// copy) or it is exported (export_ids() for an exporter of records), not at its start. Requires
+/// the owner's lock while the span is open, or sole access once it ended.
 inline void ensure_ids(SpanRecord& r, IdGenerator& ids) noexcept {
   if (NEMO_LENS_LIKELY(r.span_id.is_valid())) return;
   if (!r.trace_id.is_valid()) r.trace_id = ids.trace_id();  // a root; else its parent's
   r.span_id = ids.span_id();
 }
 
-/// Clears the cold part of a record for reuse (keeping its storage).
+/// A span's trace and span id.
+struct RecordIds {
+  TraceId trace_id;
+  SpanId span_id;
+};
+
+/// export_ids() for a span that has no ids yet: makes them with the calling thread's generator,
+/// as ensure_ids() would, without storing them. Exported from the library: the OTLP encoder is
+/// also built apart from it (tests, benchmarks).
+NEMO_LENS_API RecordIds make_export_ids(const SpanRecord& r) noexcept;
+
+/// The ids an ended span is exported with: its own, or, when nothing made them yet, new ones
+/// (make_export_ids()). An exporter reads an ended span's record once and writes nothing into
+/// it, so that the record's lines stay shared with the core that will reuse the record rather
+/// than move to the exporter's. Requires sole access (the exporter thread).
+inline RecordIds export_ids(const SpanRecord& r) noexcept {
+  if (NEMO_LENS_LIKELY(r.span_id.is_valid())) return {r.trace_id, r.span_id};
+  return make_export_ids(r);
+}
+
+/// Clears the cold part of a record for reuse (keeping its storage); init_record() does when it
+/// reuses the record.
 void reset_record(SpanRecord& r) noexcept;
 
 /// A copy of `r` with its own cold part. May throw std::bad_alloc.
@@ -375,11 +396,11 @@ void lock_all_thread_states() noexcept;
 void unlock_all_thread_states() noexcept;
 void reset_thread_states_in_child() noexcept;
 
-/// Resets a record and returns it to the calling thread's cache (or frees it).
+/// Returns a record to the calling thread's cache (or frees it); its next start resets it.
 void recycle(SpanRecord* rec) noexcept;
 
-/// Returns records, already reset, to the global free pool as one batch. Any thread; leaves
-/// `records` empty.
+/// Returns records to the global free pool as one batch (their next starts reset them). Any
+/// thread; leaves `records` empty.
 void recycle_batch(std::vector<SpanRecord*>& records) noexcept;
 
 /// Batch span processor settings (OTEL_BSP_*).
@@ -563,8 +584,11 @@ inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
 }
 
 /// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
-/// needed before). The cold part must be unused (a free record's is).
+/// needed before), and clears the cold part the record's previous span left in use: nothing
+/// clears it when a span is exported, since reading the record there would pull its lines to the
+/// exporter thread's core.
 inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
+  if (NEMO_LENS_UNLIKELY(r.cold_used)) reset_record(r);
   r.trace_id = TraceId{};
   r.span_id = SpanId{};
   r.parent_span_id = SpanId{};

@@ -179,6 +179,12 @@ std::size_t Pipeline::take_queued(std::vector<SpanRecord*>& out, std::size_t max
   return out.size() + lost - before;
 }
 
+RecordIds make_export_ids(const SpanRecord& r) noexcept {
+  IdGenerator& ids = t_ids;
+  const TraceId trace_id = r.trace_id.is_valid() ? r.trace_id : ids.trace_id();  // a root
+  return {trace_id, ids.span_id()};
+}
+
 bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
                             std::chrono::steady_clock::time_point deadline) noexcept {
   if (batch.empty()) return true;
@@ -188,8 +194,8 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     try {
       ExportResult result = ExportResult::kFailure;
       const TickConverter clock = tick_converter();  // one calibration for the whole batch
-      IdGenerator& ids = t_ids;  // most spans' ids are made here, off the threads that made them
-      for (SpanRecord* r : batch) ensure_ids(*r, ids);
+      // Most spans' ids are made on this thread, off the threads that made the spans: by the
+      // exporter of records as it reads them (export_ids()), or here.
       if (record_exporter_ != nullptr) {
         export_calls_.fetch_add(1, std::memory_order_relaxed);
         result = record_exporter_->export_records(batch, resource, clock, deadline);
@@ -199,6 +205,7 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
         if (views_.size() < batch.size()) views_.resize(batch.size());
         view_ptrs_.clear();
         for (std::size_t i = 0; i < batch.size(); ++i) {
+          ensure_ids(*batch[i], t_ids);
           materialize(*batch[i], clock, views_[i]);
           view_ptrs_.push_back(&views_[i]);
         }
@@ -210,7 +217,6 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     }
   }
   const bool open = ledger_.settle(batch.size(), outcome);
-  for (SpanRecord* r : batch) reset_record(*r);
   recycle_batch(batch);
   return open;
 }
@@ -393,7 +399,6 @@ bool Pipeline::finish_shutdown(std::chrono::steady_clock::time_point deadline) n
     std::vector<SpanRecord*> late;
     std::size_t lost = 0;
     const std::size_t n = take_queued(late, SIZE_MAX, lost);
-    for (SpanRecord* r : late) reset_record(*r);
     recycle_batch(late);
     return static_cast<std::uint64_t>(n);
   };

@@ -19,7 +19,9 @@ class RecordSpanExporter {
   /// (asked once, when the pipeline starts).
   virtual bool encodes_records() const noexcept = 0;
   /// As SpanExporter::export_spans(), for the records of ended spans, whose times `clock`
-  /// converts. Same threading contract.
+  /// converts. Same threading contract. A span whose ids nothing asked for has none yet: read
+  /// them with export_ids(). Write nothing into a record: the thread that reuses it would have to
+  /// get its lines back from this one's core.
   virtual ExportResult export_records(std::span<const SpanRecord* const> records,
                                       const Resource& resource, const TickConverter& clock,
                                       std::chrono::steady_clock::time_point deadline) noexcept = 0;

@@ -116,7 +116,6 @@ ThreadState* acquire_for_this_thread() noexcept {
 }
 
 void recycle(SpanRecord* rec) noexcept {
-  reset_record(*rec);
   ThreadState* s = this_thread_state();
   if (s != nullptr && s->cache.size() < kMaxCachedRecords) {
     try {
