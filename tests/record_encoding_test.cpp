@@ -258,7 +258,8 @@ TEST_F(RecordEncoding, IdsNothingAskedForAreMadeAsTheRecordIsEncoded) {
   EXPECT_EQ(counts.records_written, 0) << "the encoder writes nothing into a record";
   EXPECT_EQ(counts.trace_ids_changed, 0);
   auto named = [&](std::string_view name) {
-    return *std::find_if(spans.begin(), spans.end(), [&](const SpanData& s) { return s.name == name; });
+    return *std::find_if(spans.begin(), spans.end(),
+                         [&](const SpanData& s) { return s.name == name; });
   };
   const SpanData root = named("root"), a = named("a"), b = named("b"), lone = named("lone");
   for (const SpanData& s : {root, a, b, lone}) EXPECT_TRUE(s.context.is_valid()) << s.name;

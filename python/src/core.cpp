@@ -763,6 +763,7 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["spans_dropped_shutdown"] = s.spans_dropped_shutdown;
   d["spans_truncated"] = s.spans_truncated;
   d["export_requests"] = s.export_requests;
+  d["exporter_wakeups"] = s.exporter_wakeups;
   d["metric_points_collected"] = s.metric_points_collected;
   d["metric_points_exported"] = s.metric_points_exported;
   d["metric_points_dropped"] = s.metric_points_dropped;

@@ -505,9 +505,18 @@ struct Pipeline {
   void ensure_thread() noexcept;
   // enqueue() for every case: shutdown begun, no ring yet, the thread not started, a full ring.
   void enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept;
-  // Wakes the exporter thread: `current` queued a batch's worth since the last wake.
+  // Wakes the exporter thread, `current` having queued a batch's worth since its last call, when
+  // that thread waits to be woken or `current`'s ring is half full.
   void wake_after_batch(ThreadState& current) noexcept;
   void run() noexcept;
+  // Waits for spans to export: `nap` long when it is not zero, else until a producer wakes this
+  // thread for a batch or the schedule delay passes. True: drain full batches only.
+  bool wait_for_spans(std::chrono::steady_clock::duration nap) noexcept;
+  // The nap before the next drain, after one that took `taken` spans `since` the one before;
+  // zero: wait to be woken.
+  std::chrono::steady_clock::duration next_nap(std::size_t taken,
+                                               std::chrono::steady_clock::duration since) const
+      noexcept;
   // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile.
   bool export_batch(std::vector<SpanRecord*>& batch,
                     std::chrono::steady_clock::time_point deadline) noexcept;
@@ -524,6 +533,9 @@ struct Pipeline {
 
   // Read by every producer, written rarely.
   alignas(64) std::atomic<bool> thread_started_{false};
+  // Whether the exporter thread waits for a producer to wake it (wait_for_spans()); false while
+  // it drains, and while it naps because spans come faster than it needs waking for.
+  std::atomic<bool> wake_wanted_{true};
   std::atomic<SpanRing*> rings_{nullptr};  // a list, pushed to at its head, never shortened
   // Spans of threads without a state, and shutdown's truncated copies.
   MpmcQueue<SpanRecord*> shared_queue_;
@@ -551,6 +563,7 @@ struct Pipeline {
   ExportLedger ledger_;  // what the exporter thread took, exported, failed to export
   std::atomic<std::uint64_t> dropped_at_shutdown_{0};  // ended while stopping, or no room to queue
   std::atomic<std::uint64_t> export_calls_{0};
+  std::atomic<std::uint64_t> producer_wakes_{0};
   std::atomic<std::uint64_t> truncated_{0};
   // Per-thread counter totals when this pipeline started; stats() reports the difference.
   std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;

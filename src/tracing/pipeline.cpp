@@ -1,6 +1,7 @@
 // The batch pipeline: producers push ended spans into a bounded lock-free queue and never wait;
 // one exporter thread wakes when a full batch is queued, when the schedule delay expires, or on a
-// flush, and hands batches to the exporter.
+// flush, and hands batches to the exporter. While spans come faster than a batch per wake-up, it
+// naps between drains instead, and no producer wakes it.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -112,6 +113,17 @@ SpanRing* Pipeline::ring_for(ThreadState& ts) noexcept {
 
 void Pipeline::wake_after_batch(ThreadState& current) noexcept {
   current.until_wake = options.max_export_batch_size;
+  // The push before, the flag after; pairs with the fence in wait_for_spans(): either this thread
+  // sees the exporter thread waiting, or that thread sees the push before it waits.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // While it drains or naps, no system call, unless this thread's ring is half full: a nap that
+  // overran (a late timer, a busy host) must not make the ring drop spans.
+  if (!wake_wanted_.load(std::memory_order_relaxed) &&
+      (current.ring == nullptr ||
+       current.ring->queue.size_estimate() < options.max_queue_size / 2)) {
+    return;
+  }
+  producer_wakes_.fetch_add(1, std::memory_order_relaxed);
   wake_.release();
 }
 
@@ -247,9 +259,43 @@ std::size_t Pipeline::drain(bool full_batches_only,
   return total;
 }
 
+bool Pipeline::wait_for_spans(std::chrono::steady_clock::duration nap) noexcept {
+  if (nap != nap.zero()) {
+    (void)wake_.try_acquire_for(nap);  // a flush or a stop ends it early
+    return true;
+  }
+  wake_wanted_.store(true, std::memory_order_relaxed);
+  // Pairs with wake_after_batch()'s fence: a batch completed before the flag was seen is found.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool woken = queued_estimate() >= options.max_export_batch_size ||
+                     wake_.try_acquire_for(options.schedule_delay);
+  wake_wanted_.store(false, std::memory_order_relaxed);
+  return woken;
+}
+
+std::chrono::steady_clock::duration Pipeline::next_nap(
+    std::size_t taken, std::chrono::steady_clock::duration since) const noexcept {
+  using std::chrono::microseconds;
+  // Spans come slower than a batch per drain: producers wake this thread when a batch is queued.
+  if (taken < options.max_export_batch_size) return microseconds(0);
+  // Faster: rather than have a producer make a system call for every batch (microseconds in a
+  // virtual machine, on the thread being traced), come back when, at the rate just seen, a
+  // quarter of a thread's ring (at least two batches, at most half the ring) is queued, with
+  // room left for the rate to grow.
+  const std::size_t target =
+      std::min(options.max_queue_size / 2,
+               std::max(options.max_queue_size / 4, 2 * options.max_export_batch_size));
+  const auto nap = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      since * static_cast<double>(target) / static_cast<double>(taken));
+  return std::clamp<std::chrono::steady_clock::duration>(nap, microseconds(20),
+                                                         microseconds(5000));
+}
+
 void Pipeline::run() noexcept {
+  auto nap = std::chrono::steady_clock::duration::zero();
+  auto last_drain = std::chrono::steady_clock::now();
   for (;;) {
-    const bool woken = wake_.try_acquire_for(options.schedule_delay);
+    const bool woken = wait_for_spans(nap);
     refresh_clock();
     std::uint64_t flush_target = 0;
     bool stopping = false;
@@ -261,9 +307,12 @@ void Pipeline::run() noexcept {
       if (stopping) cutoff = stop_cutoff_;
     }
     const bool flushing = flush_target > flush_done_local_;
-    // A wake-up for a full batch exports full batches only; a timer expiry, a flush or a stop
-    // exports everything.
-    drain(woken && !flushing && !stopping, cutoff);
+    // A wake-up for a full batch or a nap's end exports full batches only; a timer expiry, a
+    // flush or a stop exports everything.
+    const auto drain_start = std::chrono::steady_clock::now();
+    const std::size_t taken = drain(woken && !flushing && !stopping, cutoff);
+    nap = next_nap(taken, drain_start - last_drain);
+    last_drain = drain_start;
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
     if (flushing || stopping) {
@@ -329,6 +378,7 @@ TelemetryStats Pipeline::stats() const noexcept {
       dropped_at_shutdown_.load(std::memory_order_relaxed) + ledger_.dropped_at_shutdown();
   s.spans_truncated = truncated_.load(std::memory_order_relaxed);
   s.export_requests = export_calls_.load(std::memory_order_relaxed);
+  s.exporter_wakeups = producer_wakes_.load(std::memory_order_relaxed);
   if (exporter != nullptr) s.spans_rejected = exporter->rejected_spans();
   return s;
 }

@@ -68,6 +68,10 @@ struct TelemetryStats {
   std::uint64_t spans_truncated = 0;
   /// export_spans() calls made.
   std::uint64_t export_requests = 0;
+  /// Times a thread that ended spans woke the exporter thread for a full batch: a system call on
+  /// that thread each. None while spans come faster than a batch per wake-up: the exporter thread
+  /// then naps between drains instead.
+  std::uint64_t exporter_wakeups = 0;
   /// Metric data points collected for export. After shutdown() returned, collected = exported +
   /// dropped.
   std::uint64_t metric_points_collected = 0;
