@@ -506,7 +506,7 @@ struct Pipeline {
   // enqueue() for every case: shutdown begun, no ring yet, the thread not started, a full ring.
   void enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept;
   // Wakes the exporter thread, `current` having queued a batch's worth since its last call, when
-  // that thread waits to be woken or `current`'s ring is half full.
+  // that thread waits to be woken, or once per drain when `current`'s ring is half full.
   void wake_after_batch(ThreadState& current) noexcept;
   void run() noexcept;
   // Waits for spans to export: `nap` long when it is not zero, else until a producer wakes this
@@ -533,9 +533,13 @@ struct Pipeline {
 
   // Read by every producer, written rarely.
   alignas(64) std::atomic<bool> thread_started_{false};
-  // Whether the exporter thread waits for a producer to wake it (wait_for_spans()); false while
-  // it drains, and while it naps because spans come faster than it needs waking for.
-  std::atomic<bool> wake_wanted_{true};
+  // 1 when the exporter thread waits for a producer to wake it (wait_for_spans()); 0 while it
+  // drains, while it naps because spans come faster than it needs waking for, and once a
+  // producer woke it. Producers take it, and the exporter thread sets it to 1, with
+  // read-modify-writes (see wake_after_batch()).
+  std::atomic<std::uint32_t> wake_wanted_{1};
+  // A producer found its ring half full and called since the exporter thread last woke.
+  std::atomic<bool> valve_pulled_{false};
   std::atomic<SpanRing*> rings_{nullptr};  // a list, pushed to at its head, never shortened
   // Spans of threads without a state, and shutdown's truncated copies.
   MpmcQueue<SpanRecord*> shared_queue_;

@@ -113,15 +113,19 @@ SpanRing* Pipeline::ring_for(ThreadState& ts) noexcept {
 
 void Pipeline::wake_after_batch(ThreadState& current) noexcept {
   current.until_wake = options.max_export_batch_size;
-  // The push before, the flag after; pairs with the fence in wait_for_spans(): either this thread
-  // sees the exporter thread waiting, or that thread sees the push before it waits.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // While it drains or naps, no system call, unless this thread's ring is half full: a nap that
-  // overran (a late timer, a busy host) must not make the ring drop spans.
-  if (!wake_wanted_.load(std::memory_order_relaxed) &&
-      (current.ring == nullptr ||
-       current.ring->queue.size_estimate() < options.max_queue_size / 2)) {
-    return;
+  // The push before, the flag after, taken with a read-modify-write that pairs with the exchange
+  // in wait_for_spans(): whichever comes first in the flag's order, either this thread sees the
+  // exporter thread waiting (and is the one producer to wake it), or that thread, acquiring from
+  // this one, sees the push.
+  if (wake_wanted_.exchange(0, std::memory_order_acq_rel) == 0) {
+    // It drains or naps, or another thread woke it: no call, unless this thread's ring is half
+    // full (a nap that overran: a late timer, a busy host must not make the ring drop spans), and
+    // then one call until it next drains.
+    if (current.ring == nullptr ||
+        current.ring->queue.size_estimate() < options.max_queue_size / 2 ||
+        valve_pulled_.exchange(true, std::memory_order_relaxed)) {
+      return;
+    }
   }
   producer_wakes_.fetch_add(1, std::memory_order_relaxed);
   wake_.release();
@@ -264,12 +268,12 @@ bool Pipeline::wait_for_spans(std::chrono::steady_clock::duration nap) noexcept 
     (void)wake_.try_acquire_for(nap);  // a flush or a stop ends it early
     return true;
   }
-  wake_wanted_.store(true, std::memory_order_relaxed);
-  // Pairs with wake_after_batch()'s fence: a batch completed before the flag was seen is found.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Pairs with wake_after_batch()'s read-modify-write: a batch completed before it saw the flag
+  // is found here.
+  wake_wanted_.exchange(1, std::memory_order_acq_rel);
   const bool woken = queued_estimate() >= options.max_export_batch_size ||
                      wake_.try_acquire_for(options.schedule_delay);
-  wake_wanted_.store(false, std::memory_order_relaxed);
+  wake_wanted_.store(0, std::memory_order_relaxed);
   return woken;
 }
 
@@ -296,6 +300,7 @@ void Pipeline::run() noexcept {
   auto last_drain = std::chrono::steady_clock::now();
   for (;;) {
     const bool woken = wait_for_spans(nap);
+    valve_pulled_.store(false, std::memory_order_relaxed);  // a half-full ring may call again
     refresh_clock();
     std::uint64_t flush_target = 0;
     bool stopping = false;

@@ -68,9 +68,10 @@ struct TelemetryStats {
   std::uint64_t spans_truncated = 0;
   /// export_spans() calls made.
   std::uint64_t export_requests = 0;
-  /// Times a thread that ended spans woke the exporter thread for a full batch: a system call on
-  /// that thread each. None while spans come faster than a batch per wake-up: the exporter thread
-  /// then naps between drains instead.
+  /// Wake-up calls for the exporter thread made by threads that ended spans, at a full batch: a
+  /// system call on that thread each when the exporter thread sleeps. None while spans come
+  /// faster than a batch per wake-up (the exporter thread then naps between drains), unless a
+  /// thread's queue is half full at a batch's end.
   std::uint64_t exporter_wakeups = 0;
   /// Metric data points collected for export. After shutdown() returned, collected = exported +
   /// dropped.
