@@ -512,10 +512,11 @@ struct Pipeline {
   // Waits for spans to export: `nap` long when it is not zero, else until a producer wakes this
   // thread for a batch or the schedule delay passes. True: drain full batches only.
   bool wait_for_spans(std::chrono::steady_clock::duration nap) noexcept;
-  // The nap before the next drain, after one that took `taken` spans `since` the one before;
-  // zero: wait to be woken.
+  // The nap before the next drain, after one that took `taken` spans in `busy`, `since` the one
+  // before began; zero: wait to be woken.
   std::chrono::steady_clock::duration next_nap(std::size_t taken,
-                                               std::chrono::steady_clock::duration since) const
+                                               std::chrono::steady_clock::duration since,
+                                               std::chrono::steady_clock::duration busy) const
       noexcept;
   // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile.
   bool export_batch(std::vector<SpanRecord*>& batch,

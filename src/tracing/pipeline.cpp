@@ -278,10 +278,15 @@ bool Pipeline::wait_for_spans(std::chrono::steady_clock::duration nap) noexcept 
 }
 
 std::chrono::steady_clock::duration Pipeline::next_nap(
-    std::size_t taken, std::chrono::steady_clock::duration since) const noexcept {
+    std::size_t taken, std::chrono::steady_clock::duration since,
+    std::chrono::steady_clock::duration busy) const noexcept {
   using std::chrono::microseconds;
   // Spans come slower than a batch per drain: producers wake this thread when a batch is queued.
   if (taken < options.max_export_batch_size) return microseconds(0);
+  // This thread drained for most of the time: it is what holds the spans back, and a nap would
+  // only fill the rings (the rate it saw leaves out the spans they dropped). It seldom waits
+  // then, so producers seldom call.
+  if (busy * 2 > since) return microseconds(0);
   // Faster: rather than have a producer make a system call for every batch (microseconds in a
   // virtual machine, on the thread being traced), come back when, at the rate just seen, a
   // quarter of a thread's ring (at least two batches, at most half the ring) is queued, with
@@ -316,7 +321,8 @@ void Pipeline::run() noexcept {
     // flush or a stop exports everything.
     const auto drain_start = std::chrono::steady_clock::now();
     const std::size_t taken = drain(woken && !flushing && !stopping, cutoff);
-    nap = next_nap(taken, drain_start - last_drain);
+    nap = next_nap(taken, drain_start - last_drain,
+                   std::chrono::steady_clock::now() - drain_start);
     last_drain = drain_start;
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
