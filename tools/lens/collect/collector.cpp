@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -344,8 +345,14 @@ struct HttpReceiver::Impl {
   std::mutex mu;
   std::condition_variable idle;
   int in_flight = 0;
+  std::atomic<bool> stopping{false};  // stop() began: new connections are closed at once
 
   Impl(CollectorSink& s, ReceiverAccess a) : sink(s), access(std::move(a)) {}
+
+  // MHD's accept policy: every connection until stop(), none after.
+  static MHD_Result admit(void* cls, const sockaddr*, socklen_t) {
+    return static_cast<Impl*>(cls)->stopping.load(std::memory_order_relaxed) ? MHD_NO : MHD_YES;
+  }
 
   static MHD_Result handle(void* cls, MHD_Connection* connection, const char* url,
                            const char* method, const char*, const char* upload_data,
@@ -488,10 +495,10 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
   // The certificate and key options end the list for plain HTTP (MHD_OPTION_END in their place).
   const MHD_OPTION cert_option = access.tls() ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END;
   impl_->daemon = MHD_start_daemon(
-      flags, address.port, nullptr, nullptr, &Impl::handle, impl_.get(), MHD_OPTION_SOCK_ADDR,
-      reinterpret_cast<sockaddr*>(&storage), MHD_OPTION_NOTIFY_COMPLETED, &Impl::completed,
-      impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT, 60U,
-      MHD_OPTION_CONNECTION_LIMIT, 256U,
+      flags, address.port, &Impl::admit, impl_.get(), &Impl::handle, impl_.get(),
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&storage), MHD_OPTION_NOTIFY_COMPLETED,
+      &Impl::completed, impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT,
+      60U, MHD_OPTION_CONNECTION_LIMIT, 256U,
       // Bodies arrive in pieces of at most this buffer: 1 MiB keeps a batch to a few pieces.
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20), cert_option,
       impl_->access.cert_pem.c_str(), MHD_OPTION_HTTPS_MEM_KEY, impl_->access.key_pem.c_str(),
@@ -517,8 +524,11 @@ std::uint16_t HttpReceiver::port() const {
 
 void HttpReceiver::stop(int timeout_ms) {
   if (impl_->daemon == nullptr) return;
-  const MHD_socket listener = MHD_quiesce_daemon(impl_->daemon);
-  if (listener != MHD_INVALID_SOCKET) ::close(listener);
+  // New connections are closed at once; the requests in flight finish. Not MHD_quiesce_daemon():
+  // with epoll and a pool of threads it takes the listening socket out of each thread's epoll set
+  // from this thread while those threads may do the same, and MHD aborts the process when it
+  // loses that race (seen now and then when a stop came mid-request).
+  impl_->stopping.store(true, std::memory_order_relaxed);
   {
     std::unique_lock lock(impl_->mu);
     impl_->idle.wait_for(lock, std::chrono::milliseconds(timeout_ms),
