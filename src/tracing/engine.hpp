@@ -534,16 +534,19 @@ struct Pipeline {
 
   // Read by every producer, written rarely.
   alignas(64) std::atomic<bool> thread_started_{false};
+  std::atomic<SpanRing*> rings_{nullptr};  // a list, pushed to at its head, never shortened
+  // Spans of threads without a state, and shutdown's truncated copies.
+  MpmcQueue<SpanRecord*> shared_queue_;
+
+  // Written by producers once a batch and by the exporter thread once a drain: a line of their
+  // own, away from what every span reads.
   // 1 when the exporter thread waits for a producer to wake it (wait_for_spans()); 0 while it
   // drains, while it naps because spans come faster than it needs waking for, and once a
   // producer woke it. Producers take it, and the exporter thread sets it to 1, with
   // read-modify-writes (see wake_after_batch()).
-  std::atomic<std::uint32_t> wake_wanted_{1};
+  alignas(64) std::atomic<std::uint32_t> wake_wanted_{1};
   // A producer found its ring half full and called since the exporter thread last woke.
   std::atomic<bool> valve_pulled_{false};
-  std::atomic<SpanRing*> rings_{nullptr};  // a list, pushed to at its head, never shortened
-  // Spans of threads without a state, and shutdown's truncated copies.
-  MpmcQueue<SpanRecord*> shared_queue_;
 
   // The exporter thread's.
   alignas(64) std::counting_semaphore<> wake_{0};

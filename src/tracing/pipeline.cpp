@@ -305,7 +305,9 @@ void Pipeline::run() noexcept {
   auto last_drain = std::chrono::steady_clock::now();
   for (;;) {
     const bool woken = wait_for_spans(nap);
-    valve_pulled_.store(false, std::memory_order_relaxed);  // a half-full ring may call again
+    if (valve_pulled_.load(std::memory_order_relaxed)) {
+      valve_pulled_.store(false, std::memory_order_relaxed);  // a half-full ring may call again
+    }
     refresh_clock();
     std::uint64_t flush_target = 0;
     bool stopping = false;
