@@ -170,24 +170,32 @@ struct alignas(64) SpanRecord {
   SpanContext context();
 };
 
-/// Makes `r`'s ids if it has none yet, with `ids`, the calling thread's generator: a span's ids
-/// are made when a child starts under it, its context is read (context(), a dump, shutdown's
-/// copy) or it is exported (export_ids() for an exporter of records), not at its start. Requires
-/// the owner's lock while the span is open, or sole access once it ended.
-inline void ensure_ids(SpanRecord& r, IdGenerator& ids) noexcept {
-  if (NEMO_LENS_LIKELY(r.span_id.is_valid())) return;
-  if (!r.trace_id.is_valid()) r.trace_id = ids.trace_id();  // a root; else its parent's
-  r.span_id = ids.span_id();
-}
-
 /// A span's trace and span id.
 struct RecordIds {
   TraceId trace_id;
   SpanId span_id;
 };
 
-/// export_ids() for a span that has no ids yet: makes them with the calling thread's generator,
-/// as ensure_ids() would, without storing them. Exported from the library: the OTLP encoder is
+/// New ids, made with `ids`, for `r`, which has no span id yet: a new trace id for a root, else
+/// the one it was given at its start (its parent's).
+inline RecordIds new_ids(const SpanRecord& r, IdGenerator& ids) noexcept {
+  const TraceId trace_id = r.trace_id.is_valid() ? r.trace_id : ids.trace_id();
+  return {trace_id, ids.span_id()};
+}
+
+/// Makes `r`'s ids if it has none yet, with `ids`, the calling thread's generator: a span's ids
+/// are made when a child starts under it, its context is read (context(), a dump, shutdown's
+/// copy) or it is exported (export_ids() for an exporter of records), not at its start. Requires
+/// the owner's lock while the span is open, or sole access once it ended.
+inline void ensure_ids(SpanRecord& r, IdGenerator& ids) noexcept {
+  if (NEMO_LENS_LIKELY(r.span_id.is_valid())) return;
+  const RecordIds made = new_ids(r, ids);
+  r.trace_id = made.trace_id;
+  r.span_id = made.span_id;
+}
+
+/// export_ids() for a span that has no ids yet: new_ids() with the calling thread's generator,
+/// not stored. Exported from the library: the OTLP encoder is
 /// also built apart from it (tests, benchmarks).
 NEMO_LENS_API RecordIds make_export_ids(const SpanRecord& r) noexcept;
 

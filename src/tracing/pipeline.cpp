@@ -195,11 +195,7 @@ std::size_t Pipeline::take_queued(std::vector<SpanRecord*>& out, std::size_t max
   return out.size() + lost - before;
 }
 
-RecordIds make_export_ids(const SpanRecord& r) noexcept {
-  IdGenerator& ids = t_ids;
-  const TraceId trace_id = r.trace_id.is_valid() ? r.trace_id : ids.trace_id();  // a root
-  return {trace_id, ids.span_id()};
-}
+RecordIds make_export_ids(const SpanRecord& r) noexcept { return new_ids(r, t_ids); }
 
 bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
                             std::chrono::steady_clock::time_point deadline) noexcept {
