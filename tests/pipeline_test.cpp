@@ -25,6 +25,13 @@ using lens_test::ScopedEnv;
 
 NemoLensConfig enabled() { return lens_test::enabled_config(); }
 
+// Tracing set up as rank 0 of 1, exporting to `exporter`.
+TelemetryHandle start_exporting_to(std::shared_ptr<SpanExporter> exporter) {
+  SetupOptions o;
+  o.exporter = std::move(exporter);
+  return setup_telemetry(enabled(), 0, 1, o);
+}
+
 // Blocks every export until released; records batch sizes.
 class StallingExporter : public SpanExporter {
  public:
@@ -64,9 +71,7 @@ TEST(Pipeline, FullQueueDropsAndCountsWithoutBlocking) {
   env.set("OTEL_BSP_MAX_QUEUE_SIZE", "8");
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4");
   auto exporter = std::make_shared<StallingExporter>();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   for (int i = 0; i < 4; ++i) span_cm("first_batch");
   exporter->wait_entered();  // the exporter is now stuck inside export_spans
   // The producer must finish although nothing drains: it drops instead of waiting.
@@ -89,9 +94,7 @@ TEST(Pipeline, WakesForFullBatchesNotPerSpan) {
   env.set("OTEL_BSP_MAX_QUEUE_SIZE", "100000");
   auto exporter = std::make_shared<StallingExporter>();
   exporter->release();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   for (int i = 0; i < 1050; ++i) span_cm("batched");
   ASSERT_TRUE(h.force_flush(std::chrono::seconds(10)));
   auto batches = exporter->batches();
@@ -138,9 +141,7 @@ TEST(Pipeline, EachFullBatchIsExportedWithoutWaitingForTheDelay) {
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "20");
   env.set("OTEL_BSP_MAX_QUEUE_SIZE", "1000");
   auto exporter = std::make_shared<CountingExporter>();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   std::size_t made = 0;
   for (std::size_t round = 0; round < 300; ++round) {
     const std::size_t n = 20 * (1 + round % 3);
@@ -177,9 +178,7 @@ TEST(Pipeline, ThreadsEndingSpansFastDoNotWakeTheExporter) {
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "256");
   env.set("OTEL_BSP_MAX_QUEUE_SIZE", "8192");
   auto exporter = std::make_shared<DiscardingRecordExporter>();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   constexpr int kSpans = 200000;
   for (int i = 0; i < kSpans; ++i) span_cm("fast");
   ASSERT_TRUE(h.force_flush(std::chrono::seconds(20)));
@@ -202,9 +201,7 @@ class FailingExporter : public SpanExporter {
 
 TEST(Pipeline, FailedExportsAreCounted) {
   auto exporter = std::make_shared<FailingExporter>();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   for (int i = 0; i < 5; ++i) span_cm("lost");
   ASSERT_TRUE(h.force_flush());
   EXPECT_EQ(h.stats().spans_dropped_export_failed, 5u);
@@ -231,9 +228,7 @@ class RejectingExporter : public SpanExporter {
 TEST(Pipeline, RejectedSpansReachTheStatsAndTheSummary) {
   EXPECT_EQ(InMemorySpanExporter().rejected_spans(), 0u);  // the default
   auto exporter = std::make_shared<RejectingExporter>();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   for (int i = 0; i < 3; ++i) {
     span_cm("sent");
     ASSERT_TRUE(h.force_flush());
@@ -248,9 +243,7 @@ TEST(Pipeline, RejectedSpansReachTheStatsAndTheSummary) {
 
 TEST(Pipeline, NoSummaryWhenNothingWasDropped) {
   auto memory = std::make_shared<InMemorySpanExporter>();
-  SetupOptions o;
-  o.exporter = memory;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(memory);
   span_cm("fine");
   testing::internal::CaptureStderr();
   h.shutdown();
@@ -277,9 +270,7 @@ TEST(Pipeline, BadBatchVariablesAreSetupErrors) {
 
 TEST(Pipeline, ShutdownReturnsWithinItsTimeoutWhenTheExporterHangs) {
   auto exporter = std::make_shared<StallingExporter>();  // never released
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   span_cm("stuck");
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(h.shutdown(std::chrono::milliseconds(300)));
@@ -334,9 +325,7 @@ class ShutdownStallingExporter : public SpanExporter {
 // holds shutdown no longer than the timeout, and every count is final by then.
 TEST(Pipeline, ShutdownReturnsWithinItsTimeoutWhenTheExportersShutdownHangs) {
   auto exporter = std::make_shared<ShutdownStallingExporter>();
-  SetupOptions o;
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   span_cm("before");
   ASSERT_TRUE(h.force_flush());
   const auto t0 = std::chrono::steady_clock::now();
@@ -406,10 +395,8 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
   ASSERT_GE(fd, 0);
   ::close(fd);
   const std::string path = tmpl;
-  SetupOptions o;
   auto exporter = std::make_shared<LineExporter>(path);
-  o.exporter = exporter;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(exporter);
   // Park the parent's exporter thread inside an export, so it is not in malloc at fork().
   exporter->close_gate();
   span_cm("parent_in_export_at_fork");
@@ -529,9 +516,7 @@ TEST(Ids, DistinctAcrossProcessesSeededAlikeAndNeverZero) {
 
 TEST(Ids, UnaffectedByProgramSeedingInOneProcess) {
   auto memory = std::make_shared<InMemorySpanExporter>();
-  SetupOptions o;
-  o.exporter = memory;
-  auto h = setup_telemetry(enabled(), 0, 1, o);
+  auto h = start_exporting_to(memory);
   std::set<std::string> seen;
   for (int i = 0; i < 1000; ++i) {
     std::srand(7);
