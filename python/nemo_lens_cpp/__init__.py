@@ -10,8 +10,11 @@ runs after ``import nemo_lens_cpp as lens``::
         train_step()            # C++ LENS_SPANs inside are children of this span
     handle.shutdown()
 
+Every NeMo Lens module has its counterpart at the same path: ``nemo_lens_cpp.helpers``,
+``.handle``, ``.state``, ``.strategies``, ``.propagation``, ``.sampling``, ``.resources``,
+``.semconv``, ``.instruments``, ``.logging_bridge``, ``.fallbacks``, ``.contrib.nccl`` ...
 Importing never fails because an optional piece (OpenTelemetry Python) is missing; only
-bridge_opentelemetry() needs it.
+bridge_opentelemetry() and the contrib instrumentations need it.
 """
 
 from . import _core
@@ -60,12 +63,21 @@ from .telemetry import (
     unregister_export_strategy,
 )
 
-DEFAULT_REDACT_KEYS = frozenset(
-    {"prompt", "input_text", "output_text", "text", "password", "token", "secret", "key"}
+from .helpers import DEFAULT_REDACT_KEYS, redact_value, safe_set_span_attributes
+from .package_info import (
+    __contact_emails__,
+    __contact_names__,
+    __download_url__,
+    __homepage__,
+    __package_name__,
+    __repository_url__,
+    __version__,
 )
 
 __all__ = [
-    "AlreadySetUpError", "bridge_opentelemetry", "child_environment", "ConfigError", "Context",
+    "__contact_emails__", "__contact_names__", "__download_url__", "__homepage__",
+    "__package_name__", "__repository_url__", "__version__", "redact_value",
+    "safe_set_span_attributes", "AlreadySetUpError", "bridge_opentelemetry", "child_environment", "ConfigError", "Context",
     "Counter", "DEFAULT_REDACT_KEYS", "enabled_span_groups", "ExportStrategy", "extract_context",
     "FinishedSpan", "Gauge", "get_current_span_context", "get_export_strategy", "get_meter",
     "Histogram", "inject_context", "InMemorySpanExporter", "is_span_group_enabled", "log",

@@ -137,7 +137,10 @@ def setup_telemetry(
             export_strategy, _config_from_fields, bool(_allow_reinit))
     except ConfigError as e:
         if str(e).startswith("setup_telemetry was already called"):
-            raise AlreadySetUpError(str(e)) from None
+            # NeMo Lens' phrase first: its callers match on it.
+            raise AlreadySetUpError(
+                f"setup_telemetry() has already been initialised for this process: {e}"
+            ) from None
         raise
     handle = TelemetryHandle(core)
     _handles.append(handle)
@@ -169,6 +172,11 @@ def enabled_span_groups() -> FrozenSet[str]:
     return frozenset(_core.enabled_span_groups())
 
 
+# The callables registered from Python, by name: get_export_strategy() returns them as they were
+# registered (the compiled registry, which C++ set-ups read too, holds a wrapper).
+_python_strategies: Dict[str, ExportStrategy] = {}
+
+
 def register_export_strategy(name: str, strategy: ExportStrategy, *,
                              allow_override: bool = False) -> None:
     """Registers `strategy` (config, rank, world_size) -> bool under `name`, for C++ and Python
@@ -176,11 +184,13 @@ def register_export_strategy(name: str, strategy: ExportStrategy, *,
     if not callable(strategy):
         raise TypeError("strategy must be a callable (config, rank, world_size) -> bool")
     _core.register_export_strategy(name, strategy, _config_from_fields, allow_override)
+    _python_strategies[name] = strategy
 
 
 def unregister_export_strategy(name: str) -> None:
     """Removes a registered strategy (built-ins cannot be removed)."""
     _core.unregister_export_strategy(name)
+    _python_strategies.pop(name, None)
 
 
 def registered_strategies() -> List[str]:
@@ -189,11 +199,18 @@ def registered_strategies() -> List[str]:
 
 
 def get_export_strategy(name: str) -> ExportStrategy:
-    """The strategy registered under `name` as a callable (raises ConfigError when unknown)."""
+    """The strategy registered under `name`: the callable itself when it was registered from
+    Python, else one that runs the compiled strategy. Raises ConfigError (a ValueError) naming
+    the registered strategies when `name` is unknown."""
     if name not in registered_strategies():
+        _python_strategies.pop(name, None)  # unregistered from C++ meanwhile
         _core.should_export(name, NemoLensConfig()._fields(), 0, 1)  # raises, naming the options
+    registered = _python_strategies.get(name)
+    if registered is not None:
+        return registered
 
     def strategy(config: NemoLensConfig, rank: int, world_size: int) -> bool:
         return _core.should_export(name, config._fields(), rank, world_size)
 
+    strategy.__name__ = strategy.__qualname__ = name
     return strategy

@@ -26,6 +26,7 @@
 
 #include "nemo/lens/detail/gate.hpp"
 #include "nemo/lens/lens.hpp"
+#include "resources/resource.hpp"
 
 namespace py = pybind11;
 namespace lens = nemo::lens;
@@ -889,6 +890,7 @@ PyObject* g_config_error = nullptr;
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The compiled part of nemo_lens_cpp; use the package, not this module.";
+  m.attr("__version__") = NEMO_LENS_VERSION_STRING;
 
   g_span_group_error = PyErr_NewExceptionWithDoc(
       "nemo_lens_cpp.SpanGroupError",
@@ -1030,6 +1032,19 @@ PYBIND11_MODULE(_core, m) {
       .def("resource", [](const lens::TelemetryHandle& h) {
         return attributes_to_py(h.resource().attributes);
       });
+  m.def(
+      "detect_resource",
+      [](int rank, int world_size) {
+        lens::Resource r;
+        {
+          py::gil_scoped_release nogil;  // may run nvidia-smi
+          r = lens::detail::detect_resource(lens::NemoLensConfig{}, rank, world_size, {});
+        }
+        return attributes_to_py(r.attributes);
+      },
+      py::arg("rank") = 0, py::arg("world_size") = 1,
+      "The resource C++ set-up detects for a default configuration (the same SLURM, Kubernetes, "
+      "host and process attributes).");
   m.def(
       "setup_telemetry",
       [](const py::dict& config, const std::vector<std::string>& groups,

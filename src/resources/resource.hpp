@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "nemo/lens/config.hpp"
+#include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
 
 namespace nemo::lens::detail {
 
 /// Detects the resource for `config` (run_id already filled in) on `rank` of `world_size`.
-/// Throws ConfigError for a malformed OTEL_RESOURCE_ATTRIBUTES.
-Resource detect_resource(const NemoLensConfig& config, int rank, int world_size,
+/// Throws ConfigError for a malformed OTEL_RESOURCE_ATTRIBUTES. Exported for the Python package
+/// (nemo_lens_cpp.resources reports the same SLURM, Kubernetes and host attributes).
+NEMO_LENS_API Resource detect_resource(const NemoLensConfig& config, int rank, int world_size,
                          const std::vector<KeyValue>& extra);
 
 /// The files and programs detect_resource() looks at. Tests point them elsewhere.
