@@ -74,6 +74,14 @@ class Span(_core.SpanBase):
         if isinstance(code, int) and code in (StatusCode.UNSET, StatusCode.OK, StatusCode.ERROR):
             self._set_status(int(code), str(description))
 
+    def add_link(self, context: Any, attributes: Optional[Dict[str, Any]] = None) -> None:
+        """Links this span to `context` (a SpanContext, or a Context from extract_context());
+        an invalid or missing context is skipped."""
+        if isinstance(context, Context):
+            context = context.span_context
+        if context is not None:
+            self._add_link(context, dict(attributes or {}))
+
     def record_exception(self, exception: BaseException) -> None:
         """Records `exception` as an "exception" event (type, message) and sets status ERROR."""
         self._record_exception(type(exception).__qualname__, str(exception))
@@ -112,14 +120,17 @@ def span_cm(name: str, tracer: Any = None, record_exception: bool = True, **attr
 
 def start_span(name: str, group: str = "", parent: Optional[SpanContext] = None,
                kind: int = SpanKind.INTERNAL, **attributes: Any) -> Span:
-    """A context manager like span_cm/managed_span with an explicit `parent` (a SpanContext, or
-    a Context from extract_context()) and `kind`. With a `group` that is off, nothing is
-    recorded."""
+    """A span started now, under an explicit `parent` (a SpanContext, or a Context from
+    extract_context()) or else the current span, with `kind`. As OpenTelemetry's
+    tracer.start_span(), it is not current: end it with end(), or use it in a `with` block,
+    which makes it current and ends it. With a `group` that is off, nothing is recorded."""
     if not isinstance(name, str) or not isinstance(group, str):
         raise TypeError("start_span(name, group) expects str")
     if isinstance(parent, Context):
         parent = parent.span_context
-    return _core.new_span(group, name, attributes, True, parent, int(kind))
+    span = _core.new_span(group, name, attributes, True, parent, int(kind))
+    span._start()
+    return span
 
 
 def trace_fn(group: str, name: str, tracer: Any = None) -> Callable:

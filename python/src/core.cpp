@@ -366,6 +366,52 @@ struct CallAttributes {
   }
 };
 
+// Metrics, logs and span links: their C++ record calls take an initializer_list of attributes; a
+// Python attribute dict (at most kMaxListAttributes kept, as converted by to_attribute) becomes
+// one.
+
+constexpr std::size_t kMaxListAttributes = 8;
+
+template <class F, std::size_t... I>
+void call_with_list(const std::vector<lens::Attribute>& a, F& f, std::index_sequence<I...>) {
+  f({a[I]...});
+}
+
+// Calls f(std::initializer_list<Attribute>) with the converted attributes.
+template <class F>
+void with_attribute_list(const CallAttributes& attributes, F f) {
+  const auto& a = attributes.list;
+  switch (a.size()) {
+    case 0:
+      f({});
+      break;
+    case 1:
+      call_with_list(a, f, std::make_index_sequence<1>{});
+      break;
+    case 2:
+      call_with_list(a, f, std::make_index_sequence<2>{});
+      break;
+    case 3:
+      call_with_list(a, f, std::make_index_sequence<3>{});
+      break;
+    case 4:
+      call_with_list(a, f, std::make_index_sequence<4>{});
+      break;
+    case 5:
+      call_with_list(a, f, std::make_index_sequence<5>{});
+      break;
+    case 6:
+      call_with_list(a, f, std::make_index_sequence<6>{});
+      break;
+    case 7:
+      call_with_list(a, f, std::make_index_sequence<7>{});
+      break;
+    default:
+      call_with_list(a, f, std::make_index_sequence<kMaxListAttributes>{});
+      break;
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Enabled spans (CPython API): SpanBase, the type of what `with managed_span(...)` yields when its
 // group is on. The package's Span subclasses it (adding the friendly methods in Python); the
@@ -388,6 +434,7 @@ struct SpanObject {
   int kind;
   bool record_exception;
   bool started;
+  bool started_unentered;  // started by _start(): the first __enter__ makes it current
 };
 
 bool is_span_object(PyObject* o);
@@ -518,12 +565,13 @@ void span_dealloc(PyObject* o) {
 
 PyObject* span_enter(PyObject* o, PyObject*) {
   auto* s = reinterpret_cast<SpanObject*>(o);
-  if (s->started) {
+  if (s->started && !s->started_unentered) {
     PyErr_SetString(PyExc_RuntimeError, "a span can be entered only once");
     return nullptr;
   }
-  start(s);
-  if (s->context.is_valid()) {
+  if (!s->started) start(s);
+  s->started_unentered = false;
+  if (s->context.is_valid() && s->key != 0) {  // not when it has ended meanwhile
     s->token = PyContextVar_Set(g_current_var, o);
     if (s->token == nullptr) PyErr_Clear();
   }
@@ -551,7 +599,38 @@ PyObject* span_exit(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 PyObject* span_end(PyObject* o, PyObject*) {
-  end(reinterpret_cast<SpanObject*>(o));
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (!s->started) {  // ended before it started: nothing was timed, nothing is recorded
+    s->started = true;
+    Py_RETURN_NONE;
+  }
+  end(s);
+  Py_RETURN_NONE;
+}
+
+// _start(): starts the span without making it current (OpenTelemetry's tracer.start_span).
+PyObject* span_start(PyObject* o, PyObject*) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (!s->started) {
+    start(s);
+    s->started_unentered = true;
+  }
+  Py_RETURN_NONE;
+}
+
+// _add_link(context, attributes): a link to `context` (a SpanContext), on a started span.
+PyObject* span_add_link(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (nargs != 2 || !PyDict_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_add_link(context: SpanContext, attributes: dict)");
+    return nullptr;
+  }
+  const lens::SpanContext target = context_of(args[0]);
+  if (!target.is_valid() || !s->span.is_recording()) Py_RETURN_NONE;
+  const CallAttributes attributes(args[1], kMaxListAttributes);
+  with_attribute_list(attributes, [&](std::initializer_list<lens::Attribute> list) {
+    s->span.add_link(target, list);
+  });
   Py_RETURN_NONE;
 }
 
@@ -624,6 +703,8 @@ PyMethodDef kSpanMethods[] = {
     {"__exit__", fastcall<span_exit>(), METH_FASTCALL,
      "Records an exception leaving the block (type, message, status ERROR) and ends the span."},
     {"end", span_end, METH_NOARGS, "Ends the span now (idempotent)."},
+    {"_start", span_start, METH_NOARGS, "Starts the span without making it current."},
+    {"_add_link", fastcall<span_add_link>(), METH_FASTCALL, "Adds a link to a SpanContext."},
     {"is_recording", span_is_recording, METH_NOARGS, "Whether the span records."},
     {"get_span_context", span_get_context, METH_NOARGS,
      "The span's SpanContext; None when it has none (not recording)."},
@@ -816,51 +897,6 @@ py::dict span_to_py(const lens::SpanData& s) {
   return d;
 }
 
-// ------------------------------------------------------------------------------------------------
-// Metrics and logs. Their C++ record calls take an initializer_list of attributes; a Python
-// attribute dict (at most kMaxListAttributes kept, as converted by to_attribute) becomes one.
-
-constexpr std::size_t kMaxListAttributes = 8;
-
-template <class F, std::size_t... I>
-void call_with_list(const std::vector<lens::Attribute>& a, F& f, std::index_sequence<I...>) {
-  f({a[I]...});
-}
-
-// Calls f(std::initializer_list<Attribute>) with the converted attributes.
-template <class F>
-void with_attribute_list(const CallAttributes& attributes, F f) {
-  const auto& a = attributes.list;
-  switch (a.size()) {
-    case 0:
-      f({});
-      break;
-    case 1:
-      call_with_list(a, f, std::make_index_sequence<1>{});
-      break;
-    case 2:
-      call_with_list(a, f, std::make_index_sequence<2>{});
-      break;
-    case 3:
-      call_with_list(a, f, std::make_index_sequence<3>{});
-      break;
-    case 4:
-      call_with_list(a, f, std::make_index_sequence<4>{});
-      break;
-    case 5:
-      call_with_list(a, f, std::make_index_sequence<5>{});
-      break;
-    case 6:
-      call_with_list(a, f, std::make_index_sequence<6>{});
-      break;
-    case 7:
-      call_with_list(a, f, std::make_index_sequence<7>{});
-      break;
-    default:
-      call_with_list(a, f, std::make_index_sequence<kMaxListAttributes>{});
-      break;
-  }
-}
 
 // Binds a double-valued instrument type whose record method is `method` (add, record or set).
 template <class Instrument, class Record>

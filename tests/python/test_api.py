@@ -12,6 +12,9 @@ NEMO_LENS_NAMES = [
     "managed_span", "trace_fn", "DEFAULT_REDACT_KEYS", "inject_context", "extract_context",
     "is_span_group_enabled", "set_enabled_span_groups", "ExportStrategy",
     "register_export_strategy", "registered_strategies", "unregister_export_strategy",
+    "safe_set_span_attributes", "redact_value", "broadcast_trace_context", "create_linked_span",
+    "__version__", "__package_name__", "__contact_names__", "__contact_emails__",
+    "__homepage__", "__repository_url__", "__download_url__",
 ]
 
 

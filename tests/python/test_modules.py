@@ -26,6 +26,7 @@ MODULES = {
                    "unregister_export_strategy"],
     "propagation": ["extract_context", "inject_context"],
     "sampling": ["RankAwareSampler"],
+    "distributed": ["broadcast_trace_context", "create_linked_span"],
     "resources": ["detect_resource", "detect_slurm", "detect_kubernetes", "detect_local"],
     "resources.slurm": ["detect_slurm"],
     "resources.kubernetes": ["detect_kubernetes"],
