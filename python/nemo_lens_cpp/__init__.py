@@ -18,6 +18,7 @@ bridge_opentelemetry() and the contrib instrumentations need it.
 """
 
 from . import _core
+from ._tracer import Tracer, get_tracer
 from .bridge import bridge_opentelemetry
 from .config import ConfigError, NemoLensConfig
 from .distributed import broadcast_trace_context, create_linked_span
@@ -78,7 +79,8 @@ from .package_info import (
 __all__ = [
     "__contact_emails__", "__contact_names__", "__download_url__", "__homepage__",
     "__package_name__", "__repository_url__", "__version__", "redact_value",
-    "safe_set_span_attributes", "broadcast_trace_context", "create_linked_span",
+    "safe_set_span_attributes", "broadcast_trace_context", "create_linked_span", "get_tracer",
+    "Tracer",
     "AlreadySetUpError", "bridge_opentelemetry", "child_environment", "ConfigError", "Context",
     "Counter", "DEFAULT_REDACT_KEYS", "enabled_span_groups", "ExportStrategy", "extract_context",
     "FinishedSpan", "Gauge", "get_current_span_context", "get_export_strategy", "get_meter",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from . import _core, spans
+from ._tracer import lens_span_context
 
 _MISSING = (
     "nemo_lens_cpp.bridge_opentelemetry() needs OpenTelemetry Python (the opentelemetry-api and "
@@ -22,11 +23,7 @@ _MISSING = (
 
 def _lens_context(otel_context: Any) -> Optional[spans.SpanContext]:
     """An OpenTelemetry SpanContext as a lens one; None when it is invalid."""
-    if otel_context is None or not otel_context.is_valid:
-        return None
-    return _core.make_context(format(otel_context.trace_id, "032x"),
-                              format(otel_context.span_id, "016x"),
-                              int(otel_context.trace_flags), False)
+    return lens_span_context(otel_context)
 
 
 def bridge_opentelemetry(tracer_provider: Any = None) -> Any:

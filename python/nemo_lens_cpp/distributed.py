@@ -18,7 +18,8 @@ import json
 from typing import Any, Optional
 
 from .helpers import safe_set_span_attributes
-from .spans import Context, SpanContext, extract_context, inject_context, start_span
+from ._tracer import lens_span_context
+from .spans import extract_context, inject_context, start_span
 
 
 def broadcast_trace_context(rank: int, src_rank: int = 0) -> Optional[dict]:
@@ -55,22 +56,6 @@ def broadcast_trace_context(rank: int, src_rank: int = 0) -> Optional[dict]:
     return carrier if isinstance(carrier, dict) else None
 
 
-def _span_context_of(remote: Any) -> Optional[SpanContext]:
-    """The lens SpanContext of a Context, a SpanContext, or an OpenTelemetry Context."""
-    if isinstance(remote, Context):
-        return remote.span_context
-    if isinstance(remote, SpanContext):
-        return remote
-    try:  # an OpenTelemetry Context
-        from opentelemetry import trace
-
-        from .bridge import _lens_context
-
-        return _lens_context(trace.get_current_span(remote).get_span_context())
-    except Exception:
-        return None
-
-
 def create_linked_span(tracer: Any, name: str, remote_context: Any = None,
                        remote_carrier: Optional[dict] = None, **attributes: Any) -> Any:
     """A started span named `name` with a link to the remote span (`remote_context`, a Context
@@ -81,7 +66,7 @@ def create_linked_span(tracer: Any, name: str, remote_context: Any = None,
     if remote_context is None and remote_carrier is not None:
         remote_context = extract_context(remote_carrier)
     span = start_span(name)
-    target = _span_context_of(remote_context) if remote_context is not None else None
+    target = lens_span_context(remote_context)
     if target is not None:
         span.add_link(target)
     if attributes:

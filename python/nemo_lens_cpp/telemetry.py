@@ -74,6 +74,18 @@ class TelemetryHandle:
         return self._core.is_exporting
 
     @property
+    def tracer(self) -> Any:
+        """The ``nemo.lens`` Tracer: OpenTelemetry's Tracer interface on lens spans."""
+        from ._tracer import get_tracer
+
+        return get_tracer("nemo.lens")
+
+    @property
+    def meter(self) -> Any:
+        """The ``nemo.lens`` Meter (get_meter())."""
+        return _core.get_meter("nemo.lens")
+
+    @property
     def run_id(self) -> str:
         """The run id every rank of the run shares."""
         return self._core.run_id

@@ -1,0 +1,118 @@
+"""OpenTelemetry's Tracer interface on lens spans: what ``handle.tracer`` and ``get_tracer()``
+return, with or without OpenTelemetry Python installed::
+
+    tracer = lens.get_tracer(__name__)
+    with tracer.start_as_current_span("load", attributes={"shard": 3}) as span:
+        ...
+    span = tracer.start_span("request", context=lens.extract_context(headers)); ...; span.end()
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, Optional, Sequence
+
+from . import _core
+from .spans import Context, Span, SpanContext, SpanKind, _current, start_span
+
+# OpenTelemetry's SpanKind members by name -> lens' (OTLP) values.
+_KINDS = {"INTERNAL": SpanKind.INTERNAL, "SERVER": SpanKind.SERVER, "CLIENT": SpanKind.CLIENT,
+          "PRODUCER": SpanKind.PRODUCER, "CONSUMER": SpanKind.CONSUMER}
+
+
+def _lens_kind(kind: Any) -> int:
+    name = getattr(kind, "name", None)
+    if isinstance(name, str) and name in _KINDS:
+        return _KINDS[name]  # an OpenTelemetry SpanKind
+    if isinstance(kind, int) and kind in _KINDS.values():
+        return kind
+    return SpanKind.INTERNAL
+
+
+def lens_span_context(obj: Any) -> Optional[SpanContext]:
+    """The lens SpanContext of `obj`: a lens SpanContext, Context or Span, an OpenTelemetry
+    SpanContext (int ids) or Context; None when it holds no valid one."""
+    if obj is None:
+        return None
+    if isinstance(obj, SpanContext):
+        return obj if obj.is_valid else None
+    if isinstance(obj, Context):
+        return obj.span_context
+    if isinstance(obj, Span):
+        return obj.get_span_context()
+    trace_id, span_id = getattr(obj, "trace_id", None), getattr(obj, "span_id", None)
+    if isinstance(trace_id, int) and isinstance(span_id, int):  # OpenTelemetry's SpanContext
+        if trace_id == 0 or span_id == 0:
+            return None
+        return _core.make_context(format(trace_id, "032x"), format(span_id, "016x"),
+                                  int(getattr(obj, "trace_flags", 0)),
+                                  bool(getattr(obj, "is_remote", False)))
+    try:  # an OpenTelemetry Context: its current span's context
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    try:
+        return lens_span_context(trace.get_current_span(obj).get_span_context())
+    except Exception:
+        return None
+
+
+class Tracer:
+    """OpenTelemetry's ``Tracer`` on lens' pipeline: its spans are lens spans (same trace,
+    parentage, exporter and rank decisions as managed_span). Not gated by a span group, as an
+    OpenTelemetry tracer is not; it records whenever set-up made this rank export. ``start_time``
+    is accepted and not used: lens times a span from its start call."""
+
+    def __init__(self, name: str = "nemo.lens") -> None:
+        self.name = name
+
+    def start_span(self, name: str, context: Any = None, kind: Any = None,
+                   attributes: Optional[Dict[str, Any]] = None,
+                   links: Optional[Sequence[Any]] = None, start_time: Optional[int] = None,
+                   record_exception: bool = True, set_status_on_exception: bool = True) -> Span:
+        """A span started now and not current, child of `context` (a Context from
+        extract_context(), an OpenTelemetry Context or a SpanContext) or else of the current
+        span; the caller ends it."""
+        span = _core.new_span("", str(name), dict(attributes or {}), bool(record_exception),
+                              lens_span_context(context), _lens_kind(kind))
+        span._start()
+        for link in links or ():
+            target = lens_span_context(getattr(link, "context", link))
+            if target is not None:
+                span.add_link(target, dict(getattr(link, "attributes", None) or {}))
+        return span
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, name: str, context: Any = None, kind: Any = None,
+                              attributes: Optional[Dict[str, Any]] = None,
+                              links: Optional[Sequence[Any]] = None,
+                              start_time: Optional[int] = None, record_exception: bool = True,
+                              set_status_on_exception: bool = True,
+                              end_on_exit: bool = True) -> Iterator[Span]:
+        """A context manager: the span is current for the block (Python and C++ children) and,
+        with `end_on_exit`, ends with it; an exception leaving the block is recorded (when
+        `record_exception`) and propagates."""
+        span = self.start_span(name, context, kind, attributes, links, start_time,
+                               record_exception, set_status_on_exception)
+        if end_on_exit:
+            with span:
+                yield span
+            return
+        token = _current.set(span)
+        try:
+            yield span
+        finally:
+            _current.reset(token)
+
+
+_tracers: Dict[str, Tracer] = {}
+
+
+def get_tracer(name: str = "nemo.lens", *args: Any, **kwargs: Any) -> Tracer:
+    """The Tracer named `name` (its instrumentation scope); the same object for the same name.
+    Extra arguments (version, schema_url, ...) are accepted as OpenTelemetry's get_tracer takes
+    them."""
+    tracer = _tracers.get(name)
+    if tracer is None:
+        tracer = _tracers.setdefault(name, Tracer(name))
+    return tracer
