@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -913,6 +914,14 @@ void bind_instrument(py::module_& m, const char* name, const char* method, const
           py::arg("amount"), py::arg("attributes") = py::none());
 }
 
+// The unsigned big-endian integer of `bytes` (an id's W3C byte order) as a Python int.
+template <std::size_t N>
+py::object big_endian_int(const std::array<std::uint8_t, N>& bytes) {
+  PyObject* v = _PyLong_FromByteArray(bytes.data(), N, /*little_endian=*/0, /*is_signed=*/0);
+  if (v == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(v);
+}
+
 std::chrono::milliseconds millis(double ms) {
   if (!(ms >= 0)) ms = 0;
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::min(ms, 1e12)));
@@ -1190,18 +1199,28 @@ PYBIND11_MODULE(_core, m) {
       py::arg("severity"), py::arg("message"), py::arg("attributes"), py::arg("scope"));
 
   // Contexts.
+  // OpenTelemetry's SpanContext shape: int ids (NeMo Lens code formats them with "032x"), plus
+  // lens' hex forms.
   py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace and span ids, flags.")
-      .def_property_readonly("trace_id",
-                             [](const lens::SpanContext& c) { return c.trace_id.to_hex(); })
-      .def_property_readonly("span_id",
-                             [](const lens::SpanContext& c) { return c.span_id.to_hex(); })
+      .def_property_readonly(
+          "trace_id", [](const lens::SpanContext& c) { return big_endian_int(c.trace_id.bytes); },
+          "The 128-bit trace id as an int.")
+      .def_property_readonly(
+          "span_id", [](const lens::SpanContext& c) { return big_endian_int(c.span_id.bytes); },
+          "The 64-bit span id as an int.")
+      .def_property_readonly(
+          "trace_id_hex", [](const lens::SpanContext& c) { return c.trace_id.to_hex(); },
+          "The trace id as 32 lower-case hex digits.")
+      .def_property_readonly(
+          "span_id_hex", [](const lens::SpanContext& c) { return c.span_id.to_hex(); },
+          "The span id as 16 lower-case hex digits.")
       .def_readonly("trace_flags", &lens::SpanContext::trace_flags)
       .def_readonly("is_remote", &lens::SpanContext::is_remote)
       .def_readonly("trace_state", &lens::SpanContext::trace_state)
       .def_property_readonly("is_valid", &lens::SpanContext::is_valid)
       .def("__eq__", [](const lens::SpanContext& a, const lens::SpanContext& b) { return a == b; })
       .def("__repr__", [](const lens::SpanContext& c) {
-        return "SpanContext(trace_id=" + c.trace_id.to_hex() + ", span_id=" + c.span_id.to_hex() +
+        return "SpanContext(trace_id=0x" + c.trace_id.to_hex() + ", span_id=0x" + c.span_id.to_hex() +
                ", trace_flags=" + std::to_string(c.trace_flags) + ")";
       });
   m.def(

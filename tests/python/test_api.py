@@ -273,8 +273,8 @@ def test_metrics_and_logs_reach_the_file_exporter(tmp_path):
     ctx = span.get_span_context()
     by_body = {r["body"]["stringValue"]: (scope, r) for scope, r in records}
     scope, spike = by_body["loss spike"]
-    assert spike["severityNumber"] == 13 and spike["traceId"] == ctx.trace_id
-    assert spike["spanId"] == ctx.span_id
+    assert spike["severityNumber"] == 13 and spike["traceId"] == ctx.trace_id_hex
+    assert spike["spanId"] == ctx.span_id_hex
     scope, from_logging = by_body["from logging 42"]
     assert scope == "py.test.logger" and from_logging["severityText"] == "WARN"
     keys = {a["key"] for a in from_logging["attributes"]}

@@ -25,7 +25,7 @@ def test_start_span_without_with_records_and_is_not_current(tracing):
     spans = tracing.by_name()
     assert spans["explicit end"].attributes["iteration"] == 3
     assert spans["sibling"].parent_span_id is None  # start_span did not make it current
-    assert spans["child"].parent_span_id == entered.get_span_context().span_id
+    assert spans["child"].parent_span_id == entered.get_span_context().span_id_hex
     with pytest.raises(RuntimeError, match="entered only once"):
         with entered:
             pass
@@ -54,10 +54,11 @@ def test_create_linked_span_links_to_the_carrier_span(tracing):
     spans = tracing.by_name()
     s = spans["stage1"]
     ctx = stage0.get_span_context()
-    assert [(lk["trace_id"], lk["span_id"]) for lk in s.links] == [(ctx.trace_id, ctx.span_id)]
-    assert s.parent_span_id == parent.get_span_context().span_id
+    links = [(lk["trace_id"], lk["span_id"]) for lk in s.links]
+    assert links == [(ctx.trace_id_hex, ctx.span_id_hex)]
+    assert s.parent_span_id == parent.get_span_context().span_id_hex
     assert s.attributes["microbatch"] == 2 and s.attributes["prompt"] == "[REDACTED]"
-    assert [lk["span_id"] for lk in spans["by context"].links] == [ctx.span_id]
+    assert [lk["span_id"] for lk in spans["by context"].links] == [ctx.span_id_hex]
     assert spans["no remote"].links == []
 
 

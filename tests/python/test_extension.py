@@ -17,8 +17,8 @@ lens_demo = pytest.importorskip("lens_demo", reason="the examples' C++ extension
 
 def test_cpp_spans_inside_a_python_span_are_its_children(tracing):
     with lens.managed_span("step", "train_step") as step:
-        assert lens_demo.current_ids() == (step.get_span_context().trace_id,
-                                           step.get_span_context().span_id)
+        assert lens_demo.current_ids() == (step.get_span_context().trace_id_hex,
+                                           step.get_span_context().span_id_hex)
         lens_demo.forward(3)
     spans = tracing.spans()
     by_name = {}

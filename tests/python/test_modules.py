@@ -134,7 +134,7 @@ def test_pp_trace_carrier_is_stored_and_cleared(tracing):
         carrier = lens.inject_context({})
     set_pp_trace_carrier(carrier)
     assert get_pp_trace_carrier() is carrier
-    assert carrier["traceparent"].split("-")[1] == span.get_span_context().trace_id
+    assert carrier["traceparent"].split("-")[1] == span.get_span_context().trace_id_hex
     with pytest.raises(TypeError, match="dict or None"):
         set_pp_trace_carrier("00-abc")
     set_pp_trace_carrier(None)
@@ -383,7 +383,7 @@ def test_nccl_carrier_round_trip_and_bad_bytes(tracing):
     with lens.span_cm("stage0") as span:
         payload = serialize_context()
     carrier = json.loads(payload.decode("utf-8"))
-    assert carrier["traceparent"].split("-")[2] == span.get_span_context().span_id
+    assert carrier["traceparent"].split("-")[2] == span.get_span_context().span_id_hex
     assert deserialize_context(payload) == carrier
     assert deserialize_context(b"\xff\xfe") is None
     assert deserialize_context(b"[1, 2]") is None
@@ -391,8 +391,8 @@ def test_nccl_carrier_round_trip_and_bad_bytes(tracing):
     with extract_nccl_context(payload), lens.span_cm("stage1"):
         pass
     stage1 = tracing.by_name()["stage1"]
-    assert stage1.trace_id == span.get_span_context().trace_id
-    assert stage1.parent_span_id == span.get_span_context().span_id and stage1.parent_is_remote
+    assert stage1.trace_id == span.get_span_context().trace_id_hex
+    assert stage1.parent_span_id == span.get_span_context().span_id_hex and stage1.parent_is_remote
 
 
 def test_ray_helpers_carry_the_trace_to_the_remote_call(tracing):
@@ -415,8 +415,8 @@ def test_ray_helpers_carry_the_trace_to_the_remote_call(tracing):
     assert not extract_ray_context(None)
     spans = tracing.by_name()
     call = spans[work.__qualname__]
-    assert call.trace_id == driver.get_span_context().trace_id
-    assert call.parent_span_id == driver.get_span_context().span_id
+    assert call.trace_id == driver.get_span_context().trace_id_hex
+    assert call.parent_span_id == driver.get_span_context().span_id_hex
 
 
 @pytest.mark.parametrize("module,function,package", [

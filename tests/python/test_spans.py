@@ -88,7 +88,7 @@ def test_python_spans_nest_and_span_cm_is_ungated(tracing):
     assert spans["job"].parent_span_id is None
     assert spans["save"].parent_span_id == spans["job"].span_id
     assert spans["inner"].parent_span_id == spans["save"].span_id  # the off span is no link
-    assert {s.trace_id for s in spans.values()} == {job.get_span_context().trace_id}
+    assert {s.trace_id for s in spans.values()} == {job.get_span_context().trace_id_hex}
 
 
 def test_trace_fn_checks_the_group_at_call_time_for_plain_and_async_functions(tracing):
@@ -189,7 +189,7 @@ def test_inject_and_extract_round_trip_and_an_extracted_context_is_a_parent(trac
     with lens.span_cm("client") as client:
         lens.inject_context(carrier)
     ctx = client.get_span_context()
-    assert carrier["traceparent"] == f"00-{ctx.trace_id}-{ctx.span_id}-01"
+    assert carrier["traceparent"] == f"00-{ctx.trace_id_hex}-{ctx.span_id_hex}-01"
     remote = lens.extract_context({"TraceParent": carrier["traceparent"],
                                    "tracestate": "vendor=1", "baggage": "user=ann,bad=%zz"})
     assert remote and remote.span_context.is_remote
@@ -203,8 +203,8 @@ def test_inject_and_extract_round_trip_and_an_extracted_context_is_a_parent(trac
         pass
     spans = tracing.by_name()
     for name in ("server", "explicit", "from the Context"):
-        assert spans[name].trace_id == ctx.trace_id
-        assert spans[name].parent_span_id == ctx.span_id
+        assert spans[name].trace_id == ctx.trace_id_hex
+        assert spans[name].parent_span_id == ctx.span_id_hex
         assert spans[name].parent_is_remote
     assert spans["explicit"].kind == lens.SpanKind.SERVER
     assert not lens.extract_context({"traceparent": "00-zz-bad"})

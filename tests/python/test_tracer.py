@@ -44,7 +44,7 @@ def test_start_as_current_span_nests_python_spans_and_records_attributes(tracing
     spans = tracing.by_name()
     assert spans["outer"].attributes["shard"] == 3
     assert spans["outer"].kind == lens.SpanKind.SERVER
-    assert spans["inner"].parent_span_id == outer.get_span_context().span_id
+    assert spans["inner"].parent_span_id == outer.get_span_context().span_id_hex
 
 
 def test_start_span_takes_a_context_and_links(tracing):
@@ -89,7 +89,7 @@ def test_end_on_exit_false_leaves_the_span_open(tracing):
     assert "kept open" not in {s.name for s in tracing.spans()}
     span.end()
     spans = tracing.by_name()
-    assert spans["child"].parent_span_id == span.get_span_context().span_id
+    assert spans["child"].parent_span_id == span.get_span_context().span_id_hex
 
 
 def test_create_linked_span_takes_an_otel_style_span_context(tracing):
@@ -104,3 +104,19 @@ def test_a_disabled_setup_gives_a_tracer_whose_spans_do_not_record():
     with h.tracer.start_as_current_span("test") as span:
         assert span is not None and not span.is_recording()
     h.shutdown(100)
+
+
+def test_a_span_context_has_opentelemetrys_shape(tracing):
+    with lens.span_cm("shaped") as span:
+        ctx = span.get_span_context()
+        carrier = lens.inject_context({})
+    assert isinstance(ctx.trace_id, int) and isinstance(ctx.span_id, int)
+    assert 0 < ctx.trace_id < 2**128 and 0 < ctx.span_id < 2**64
+    assert format(ctx.trace_id, "032x") == ctx.trace_id_hex
+    assert format(ctx.span_id, "016x") == ctx.span_id_hex
+    assert carrier["traceparent"] == f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
+    assert ctx.is_valid and not ctx.is_remote and ctx.trace_flags & 1
+    (s,) = tracing.spans()
+    assert (s.trace_id, s.span_id) == (ctx.trace_id_hex, ctx.span_id_hex)
+    remote = lens.extract_context({"traceparent": carrier["traceparent"]}).span_context
+    assert remote.is_remote and remote.trace_id == ctx.trace_id
