@@ -898,7 +898,6 @@ py::dict span_to_py(const lens::SpanData& s) {
   return d;
 }
 
-
 // Binds a double-valued instrument type whose record method is `method` (add, record or set).
 template <class Instrument, class Record>
 void bind_instrument(py::module_& m, const char* name, const char* method, const char* doc,
@@ -1220,8 +1219,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("is_valid", &lens::SpanContext::is_valid)
       .def("__eq__", [](const lens::SpanContext& a, const lens::SpanContext& b) { return a == b; })
       .def("__repr__", [](const lens::SpanContext& c) {
-        return "SpanContext(trace_id=0x" + c.trace_id.to_hex() + ", span_id=0x" + c.span_id.to_hex() +
-               ", trace_flags=" + std::to_string(c.trace_flags) + ")";
+        return "SpanContext(trace_id=0x" + c.trace_id.to_hex() + ", span_id=0x" +
+               c.span_id.to_hex() + ", trace_flags=" + std::to_string(c.trace_flags) + ")";
       });
   m.def(
       "make_context",
