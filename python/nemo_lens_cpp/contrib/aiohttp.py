@@ -17,6 +17,7 @@ def instrument_aiohttp_client() -> None:
         raise ImportError(
             "aiohttp client instrumentation requires "
             "opentelemetry-instrumentation-aiohttp-client "
-            f"(pip install opentelemetry-instrumentation-aiohttp-client): {exc}"
+            "(pip install opentelemetry-instrumentation-aiohttp-client; with NeMo Lens: "
+            f"pip install 'nemo-lens[aiohttp]'): {exc}"
         ) from exc
     AioHttpClientInstrumentor().instrument()

@@ -17,6 +17,7 @@ def instrument_fastapi(app: Any, service_name: str = "nemo-gym") -> None:
     except ImportError as exc:
         raise ImportError(
             "FastAPI instrumentation requires opentelemetry-instrumentation-fastapi "
-            f"(pip install opentelemetry-instrumentation-fastapi): {exc}"
+            "(pip install opentelemetry-instrumentation-fastapi; with NeMo Lens: "
+            f"pip install 'nemo-lens[fastapi]'): {exc}"
         ) from exc
     FastAPIInstrumentor.instrument_app(app)
