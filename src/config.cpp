@@ -132,7 +132,8 @@ NemoLensConfig NemoLensConfig::from_env(std::string_view prefix,
   }
   if (!(c.export_sample_rate >= 0.0 && c.export_sample_rate <= 1.0)) {
     throw ConfigError("Invalid value for " + r.variable("EXPORT_SAMPLE_RATE") + ": '" +
-                      r.str("EXPORT_SAMPLE_RATE", "") + "'. Expected a fraction in [0.0, 1.0].");
+                      r.str("EXPORT_SAMPLE_RATE", "") +
+                      "'. Expected a fraction: export_sample_rate must be in [0.0, 1.0].");
   }
   // OpenTelemetry's switch: only "true" (any case) disables; anything but true/false is an error
   // rather than a silent guess.

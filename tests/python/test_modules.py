@@ -180,9 +180,13 @@ def test_second_setup_message_carries_nemo_lens_phrase():
         h.shutdown()
 
 
-def test_sample_rate_message_is_nemo_lens_one():
+def test_sample_rate_message_is_nemo_lens_one(monkeypatch):
     with pytest.raises(ValueError, match=r"export_sample_rate must be in \[0.0, 1.0\]"):
         lens.NemoLensConfig(export_sample_rate=1.5)
+    monkeypatch.setenv("NEMO_LENS_EXPORT_SAMPLE_RATE", "-0.1")
+    with pytest.raises(ValueError, match=r"NEMO_LENS_EXPORT_SAMPLE_RATE: '-0.1'.*"
+                                         r"export_sample_rate must be in \[0.0, 1.0\]"):
+        lens.NemoLensConfig.from_env()
 
 
 def test_rank_aware_sampler_decides_as_the_sampled_strategy():
