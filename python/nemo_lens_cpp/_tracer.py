@@ -13,7 +13,7 @@ import contextlib
 from typing import Any, Dict, Iterator, Optional, Sequence
 
 from . import _core
-from .spans import Context, Span, SpanContext, SpanKind, _current, start_span
+from .spans import Context, Span, SpanContext, SpanKind, _current
 
 # OpenTelemetry's SpanKind members by name -> lens' (OTLP) values.
 _KINDS = {"INTERNAL": SpanKind.INTERNAL, "SERVER": SpanKind.SERVER, "CLIENT": SpanKind.CLIENT,

@@ -21,11 +21,6 @@ _MISSING = (
 )
 
 
-def _lens_context(otel_context: Any) -> Optional[spans.SpanContext]:
-    """An OpenTelemetry SpanContext as a lens one; None when it is invalid."""
-    return lens_span_context(otel_context)
-
-
 def bridge_opentelemetry(tracer_provider: Any = None) -> Any:
     """Makes lens spans started under an OpenTelemetry span its children.
 
@@ -57,7 +52,7 @@ def bridge_opentelemetry(tracer_provider: Any = None) -> Any:
             self._open: Dict[int, tuple] = {}
 
         def on_start(self, span: Any, parent_context: Any = None) -> None:
-            ctx = _lens_context(span.get_span_context())
+            ctx = lens_span_context(span.get_span_context())
             if ctx is None:
                 return
             self._open[span.get_span_context().span_id] = (
@@ -86,7 +81,7 @@ def bridge_opentelemetry(tracer_provider: Any = None) -> Any:
     provider.add_span_processor(processor)
 
     def current_otel_parent() -> Optional[spans.SpanContext]:
-        return _lens_context(otel_trace.get_current_span().get_span_context())
+        return lens_span_context(otel_trace.get_current_span().get_span_context())
 
     _core._set_bridge_parent(current_otel_parent)
     return processor

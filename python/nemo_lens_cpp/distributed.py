@@ -14,12 +14,12 @@ The carrier is NeMo Lens': UTF-8 JSON of ``traceparent`` / ``tracestate``, which
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
-from .helpers import safe_set_span_attributes
 from ._tracer import lens_span_context
-from .spans import extract_context, inject_context, start_span
+from .contrib.nccl import deserialize_context, serialize_context
+from .helpers import safe_set_span_attributes
+from .spans import extract_context, start_span
 
 
 def broadcast_trace_context(rank: int, src_rank: int = 0) -> Optional[dict]:
@@ -36,8 +36,8 @@ def broadcast_trace_context(rank: int, src_rank: int = 0) -> Optional[dict]:
     if not dist.is_available() or not dist.is_initialized():
         return None
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    data = json.dumps(inject_context({})).encode("utf-8") if rank == src_rank else b""
-    if rank == src_rank and data == b"{}":
+    data = serialize_context() if rank == src_rank else b""
+    if data == b"{}":
         data = b""  # no current span: nothing to share
     length = torch.tensor([len(data)], dtype=torch.long, device=device)
     dist.broadcast(length, src=src_rank)
@@ -49,11 +49,7 @@ def broadcast_trace_context(rank: int, src_rank: int = 0) -> Optional[dict]:
     else:
         payload = torch.zeros(n, dtype=torch.uint8, device=device)
     dist.broadcast(payload, src=src_rank)
-    try:
-        carrier = json.loads(bytes(payload.cpu().tolist()).decode("utf-8"))
-    except ValueError:
-        return None
-    return carrier if isinstance(carrier, dict) else None
+    return deserialize_context(bytes(payload.cpu().tolist()))
 
 
 def create_linked_span(tracer: Any, name: str, remote_context: Any = None,

@@ -1,4 +1,4 @@
-"""The instruments of one record_* family, made once per meter."""
+"""The instruments of one record_* family: made once per meter, from tables of their names."""
 
 from __future__ import annotations
 
@@ -25,3 +25,27 @@ def instruments_for(family: str, meter: Any, make: Callable[[Any], dict]) -> Opt
                 return None
             _made[key] = entry
         return entry[1]
+
+
+# argument -> (metric name, unit, description): one instrument per record_* argument.
+Table = Dict[str, Tuple[str, str, str]]
+
+
+def make_from_tables(meter: Any, gauges: Table, histograms: Table) -> dict:
+    """A gauge per entry of `gauges` and a histogram per entry of `histograms`, by argument."""
+    made = {k: meter.create_gauge(name=n, unit=u, description=d)
+            for k, (n, u, d) in gauges.items()}
+    made.update({k: meter.create_histogram(name=n, unit=u, description=d)
+                 for k, (n, u, d) in histograms.items()})
+    return made
+
+
+def record_from_tables(instruments: dict, gauges: Table, histograms: Table,
+                       values: Dict[str, Any]) -> None:
+    """Sets the gauges and records the histograms whose argument in `values` is not None."""
+    for key in gauges:
+        if values[key] is not None:
+            instruments[key].set(values[key])
+    for key in histograms:
+        if values[key] is not None:
+            instruments[key].record(values[key])

@@ -8,25 +8,26 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ._cache import instruments_for
+from ._cache import Table, instruments_for, make_from_tables, record_from_tables
+
+
+_GAUGES: Table = {
+    "verify_success_rate": ("gym.verify.success_rate", "",
+                            "Fraction of successful verifications."),
+    "active_servers": ("gym.servers.active", "", "Number of active Gym servers."),
+}
+_HISTOGRAMS: Table = {
+    "server_request_duration_ms": ("gym.server.request_duration_ms", "ms",
+                                   "Gym server request duration in milliseconds."),
+    "rollout_duration_ms": ("gym.rollout.duration_ms", "ms",
+                            "Rollout collection duration in milliseconds."),
+    "verify_duration_ms": ("gym.verify.duration_ms", "ms",
+                           "Verification endpoint duration in milliseconds."),
+}
 
 
 def _make(meter: Any) -> dict:
-    return {
-        "server_request_duration_ms": meter.create_histogram(
-            name="gym.server.request_duration_ms", unit="ms",
-            description="Gym server request duration in milliseconds."),
-        "rollout_duration_ms": meter.create_histogram(
-            name="gym.rollout.duration_ms", unit="ms",
-            description="Rollout collection duration in milliseconds."),
-        "verify_duration_ms": meter.create_histogram(
-            name="gym.verify.duration_ms", unit="ms",
-            description="Verification endpoint duration in milliseconds."),
-        "verify_success_rate": meter.create_gauge(
-            name="gym.verify.success_rate", description="Fraction of successful verifications."),
-        "active_servers": meter.create_gauge(
-            name="gym.servers.active", description="Number of active Gym servers."),
-    }
+    return make_from_tables(meter, _GAUGES, _HISTOGRAMS)
 
 
 def record_gym_metrics(meter: Any, server_request_duration_ms: Optional[float] = None,
@@ -38,11 +39,4 @@ def record_gym_metrics(meter: Any, server_request_duration_ms: Optional[float] =
     instruments = instruments_for("gym", meter, _make)
     if instruments is None:
         return
-    for key in ("server_request_duration_ms", "rollout_duration_ms", "verify_duration_ms"):
-        value = locals()[key]
-        if value is not None:
-            instruments[key].record(value)
-    if verify_success_rate is not None:
-        instruments["verify_success_rate"].set(verify_success_rate)
-    if active_servers is not None:
-        instruments["active_servers"].set(active_servers)
+    record_from_tables(instruments, _GAUGES, _HISTOGRAMS, locals())

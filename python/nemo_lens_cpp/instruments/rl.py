@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ._cache import instruments_for
+from ._cache import Table, instruments_for, make_from_tables, record_from_tables
 
-# argument -> (metric name, unit, description); each a gauge.
-_GAUGES = {
+_GAUGES: Table = {
     "reward_mean": ("rl.reward.mean", "", "Mean reward across rollout batch."),
     "kl_divergence": ("rl.kl_divergence", "", "KL divergence between policy and reference."),
     "policy_loss": ("rl.policy_loss", "", "Policy gradient loss."),
@@ -24,8 +23,7 @@ _GAUGES = {
     "throughput_tokens_per_sec": ("rl.throughput.tokens_per_sec", "{token}/s",
                                   "Training throughput in tokens per second."),
 }
-# argument -> (metric name, unit, description); each a histogram.
-_HISTOGRAMS = {
+_HISTOGRAMS: Table = {
     "generation_duration_ms": ("rl.generation.duration_ms", "ms",
                                "Duration of text generation in milliseconds."),
     "rollout_duration_ms": ("rl.rollout.duration_ms", "ms",
@@ -34,11 +32,7 @@ _HISTOGRAMS = {
 
 
 def _make(meter: Any) -> dict:
-    made = {k: meter.create_gauge(name=n, unit=u, description=d)
-            for k, (n, u, d) in _GAUGES.items()}
-    made.update({k: meter.create_histogram(name=n, unit=u, description=d)
-                 for k, (n, u, d) in _HISTOGRAMS.items()})
-    return made
+    return make_from_tables(meter, _GAUGES, _HISTOGRAMS)
 
 
 def record_rl_metrics(meter: Any, reward_mean: Optional[float] = None,
@@ -54,10 +48,4 @@ def record_rl_metrics(meter: Any, reward_mean: Optional[float] = None,
     instruments = instruments_for("rl", meter, _make)
     if instruments is None:
         return
-    values = locals()
-    for key in _GAUGES:
-        if values[key] is not None:
-            instruments[key].set(values[key])
-    for key in _HISTOGRAMS:
-        if values[key] is not None:
-            instruments[key].record(values[key])
+    record_from_tables(instruments, _GAUGES, _HISTOGRAMS, locals())
