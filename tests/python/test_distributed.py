@@ -105,3 +105,12 @@ def test_broadcast_gives_every_rank_rank0s_trace(tmp_path):
     for r in range(2):
         assert spans[f"work{r}"]["traceId"] == job["traceId"]
         assert spans[f"work{r}"]["parentSpanId"] == job["spanId"]
+
+
+def test_a_span_ended_before_it_was_entered_records_nothing(tracing):
+    sp = lens.managed_span("step", "never entered")
+    sp.end()
+    with pytest.raises(RuntimeError, match="entered only once"):
+        with sp:
+            pass
+    assert "never entered" not in {s.name for s in tracing.spans()}
