@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <latch>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -449,6 +450,75 @@ TEST_F(Metrics, TrainingMetricsRecordOneStepInOneCall) {
       8192.0);
   EXPECT_FALSE(memory_->latest("dl.grad_norm").has_value()) << "never set: not exported";
   EXPECT_FALSE(memory_->latest("dl.throughput.samples").has_value());
+}
+
+// The three NeMo Lens families record its names, units and attributes (as nemo_lens_cpp's
+// record_* functions do: tests/python/test_modules.py reads the Python side).
+TEST_F(Metrics, InferenceMetricsCarryTheGenAiNamesAndAttributes) {
+  start();
+  Meter& meter = get_meter("metrics_inference");
+  InferenceRecord request;
+  request.request_duration_s = 0.5;
+  request.model = "llama";
+  request.input_tokens = 128;
+  request.output_tokens = 32;
+  record_inference_metrics(meter, request);
+  request.request_duration_s = 1.5;
+  request.model = {};  // no gen_ai.request.model on these records
+  request.output_tokens = std::numeric_limits<double>::quiet_NaN();
+  record_inference_metrics(meter, request);
+
+  const MetricData duration = collect("gen_ai.server.request.duration");
+  EXPECT_EQ(duration.unit, "s");
+  const HistogramPoint* with_model =
+      point(duration.histogram_points, "gen_ai.request.model", std::string("llama"));
+  ASSERT_NE(with_model, nullptr);
+  EXPECT_EQ(with_model->count, 1u);
+  EXPECT_DOUBLE_EQ(with_model->sum, 0.5);
+  ASSERT_EQ(duration.histogram_points.size(), 2u);
+  for (const HistogramPoint& p : duration.histogram_points) {
+    EXPECT_NE(point(std::vector<HistogramPoint>{p}, "gen_ai.operation.name",
+                    std::string("text_completion")),
+              nullptr);
+    EXPECT_NE(point(std::vector<HistogramPoint>{p}, "gen_ai.provider.name", std::string("nemo")),
+              nullptr);
+  }
+  const MetricData tokens = collect("gen_ai.client.token.usage");
+  EXPECT_EQ(tokens.unit, "{token}");
+  double input = 0, output = 0;
+  for (const HistogramPoint& p : tokens.histogram_points) {
+    for (const KeyValue& kv : p.attributes) {
+      if (kv.key != "gen_ai.token.type") continue;
+      (std::get<std::string>(kv.value) == "input" ? input : output) += p.sum;
+    }
+  }
+  EXPECT_DOUBLE_EQ(input, 256.0) << "128 tokens in each of two requests";
+  EXPECT_DOUBLE_EQ(output, 32.0) << "the second request had no output count";
+}
+
+TEST_F(Metrics, RlAndGymMetricsRecordWhatIsGivenAndLeaveOutNaN) {
+  start();
+  Meter& meter = get_meter("metrics_rl_gym");
+  RlRecord update;
+  update.reward_mean = 0.75;
+  update.kl_divergence = 0.01;
+  update.generation_duration_ms = 850;
+  record_rl_metrics(meter, update);
+  GymRecord gym;
+  gym.server_request_duration_ms = 12.5;
+  gym.active_servers = 4;
+  record_gym_metrics(meter, gym);
+
+  EXPECT_EQ(std::get<double>(collect("rl.reward.mean").number_points.at(0).value), 0.75);
+  EXPECT_EQ(std::get<double>(collect("rl.kl_divergence").number_points.at(0).value), 0.01);
+  const MetricData generation = collect("rl.generation.duration_ms");
+  EXPECT_EQ(generation.unit, "ms");
+  EXPECT_DOUBLE_EQ(generation.histogram_points.at(0).sum, 850.0);
+  EXPECT_FALSE(memory_->latest("rl.policy_loss").has_value()) << "NaN: not recorded";
+  EXPECT_FALSE(memory_->latest("rl.rollout.duration_ms").has_value());
+  EXPECT_DOUBLE_EQ(collect("gym.server.request_duration_ms").histogram_points.at(0).sum, 12.5);
+  EXPECT_EQ(std::get<double>(collect("gym.servers.active").number_points.at(0).value), 4.0);
+  EXPECT_FALSE(memory_->latest("gym.verify.success_rate").has_value());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/groups.hpp"
+#include "nemo/lens/instruments.hpp"
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/macros.hpp"
 #include "nemo/lens/metrics.hpp"

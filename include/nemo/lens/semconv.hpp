@@ -177,4 +177,113 @@ inline constexpr std::string_view kDlLearningRate = "dl.learning_rate";
 /// Gauge: the gradient norm of the last step.
 inline constexpr std::string_view kDlGradNorm = "dl.grad_norm";
 
+// ---- the OpenTelemetry semantic-conventions version the standard names follow ----
+
+/// The semantic-conventions release of the gen_ai.* and k8s.* names.
+inline constexpr std::string_view kSemconvVersion = "1.29.0";
+
+// ---- the parallel layout and the step (span and metric attributes NeMo Lens defines) ----
+
+/// The rank within its node (int).
+inline constexpr std::string_view kDlLocalRank = "dl.local_rank";
+/// The rank within its data-parallel group (int).
+inline constexpr std::string_view kDlDataParallelRank = "dl.data_parallel.rank";
+/// The size of the data-parallel group (int).
+inline constexpr std::string_view kDlDataParallelSize = "dl.data_parallel.size";
+/// The rank within its tensor-parallel group (int).
+inline constexpr std::string_view kDlTensorParallelRank = "dl.tensor_parallel.rank";
+/// The size of the tensor-parallel group (int).
+inline constexpr std::string_view kDlTensorParallelSize = "dl.tensor_parallel.size";
+/// The pipeline stage (int).
+inline constexpr std::string_view kDlPipelineParallelRank = "dl.pipeline_parallel.rank";
+/// The number of pipeline stages (int).
+inline constexpr std::string_view kDlPipelineParallelSize = "dl.pipeline_parallel.size";
+/// The training iteration a span belongs to (int).
+inline constexpr std::string_view kDlIteration = "dl.iteration";
+/// Achieved TFLOP/s (double).
+inline constexpr std::string_view kDlThroughputTflops = "dl.throughput_tflops";
+/// Tokens per second (double).
+inline constexpr std::string_view kDlThroughputTokensPerSec = "dl.throughput_tokens_per_sec";
+/// The global batch size (int).
+inline constexpr std::string_view kDlBatchSize = "dl.batch_size";
+/// The sequence length (int).
+inline constexpr std::string_view kDlSequenceLength = "dl.sequence_length";
+/// The microbatch a span covers (int).
+inline constexpr std::string_view kDlMicrobatchId = "dl.microbatch_id";
+
+// ---- generative AI (OpenTelemetry's gen_ai.* conventions, record_inference_metrics) ----
+
+/// The operation, e.g. text_completion.
+inline constexpr std::string_view kGenaiOperationName = "gen_ai.operation.name";
+/// Who serves the model, e.g. nemo.
+inline constexpr std::string_view kGenaiProviderName = "gen_ai.provider.name";
+/// The model a request asked for.
+inline constexpr std::string_view kGenaiRequestModel = "gen_ai.request.model";
+/// Input or output, on gen_ai.client.token.usage.
+inline constexpr std::string_view kGenaiTokenType = "gen_ai.token.type";
+
+// ---- reinforcement learning (rl.*, record_rl_metrics) ----
+
+/// The algorithm, e.g. grpo.
+inline constexpr std::string_view kRlAlgorithm = "rl.algorithm";
+/// A rollout's reward (double).
+inline constexpr std::string_view kRlReward = "rl.reward";
+/// Gauge: the mean reward of the last rollout batch.
+inline constexpr std::string_view kRlRewardMean = "rl.reward.mean";
+/// Gauge: KL divergence between policy and reference.
+inline constexpr std::string_view kRlKlDivergence = "rl.kl_divergence";
+/// Gauge: the policy-gradient loss.
+inline constexpr std::string_view kRlPolicyLoss = "rl.policy_loss";
+/// Gauge: the value-function loss.
+inline constexpr std::string_view kRlValueLoss = "rl.value_loss";
+/// Gauge: the policy's entropy.
+inline constexpr std::string_view kRlEntropy = "rl.entropy";
+/// The generation engine, e.g. vllm.
+inline constexpr std::string_view kRlGenerationBackend = "rl.generation.backend";
+/// Rollouts in a batch (int).
+inline constexpr std::string_view kRlNumRollouts = "rl.num_rollouts";
+/// Gauge: mean generated length in tokens.
+inline constexpr std::string_view kRlResponseLengthMean = "rl.response_length.mean";
+/// Gauge: the gradient norm of the policy update.
+inline constexpr std::string_view kRlGradNorm = "rl.grad_norm";
+/// Gauge: the optimizer's learning rate.
+inline constexpr std::string_view kRlLearningRate = "rl.learning_rate";
+/// Gauge: training tokens per second.
+inline constexpr std::string_view kRlThroughputTokensPerSec = "rl.throughput.tokens_per_sec";
+
+// ---- NeMo Gym (gym.*, record_gym_metrics) ----
+
+/// The Gym server's name.
+inline constexpr std::string_view kGymServerName = "gym.server.name";
+/// The Gym server's type.
+inline constexpr std::string_view kGymServerType = "gym.server.type";
+/// Gym servers in use (int).
+inline constexpr std::string_view kGymNumServers = "gym.num_servers";
+/// Rollouts per batch (int).
+inline constexpr std::string_view kGymRolloutBatchSize = "gym.rollout.batch_size";
+/// Gauge: the fraction of successful verifications.
+inline constexpr std::string_view kGymVerifySuccessRate = "gym.verify.success_rate";
+
+// ---- the inference, RL and Gym metrics (record_inference_metrics, ...) ----
+
+/// Histogram (s): a GenAI server request's duration.
+inline constexpr std::string_view kGenaiServerRequestDuration = "gen_ai.server.request.duration";
+/// Histogram ({token}): tokens per request, by gen_ai.token.type.
+inline constexpr std::string_view kGenaiClientTokenUsage = "gen_ai.client.token.usage";
+/// Histogram (ms): text generation time.
+inline constexpr std::string_view kRlGenerationDurationMs = "rl.generation.duration_ms";
+/// Histogram (ms): rollout collection time.
+inline constexpr std::string_view kRlRolloutDurationMs = "rl.rollout.duration_ms";
+/// Histogram (ms): a Gym server request's duration.
+inline constexpr std::string_view kGymServerRequestDurationMs = "gym.server.request_duration_ms";
+/// Histogram (ms): rollout collection time.
+inline constexpr std::string_view kGymRolloutDurationMs = "gym.rollout.duration_ms";
+/// Histogram (ms): a verification call's duration.
+inline constexpr std::string_view kGymVerifyDurationMs = "gym.verify.duration_ms";
+/// Gauge: the number of active Gym servers.
+inline constexpr std::string_view kGymServersActive = "gym.servers.active";
+
+/// Resource (SLURM, NeMo Lens' detect_slurm): the job's node list, as SLURM_NODELIST gives it.
+inline constexpr std::string_view kSlurmNodelist = "slurm.nodelist";
+
 }  // namespace nemo::lens::semconv
