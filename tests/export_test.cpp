@@ -759,12 +759,14 @@ TEST(MakeExporter, UnknownExporterNamesVariableValueAndChoices) {
   env.set("NEMO_LENS_EXPORTER", "zipkin");
   NemoLensConfig config = NemoLensConfig::from_env();
   EXPECT_EQ(error_of([&] { detail::make_exporter(config, 0); }),
-            "Invalid value for NEMO_LENS_EXPORTER: 'zipkin'. Valid exporters: ['console', "
+            "Invalid value for NEMO_LENS_EXPORTER: 'zipkin': Unknown exporter type. Valid "
+            "exporters: ['console', "
             "'file', 'otlp'].");
 
   config.exporter = "jaeger";  // changed in code after reading the environment
   EXPECT_EQ(error_of([&] { detail::make_exporter(config, 0); }),
-            "Invalid value for NemoLensConfig::exporter: 'jaeger'. Valid exporters: ['console', "
+            "Invalid value for NemoLensConfig::exporter: 'jaeger': Unknown exporter type. Valid "
+            "exporters: ['console', "
             "'file', 'otlp'].");
   config.exporter = "";
   EXPECT_NE(error_of([&] {

@@ -31,8 +31,10 @@ std::shared_ptr<SpanExporter> make_exporter(const NemoLensConfig& config, int ra
                                               export_path_origin(config));
   }
   if (value == "otlp") return make_otlp_exporter();
-  throw ConfigError("Invalid value for " + exporter_origin(config, value) + ": '" + config.exporter +
-                    "'. Valid exporters: " + quoted_list({"console", "file", "otlp"}) + ".");
+  // "Unknown exporter type" is NeMo Lens' phrase: its callers match on it.
+  throw ConfigError("Invalid value for " + exporter_origin(config, value) + ": '" +
+                    config.exporter + "': Unknown exporter type. Valid exporters: " +
+                    quoted_list({"console", "file", "otlp"}) + ".");
 }
 
 }  // namespace nemo::lens::detail
