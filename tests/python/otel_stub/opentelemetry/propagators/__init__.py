@@ -1,0 +1,1 @@
+"""Test stand-in for ``opentelemetry.propagators`` (a namespace package in the real library)."""
