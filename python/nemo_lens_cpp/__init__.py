@@ -91,3 +91,7 @@ __all__ = [
     "SpanKind", "start_span", "StatusCode", "TelemetryHandle", "trace_fn",
     "unregister_export_strategy", "UpDownCounter",
 ]
+
+from . import _otel  # noqa: E402
+
+_otel.ensure()  # OpenTelemetry Python imported first: join it now (else at its first use)

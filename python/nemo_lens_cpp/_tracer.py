@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Dict, Iterator, Optional, Sequence
 
-from . import _core
+from . import _core, _otel
 from .spans import Context, Span, SpanContext, SpanKind, _current
 
 # OpenTelemetry's SpanKind members by name -> lens' (OTLP) values.
@@ -40,21 +40,20 @@ def lens_span_context(obj: Any) -> Optional[SpanContext]:
         return obj.span_context
     if isinstance(obj, Span):
         return obj.get_span_context()
-    trace_id, span_id = getattr(obj, "trace_id", None), getattr(obj, "span_id", None)
-    if isinstance(trace_id, int) and isinstance(span_id, int):  # OpenTelemetry's SpanContext
-        if trace_id == 0 or span_id == 0:
+    lens_span = getattr(obj, "_lens", None)  # a lens span through OpenTelemetry's interface
+    if isinstance(lens_span, Span):
+        return lens_span.get_span_context()
+    if isinstance(getattr(obj, "trace_id", None), int):  # OpenTelemetry's SpanContext
+        return _otel.lens_context_of(obj)
+    get_span_context = getattr(obj, "get_span_context", None)
+    if callable(get_span_context):  # an OpenTelemetry span
+        return lens_span_context(get_span_context())
+    if isinstance(obj, dict) and _otel.install():  # an OpenTelemetry Context: its current span
+        try:
+            return lens_span_context(_otel._otel.get_current_span(obj).get_span_context())
+        except Exception:
             return None
-        return _core.make_context(format(trace_id, "032x"), format(span_id, "016x"),
-                                  int(getattr(obj, "trace_flags", 0)),
-                                  bool(getattr(obj, "is_remote", False)))
-    try:  # an OpenTelemetry Context: its current span's context
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    try:
-        return lens_span_context(trace.get_current_span(obj).get_span_context())
-    except Exception:
-        return None
+    return None
 
 
 class Tracer:
@@ -80,7 +79,7 @@ class Tracer:
             target = lens_span_context(getattr(link, "context", link))
             if target is not None:
                 span.add_link(target, dict(getattr(link, "attributes", None) or {}))
-        return span
+        return _otel.wrap(span)
 
     @contextlib.contextmanager
     def start_as_current_span(self, name: str, context: Any = None, kind: Any = None,
@@ -98,10 +97,15 @@ class Tracer:
             with span:
                 yield span
             return
-        token = _current.set(span)
+        lens_span = getattr(span, "_lens", span)
+        token = _current.set(lens_span)
+        attached = _core.attach_context(lens_span.get_span_context()) \
+            if lens_span.get_span_context() is not None else None
         try:
             yield span
         finally:
+            if attached is not None:
+                attached.end()
             _current.reset(token)
 
 

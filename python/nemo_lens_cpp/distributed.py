@@ -58,13 +58,23 @@ def create_linked_span(tracer: Any, name: str, remote_context: Any = None,
     from extract_context() or a SpanContext; else the context in `remote_carrier`), for stages
     that follow one another without being parent and child. Its parent is the current span.
     The caller ends it (``end()``, or a ``with`` block). Attributes as safe_set_span_attributes
-    keeps them. `tracer` is accepted for NeMo Lens compatibility."""
+    keeps them. An OpenTelemetry `tracer` that is not lens' makes the span (as in NeMo Lens)."""
+    from . import _otel
+
     if remote_context is None and remote_carrier is not None:
         remote_context = extract_context(remote_carrier)
-    span = start_span(name)
     target = lens_span_context(remote_context)
-    if target is not None:
-        span.add_link(target)
+    foreign = _otel.foreign_tracer(tracer) if tracer is not None else None
+    if foreign is not None:
+        _otel.install()
+        from opentelemetry.trace import Link
+
+        links = [Link(_otel.otel_span_context(target))] if target is not None else []
+        span = foreign.start_span(name, links=links)
+    else:
+        span = start_span(name)
+        if target is not None:
+            span.add_link(target)
     if attributes:
         safe_set_span_attributes(span, attributes)
     return span

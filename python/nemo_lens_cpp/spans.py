@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from . import _core
@@ -20,6 +21,16 @@ SpanContext = _core.SpanContext
 # The span (or attached remote context) current in this thread / asyncio task: a Span or a
 # SpanContext. Shared with the compiled part, which reads it when a span starts.
 _current = _core.current
+
+# Whether lens is not set up in this process (set-up clears it, the last shutdown sets it again):
+# span sites then use OpenTelemetry's global tracer when a program configured one.
+_unset = True
+
+
+def _set_unset(unset: bool) -> None:
+    global _unset
+    _unset = unset
+    _core._set_unset_route(_unset_managed_span if unset else None)
 
 
 class StatusCode:
@@ -90,17 +101,36 @@ class Span(_core.SpanBase):
 _core._set_span_type(Span)
 
 
-def _enabled_managed_span(group: Any, name: Any, tracer: Any = None, **attributes: Any) -> Span:
-    # What managed_span() calls for arguments its compiled fast path does not take.
+def _enabled_managed_span(group: Any, name: Any, tracer: Any = None, **attributes: Any) -> Any:
+    # What managed_span() calls for arguments its compiled fast path does not take: a `tracer`
+    # that is not lens' own makes the span (as in NeMo Lens), behind lens' gate.
     if not isinstance(group, str) or not isinstance(name, str):
         raise TypeError(
             f"managed_span(group, name) expects two str, got {type(group).__name__} and "
             f"{type(name).__name__}"
         )
+    if tracer is not None:
+        from . import _otel
+
+        foreign = _otel.foreign_tracer(tracer)
+        if foreign is not None:
+            return _otel.ForeignSpan(foreign, name, attributes)
     return _core.new_span(str(group), str(name), attributes, True, None, SpanKind.INTERNAL)
 
 
+def _unset_managed_span(group: Any, name: Any, tracer: Any = None, **attributes: Any) -> Any:
+    # managed_span() with its group enabled while lens is not set up: a program that configured
+    # OpenTelemetry itself gets its span through OpenTelemetry's global tracer.
+    if tracer is None and "opentelemetry.trace" in sys.modules:
+        from . import _otel
+
+        _otel.ensure()
+        tracer = _otel.foreign_tracer(None)
+    return _enabled_managed_span(group, name, tracer, **attributes)
+
+
 _core._set_enabled_impl(_enabled_managed_span)
+_core._set_unset_route(_unset_managed_span)
 
 # managed_span(group, name, tracer=None, **attributes): written in C (_core); its docstring there.
 managed_span = _core.managed_span
@@ -112,9 +142,17 @@ is_span_group_enabled = _core.is_span_group_enabled
 def span_cm(name: str, tracer: Any = None, record_exception: bool = True, **attributes: Any
             ) -> Span:
     """A context manager for an ungated span named `name`: it records whenever tracing is set up
-    on an exporting rank. Yields the Span. `tracer` is accepted for NeMo Lens compatibility."""
+    on an exporting rank. Yields the Span. An OpenTelemetry `tracer` that is not lens' makes the
+    span instead (as in NeMo Lens), and so does OpenTelemetry's global tracer while lens is not
+    set up and a program configured OpenTelemetry itself."""
     if not isinstance(name, str):
         raise TypeError(f"span_cm(name) expects a str, got {type(name).__name__}")
+    if tracer is not None or (_unset and "opentelemetry.trace" in sys.modules):
+        from . import _otel
+
+        foreign = _otel.foreign_tracer(tracer)
+        if foreign is not None:
+            return _otel.ForeignSpan(foreign, name, attributes, bool(record_exception))
     return _core.new_span("", name, attributes, bool(record_exception), None, SpanKind.INTERNAL)
 
 
@@ -157,21 +195,37 @@ def trace_fn(group: str, name: str, tracer: Any = None) -> Callable:
 def get_current_span_context() -> Optional[SpanContext]:
     """The context of the current span as this code sees it: the thread's C++ span when Python
     was called back from one, else this thread's / asyncio task's Python span (or attached
-    context); None when there is none."""
+    context), else OpenTelemetry's current span when OpenTelemetry Python is in use; None when
+    there is none."""
+    if "opentelemetry.context" in sys.modules:
+        from . import _otel
+
+        _otel.ensure()
     return _core.current_context()
 
 
-class Context:
+class Context(dict):
     """What extract_context() returns: a remote span context (or none) and baggage. Use it as a
     context manager (or attach()/detach()) to make it the parent of the spans started meanwhile,
-    Python and C++ alike; or pass `.span_context` as start_span(parent=...)."""
+    Python and C++ alike; or pass `.span_context` as start_span(parent=...). When OpenTelemetry
+    Python is joined (see docs/python.md) it is also an OpenTelemetry Context (a dict holding the
+    span and baggage under OpenTelemetry's keys): ``trace.get_current_span(ctx)``,
+    ``tracer.start_span(..., context=ctx)`` and ``context.attach(ctx)`` accept it. Compared by
+    identity."""
 
     __slots__ = ("span_context", "baggage", "_tokens")
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
     def __init__(self, span_context: Optional[SpanContext], baggage: Iterable[Tuple[str, str]]):
         self.span_context = span_context
         self.baggage = list(baggage)
         self._tokens = []
+        if "opentelemetry.trace" in sys.modules:
+            from . import _otel
+
+            dict.update(self, _otel.context_entries(span_context, self.baggage))
 
     def attach(self) -> object:
         """Makes the context current in this thread / task; returns a token for detach()."""
@@ -204,9 +258,16 @@ class Context:
 
 
 def inject_context(carrier: dict, context: Optional[SpanContext] = None) -> dict:
-    """Writes the current span's context (or `context`) into `carrier` as W3C `traceparent` (and
-    `tracestate`); writes nothing when there is none. Returns `carrier`."""
-    ctx = context if context is not None else get_current_span_context()
+    """Writes the current span's context (or `context`: a SpanContext, a Context, a span, or an
+    OpenTelemetry SpanContext or Context) into `carrier` as W3C `traceparent` (and `tracestate`);
+    writes nothing when there is none. The current span is lens' or, when OpenTelemetry Python is
+    joined, whatever OpenTelemetry made current. Returns `carrier`."""
+    if context is None:
+        ctx = get_current_span_context()
+    else:
+        from ._tracer import lens_span_context
+
+        ctx = lens_span_context(context)
     if ctx is not None:
         _core.inject(ctx, carrier)
     return carrier

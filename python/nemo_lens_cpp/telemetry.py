@@ -7,6 +7,7 @@ same libnemo_lens: set it up once, from either side.
 from __future__ import annotations
 
 import atexit
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
@@ -96,7 +97,15 @@ class TelemetryHandle:
 
     def shutdown(self, timeout_ms: float = 5000) -> bool:
         """Ends open spans (marked truncated), exports everything and stops the pipeline."""
-        return self._core.shutdown(timeout_ms)
+        first = not self._core.is_shut_down
+        done = self._core.shutdown(timeout_ms)
+        if first:
+            _shutdown_otel_providers(timeout_ms)
+        if all(h._core.is_shut_down for h in _handles):
+            from . import spans
+
+            spans._set_unset(True)  # OpenTelemetry's global tracer again, if a program set one
+        return done
 
     def stats(self) -> Dict[str, int]:
         """The pipeline's counters: spans started, ended, exported, dropped (by reason), ..."""
@@ -110,12 +119,36 @@ class TelemetryHandle:
 _handles: List[TelemetryHandle] = []
 
 
+def _shutdown_otel_providers(timeout_ms: float) -> None:
+    # As NeMo Lens' shutdown: flush and shut down OpenTelemetry's global providers (a program's
+    # own; lens' are the pipeline just shut down). Never raises into the program.
+    import sys
+
+    trace, metrics = sys.modules.get("opentelemetry.trace"), sys.modules.get("opentelemetry.metrics")
+    from .providers import LensMeterProvider, LensTracerProvider
+
+    for module, getter in ((trace, "get_tracer_provider"), (metrics, "get_meter_provider")):
+        if module is None:
+            continue
+        try:
+            provider = getattr(module, getter)()
+            if isinstance(provider, (LensTracerProvider, LensMeterProvider)):
+                continue
+            for method, args in (("force_flush", (int(timeout_ms),)), ("shutdown", ())):
+                call = getattr(provider, method, None)
+                if callable(call):
+                    call(*args)
+        except Exception:
+            logging.getLogger("nemo_lens_cpp").debug("OpenTelemetry provider shutdown failed",
+                                                     exc_info=True)
+
+
 def setup_telemetry(
     config: NemoLensConfig,
     rank: int = 0,
     world_size: int = 1,
     resource_attributes: Optional[Dict[str, Any]] = None,
-    span_exporter: Optional[InMemorySpanExporter] = None,
+    span_exporter: Any = None,
     metric_reader: Any = None,
     export_strategy: Optional[ExportStrategy] = None,
     _allow_reinit: bool = False,
@@ -124,29 +157,35 @@ def setup_telemetry(
 
     Disabled: nothing is recorded. Enabled, and this rank exports (by `export_strategy`, else the
     strategy config.export_strategy names): the pipeline, with the groups of config.span_groups
-    enabled. Enabled on a rank that does not export: sites cost only the gate. A second enabled
+    enabled, exporting where config.exporter says or to `span_exporter` (lens'
+    InMemorySpanExporter, or any OpenTelemetry SpanExporter: it gets ReadableSpans on lens'
+    exporter thread). When OpenTelemetry Python is importable, lens' providers become its global
+    ones (see docs/python.md). Enabled on a rank that does not export: sites cost only the gate. A second enabled
     call raises AlreadySetUpError unless `_allow_reinit`. Raises ConfigError / SpanGroupError
     (ValueErrors) naming a bad value.
     """
+    from . import _otel, handle as handle_module, spans
+
     if not isinstance(config, NemoLensConfig):
         raise TypeError("setup_telemetry() expects a NemoLensConfig")
-    if span_exporter is not None and not isinstance(span_exporter, InMemorySpanExporter):
-        raise TypeError(
-            "span_exporter must be a nemo_lens_cpp.InMemorySpanExporter; other destinations are "
-            "chosen with config.exporter (otlp, console, file) and the OTEL_EXPORTER_OTLP_* "
-            "variables"
-        )
+    exporter = _core_exporter(span_exporter)
     if metric_reader is not None:
-        raise TypeError("metric_reader is not supported: metrics follow config.exporter")
+        raise TypeError(
+            f"metric_reader: nemo_lens_cpp does not take an OpenTelemetry MetricReader (got "
+            f"{type(metric_reader).__name__}): lens' meters export where config.exporter sends "
+            "them (otlp, console or file, with the OTEL_EXPORTER_OTLP_METRICS_* variables); leave "
+            "metric_reader out, and read metrics in a test from the file exporter"
+        )
     if export_strategy is not None and not callable(export_strategy):
         raise TypeError("export_strategy must be a callable (config, rank, world_size) -> bool")
     groups, presets = _catalog_of(config.span_group_cls)
+    # A test suite written for NeMo Lens resets nemo.lens.handle._INITIALIZED between tests.
+    reinit = bool(_allow_reinit) or (bool(_handles) and not handle_module._INITIALIZED)
     try:
         core = _core.setup_telemetry(
             config._fields(), groups, presets, int(rank), int(world_size),
-            dict(resource_attributes or {}),
-            span_exporter._core if span_exporter is not None else None,
-            export_strategy, _config_from_fields, bool(_allow_reinit))
+            dict(resource_attributes or {}), exporter, export_strategy, _config_from_fields,
+            reinit)
     except ConfigError as e:
         if str(e).startswith("setup_telemetry was already called"):
             # NeMo Lens' phrase first: its callers match on it.
@@ -156,7 +195,29 @@ def setup_telemetry(
         raise
     handle = TelemetryHandle(core)
     _handles.append(handle)
+    handle_module._INITIALIZED = True
+    if config.enabled:
+        spans._set_unset(False)
+    _otel.set_global_providers()
     return handle
+
+
+def _core_exporter(span_exporter: Any) -> Any:
+    # The compiled exporter for setup_telemetry(span_exporter=...).
+    if span_exporter is None:
+        return None
+    if isinstance(span_exporter, InMemorySpanExporter):
+        return span_exporter._core
+    if callable(getattr(span_exporter, "export", None)):
+        from ._otel import ExporterAdapter
+
+        return ExporterAdapter(span_exporter).core()
+    raise TypeError(
+        f"span_exporter must be an OpenTelemetry SpanExporter (an object with export(spans)) or "
+        f"a nemo_lens_cpp.InMemorySpanExporter, not {type(span_exporter).__name__}; other "
+        "destinations are chosen with config.exporter (otlp, console, file) and the "
+        "OTEL_EXPORTER_OTLP_* variables"
+    )
 
 
 def _config_from_fields(fields: dict) -> NemoLensConfig:
@@ -197,6 +258,7 @@ def register_export_strategy(name: str, strategy: ExportStrategy, *,
         raise TypeError("strategy must be a callable (config, rank, world_size) -> bool")
     _core.register_export_strategy(name, strategy, _config_from_fields, allow_override)
     _python_strategies[name] = strategy
+    _compiled_strategies.pop(name, None)
 
 
 def unregister_export_strategy(name: str) -> None:
@@ -216,8 +278,9 @@ def get_export_strategy(name: str) -> ExportStrategy:
     the registered strategies when `name` is unknown."""
     if name not in registered_strategies():
         _python_strategies.pop(name, None)  # unregistered from C++ meanwhile
+        _compiled_strategies.pop(name, None)
         _core.should_export(name, NemoLensConfig()._fields(), 0, 1)  # raises, naming the options
-    registered = _python_strategies.get(name)
+    registered = _python_strategies.get(name) or _compiled_strategies.get(name)
     if registered is not None:
         return registered
 
@@ -225,4 +288,9 @@ def get_export_strategy(name: str) -> ExportStrategy:
         return _core.should_export(name, config._fields(), rank, world_size)
 
     strategy.__name__ = strategy.__qualname__ = name
-    return strategy
+    return _compiled_strategies.setdefault(name, strategy)
+
+
+# One callable per compiled strategy (built-in, or registered from C++), so that asking twice
+# gives the same object.
+_compiled_strategies: Dict[str, ExportStrategy] = {}

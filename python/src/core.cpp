@@ -48,6 +48,7 @@ PyObject* g_span_gates = nullptr;       // dict: group str -> capsule of PyGate 
 PyObject* g_enabled_gates = nullptr;    // dict: group str -> capsule of PyGate (enabled flag)
 PyObject* g_enabled_impl = nullptr;     // spans._enabled_managed_span, set by the package
 PyObject* g_noop = nullptr;             // the no-op context manager
+PyObject* g_unset_route = nullptr;      // spans._unset_managed_span while lens is not set up
 
 // The gate for `group` (a str) in `gates`; null when the table is full or memory ran out (the
 // caller then asks by name). Requires the GIL.
@@ -108,7 +109,10 @@ PyObject* fast_managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
     PyErr_SetString(PyExc_RuntimeError, "nemo_lens_cpp is not initialised");
     return nullptr;
   }
-  // Enabled: the span, unstarted, with its keyword arguments as attributes (but `tracer`).
+  // Not set up: a program that configured OpenTelemetry itself gets its spans there.
+  if (g_unset_route != nullptr) return PyObject_Vectorcall(g_unset_route, args, nargs, kwnames);
+  // Enabled: the span, unstarted, with its keyword arguments as attributes (but `tracer`, which
+  // the Python implementation honours when it is not None).
   if (positional == 2 && PyUnicode_CheckExact(args[0]) && PyUnicode_Check(args[1])) {
     PyObject* attributes = nullptr;
     const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -117,7 +121,11 @@ PyObject* fast_managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
       if (attributes == nullptr) return nullptr;
       for (Py_ssize_t i = 0; i < nkw; ++i) {
         PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-        if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) continue;
+        if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) {
+          if (args[positional + i] == Py_None) continue;
+          Py_DECREF(attributes);
+          return PyObject_Vectorcall(g_enabled_impl, args, nargs, kwnames);
+        }
         if (PyDict_SetItem(attributes, key, args[positional + i]) != 0) {
           Py_DECREF(attributes);
           return nullptr;
@@ -930,6 +938,85 @@ std::chrono::milliseconds millis(double ms) {
 PyObject* g_span_group_error = nullptr;
 PyObject* g_config_error = nullptr;
 
+// Hands the pipeline's batches to Python callables (setup_telemetry(span_exporter=) with an
+// OpenTelemetry SpanExporter): export(spans as dicts, resource dict) -> bool, flush(timeout ms)
+// -> bool, shutdown(). Runs on the exporter thread and takes the GIL there, never on the
+// instrumented thread. Nothing is called once the interpreter is finalising (the batch counts as
+// failed), and the callables are released under the GIL at shutdown.
+class PythonSpanExporter final : public lens::SpanExporter {
+ public:
+  PythonSpanExporter(py::object export_fn, py::object flush_fn, py::object shutdown_fn)
+      : export_(std::move(export_fn)),
+        flush_(std::move(flush_fn)),
+        shutdown_(std::move(shutdown_fn)) {}
+
+  ~PythonSpanExporter() override {
+    if (!alive()) {  // too late to touch Python objects: leak the references
+      export_.release();
+      flush_.release();
+      shutdown_.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    export_ = py::object();
+    flush_ = py::object();
+    shutdown_ = py::object();
+  }
+
+  lens::ExportResult export_spans(
+      std::span<const lens::SpanData* const> spans, const lens::Resource& resource,
+      std::chrono::steady_clock::time_point /*deadline*/) noexcept override {
+    if (!alive()) return lens::ExportResult::kFailure;
+    py::gil_scoped_acquire gil;
+    if (!export_) return lens::ExportResult::kFailure;
+    try {
+      py::list batch;
+      for (const lens::SpanData* s : spans) batch.append(span_to_py(*s));
+      return export_(batch, attributes_to_py(resource.attributes)).cast<bool>()
+                 ? lens::ExportResult::kSuccess
+                 : lens::ExportResult::kFailure;
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("nemo_lens_cpp span_exporter.export");
+    } catch (const std::exception&) {
+    }
+    return lens::ExportResult::kFailure;
+  }
+
+  bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override {
+    if (!alive()) return false;
+    py::gil_scoped_acquire gil;
+    if (!flush_) return true;
+    try {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      return flush_(std::max<std::int64_t>(0, left.count())).cast<bool>();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("nemo_lens_cpp span_exporter.force_flush");
+    } catch (const std::exception&) {
+    }
+    return false;
+  }
+
+  void shutdown(std::chrono::steady_clock::time_point /*deadline*/) noexcept override {
+    if (!alive()) return;
+    py::gil_scoped_acquire gil;
+    try {
+      if (shutdown_) shutdown_();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("nemo_lens_cpp span_exporter.shutdown");
+    } catch (const std::exception&) {
+    }
+    export_ = py::object();
+    flush_ = py::object();
+    shutdown_ = py::object();
+  }
+
+ private:
+  static bool alive() noexcept { return Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0; }
+
+  py::object export_, flush_, shutdown_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -965,6 +1052,10 @@ PYBIND11_MODULE(_core, m) {
     throw py::error_already_set();
   }
   if (PyModule_AddFunctions(m.ptr(), kFastFunctions) != 0) throw py::error_already_set();
+  m.def("_set_unset_route", [](py::object fn) {
+    Py_XDECREF(g_unset_route);
+    g_unset_route = fn.is_none() ? nullptr : fn.release().ptr();
+  });
   m.def("_set_enabled_impl", [](py::object fn) {
     Py_XDECREF(g_enabled_impl);
     g_enabled_impl = fn.release().ptr();  // kept for the life of the process
@@ -1036,7 +1127,16 @@ PYBIND11_MODULE(_core, m) {
       py::arg("name"), py::arg("config"), py::arg("rank"), py::arg("world_size"));
 
   // Exporters.
-  py::class_<lens::InMemorySpanExporter, std::shared_ptr<lens::InMemorySpanExporter>>(
+  py::class_<lens::SpanExporter, std::shared_ptr<lens::SpanExporter>>(
+      m, "SpanExporter", "What receives the pipeline's ended spans.");
+  py::class_<PythonSpanExporter, lens::SpanExporter, std::shared_ptr<PythonSpanExporter>>(
+      m, "PythonSpanExporter",
+      "Hands batches to Python callables on the exporter thread: export(spans, resource) -> "
+      "bool, flush(timeout_ms) -> bool, shutdown().")
+      .def(py::init<py::object, py::object, py::object>(), py::arg("export"), py::arg("flush"),
+           py::arg("shutdown"));
+  py::class_<lens::InMemorySpanExporter, lens::SpanExporter,
+             std::shared_ptr<lens::InMemorySpanExporter>>(
       m, "InMemorySpanExporter", "Keeps every exported span in memory (for tests).")
       .def(py::init<>())
       .def(
@@ -1093,7 +1193,7 @@ PYBIND11_MODULE(_core, m) {
       "setup_telemetry",
       [](const py::dict& config, const std::vector<std::string>& groups,
          const std::map<std::string, std::vector<std::string>>& presets, int rank, int world_size,
-         const py::dict& resource_attributes, std::shared_ptr<lens::InMemorySpanExporter> exporter,
+         const py::dict& resource_attributes, std::shared_ptr<lens::SpanExporter> exporter,
          py::object strategy, py::object to_config, bool allow_reinit) {
         auto catalog =
             std::make_shared<const lens::SpanGroupCatalog>(make_catalog(groups, presets));
@@ -1224,8 +1324,8 @@ PYBIND11_MODULE(_core, m) {
       });
   m.def(
       "make_context",
-      [](const std::string& trace_id, const std::string& span_id, int trace_flags,
-         bool is_remote) -> std::optional<lens::SpanContext> {
+      [](const std::string& trace_id, const std::string& span_id, int trace_flags, bool is_remote,
+         const std::string& trace_state) -> std::optional<lens::SpanContext> {
         auto t = lens::TraceId::from_hex(trace_id);
         auto s = lens::SpanId::from_hex(span_id);
         if (!t || !s) return std::nullopt;
@@ -1234,10 +1334,12 @@ PYBIND11_MODULE(_core, m) {
         c.span_id = *s;
         c.trace_flags = static_cast<std::uint8_t>(trace_flags);
         c.is_remote = is_remote;
+        c.trace_state = trace_state;
         if (!c.is_valid()) return std::nullopt;
         return c;
       },
-      py::arg("trace_id"), py::arg("span_id"), py::arg("trace_flags"), py::arg("is_remote"));
+      py::arg("trace_id"), py::arg("span_id"), py::arg("trace_flags"), py::arg("is_remote"),
+      py::arg("trace_state") = "");
   m.def("current_context", []() -> std::optional<lens::SpanContext> {
     const PythonCurrent c = python_current();
     if (!c.context.is_valid()) return std::nullopt;

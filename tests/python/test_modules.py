@@ -237,6 +237,22 @@ def test_detect_resource_is_what_setup_puts_on_every_span(monkeypatch):
         assert detect_kubernetes() == {}
 
 
+def test_semconv_names_and_values_are_those_of_the_cpp_header():
+    # Each Python constant NAME_X is kNameX in <nemo/lens/semconv.hpp>, with the same value.
+    import pathlib
+    import re
+
+    from nemo_lens_cpp import semconv
+
+    header = pathlib.Path(__file__).resolve().parents[2] / "include/nemo/lens/semconv.hpp"
+    cpp = dict(re.findall(r'std::string_view (k\w+) = "([^"]*)";', header.read_text()))
+    python = {n: getattr(semconv, n) for n in dir(semconv) if n.isupper()}
+    assert len(python) >= 59
+    for name, value in python.items():
+        cpp_name = "k" + "".join(w.capitalize() for w in name.split("_"))
+        assert cpp.get(cpp_name) == value, f"semconv.{name}: C++ {cpp_name}"
+
+
 def test_semconv_has_every_nemo_lens_constant_with_its_value():
     from nemo_lens_cpp import semconv
 
@@ -330,6 +346,31 @@ def test_record_rl_and_gym_metrics_names(metrics_file):
     assert points["gym.server.request_duration_ms"][:2] == ("ms", "histogram")
     assert [p["asDouble"] for p in points["gym.servers.active"][2]] == [4]
     assert [p["asDouble"] for p in points["gym.verify.success_rate"][2]] == [0.9]
+
+
+def test_every_instrument_name_is_a_cpp_semconv_constant(metrics_file):
+    # The C++ record_*_metrics (src/metrics/families.cpp) name their instruments with these
+    # constants, so a C++ server and a Python one export the same metrics.
+    import pathlib
+    import re
+
+    from nemo_lens_cpp.instruments import (record_gym_metrics, record_inference_metrics,
+                                           record_rl_metrics)
+
+    meter = lens.get_meter("py.parity")
+    record_inference_metrics(meter, request_duration_s=1, model="m", input_tokens=1,
+                             output_tokens=1)
+    record_rl_metrics(meter, **{k: 1.0 for k in (
+        "reward_mean", "kl_divergence", "policy_loss", "value_loss", "entropy",
+        "response_length_mean", "grad_norm", "learning_rate", "throughput_tokens_per_sec",
+        "generation_duration_ms", "rollout_duration_ms")})
+    record_gym_metrics(meter, server_request_duration_ms=1, rollout_duration_ms=1,
+                       verify_duration_ms=1, verify_success_rate=1, active_servers=1)
+    names = set(metrics_file())
+    assert len(names) == 2 + 11 + 5
+    header = pathlib.Path(__file__).resolve().parents[2] / "include/nemo/lens/semconv.hpp"
+    cpp = set(re.findall(r'std::string_view k\w+ = "([^"]*)";', header.read_text()))
+    assert names <= cpp, names - cpp
 
 
 def test_a_meter_that_cannot_make_instruments_is_logged_not_raised(caplog):
