@@ -62,7 +62,7 @@ TEST_F(Logs, ARecordInsideASpanCarriesItsIdsOutsideNone) {
   EXPECT_EQ(r[0].body, "saved");
   EXPECT_EQ(r[0].trace_id, inside.trace_id);
   EXPECT_EQ(r[0].span_id, inside.span_id);
-  EXPECT_EQ(r[0].trace_flags, 1);
+  EXPECT_EQ(r[0].trace_flags, 3);  // sampled, random trace id
   EXPECT_EQ(r[0].severity_number, 9);
   EXPECT_EQ(r[0].severity_text, "INFO");
   EXPECT_EQ(r[0].scope_name, "nemo.lens");

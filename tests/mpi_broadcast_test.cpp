@@ -30,7 +30,7 @@ TEST_F(MpiBroadcast, CarriesTheSourcesCurrentSpanAndIsEmptyOutsideMpi) {
     const lens::Carrier carrier = lens::broadcast_trace_context(MPI_COMM_SELF, 0);
     ASSERT_EQ(carrier.count("traceparent"), 1u);
     EXPECT_EQ(carrier.at("traceparent"),
-              "00-" + ctx.trace_id.to_hex() + "-" + ctx.span_id.to_hex() + "-01");
+              "00-" + ctx.trace_id.to_hex() + "-" + ctx.span_id.to_hex() + "-03");
     const lens::ExtractedContext extracted = lens::extract_context(carrier);
     EXPECT_EQ(extracted.context.span_id, ctx.span_id);
     EXPECT_TRUE(extracted.context.is_remote);

@@ -107,6 +107,8 @@ TEST(TraceParent, TheFlagsLevel2DefinesAreKeptSampledAndRandom) {
   EXPECT_EQ(deserialize_context(serialize_context(random)).trace_flags, 0x03);
 }
 
+// A root's trace id is random, so it has W3C Level 2's random flag (0x02), as OpenTelemetry's SDKs
+// set it; a child has its parent's, whatever the parent says.
 TEST_F(Tracing, ChildrenOfARandomTraceIdKeepTheRandomFlag) {
   const SpanContext remote = from_traceparent(traceparent("00", "03"));
   SpanStartOptions options;
@@ -119,8 +121,14 @@ TEST_F(Tracing, ChildrenOfARandomTraceIdKeepTheRandomFlag) {
   }
   {
     auto root = span_cm("own root");
-    EXPECT_EQ(root.context().trace_flags, 0x01);
+    Span child = span_cm("child of own root");
+    EXPECT_EQ(root.context().trace_flags, 0x03);
+    EXPECT_EQ(child.context().trace_flags, 0x03);
   }
+  const SpanContext not_random = from_traceparent(traceparent("00", "01"));
+  options.parent = &not_random;
+  Span child = start_span("child of a non-random id", options);
+  EXPECT_EQ(child.context().trace_flags, 0x01);
 }
 
 TEST(TraceParent, MalformedValuesGiveAnInvalidContext) {

@@ -163,9 +163,11 @@ struct StartRequest {
       }
       sampled = sample_root(p->sampler, rec->trace_id);
     }
-    // W3C Level 2's random flag describes the trace id: children keep their parent's.
-    rec->trace_flags =
-        static_cast<std::uint8_t>((sampled ? 0x01 : 0x00) | (parent.trace_flags & 0x02));
+    // W3C Level 2's random flag describes the trace id: children keep their parent's; a root's
+    // id is random (the thread's generator, seeded by the OS), so it has the flag, as
+    // OpenTelemetry's SDKs (and so NeMo Lens) set it.
+    const std::uint8_t random = has_parent ? (parent.trace_flags & 0x02) : 0x02;
+    rec->trace_flags = static_cast<std::uint8_t>((sampled ? 0x01 : 0x00) | random);
     rec->recording = sampled;
     if (sampled) {
       if (req.site != nullptr) {
@@ -235,8 +237,7 @@ struct SpanAccess {
   // Gives `span`, just started on the thread whose state is `ts`, the NVTX range `range`.
   static void attach_range(Span& span, ThreadState& ts, std::uint32_t range) noexcept {
     if (span.rec_ == nullptr) {
-      span.rec_ =
-          reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(&ts) | kRangeTag);
+      span.rec_ = reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(&ts) | kRangeTag);
       span.nvtx_ = range;
     } else if (SpanRecord* rec = record_of(span.rec_)) {
       rec->nvtx = range;  // read only by the handle's finish()
@@ -369,8 +370,8 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
         detail::start_record(p, start_request(name, options, site), attributes));
   };
   if (NEMO_LENS_LIKELY(!g.nvtx)) return start();
-  return detail::start_with_range(site != nullptr ? *site : detail::intern_site(options.group, name),
-                                  g.index, start);
+  return detail::start_with_range(
+      site != nullptr ? *site : detail::intern_site(options.group, name), g.index, start);
 }
 }  // namespace
 
@@ -498,7 +499,8 @@ Span& Span::add_event(std::string_view name, std::span<const Attribute> attribut
   return *this;
 }
 
-Span& Span::add_link(const SpanContext& target, std::initializer_list<Attribute> attributes) noexcept {
+Span& Span::add_link(const SpanContext& target,
+                     std::initializer_list<Attribute> attributes) noexcept {
   mutate(detail::record_of(rec_),
          [&](SpanRecord& r) { detail::add_link_locked(r, target, detail::as_span(attributes)); });
   return *this;

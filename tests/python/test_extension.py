@@ -142,5 +142,5 @@ def test_inject_inside_a_callback_from_cpp_writes_the_cpp_span(tracing):
     with lens.span_cm("python outer"):
         lens_demo.all_reduce(callback)
     (all_reduce,) = [s for s in tracing.spans() if s.name == "all_reduce"]
-    assert carriers[0]["traceparent"] == f"00-{all_reduce.trace_id}-{all_reduce.span_id}-01"
+    assert carriers[0]["traceparent"] == f"00-{all_reduce.trace_id}-{all_reduce.span_id}-03"
     assert lens.get_current_span_context() is None

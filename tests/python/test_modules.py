@@ -366,8 +366,8 @@ def test_every_instrument_name_is_a_cpp_semconv_constant(metrics_file):
         "generation_duration_ms", "rollout_duration_ms")})
     record_gym_metrics(meter, server_request_duration_ms=1, rollout_duration_ms=1,
                        verify_duration_ms=1, verify_success_rate=1, active_servers=1)
-    names = set(metrics_file())
-    assert len(names) == 2 + 11 + 5
+    names = {n for n in metrics_file() if n.startswith(("gen_ai.", "rl.", "gym."))}
+    assert len(names) == 2 + 11 + 5, sorted(names)
     header = pathlib.Path(__file__).resolve().parents[2] / "include/nemo/lens/semconv.hpp"
     cpp = set(re.findall(r'std::string_view k\w+ = "([^"]*)";', header.read_text()))
     assert names <= cpp, names - cpp

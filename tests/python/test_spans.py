@@ -189,7 +189,7 @@ def test_inject_and_extract_round_trip_and_an_extracted_context_is_a_parent(trac
     with lens.span_cm("client") as client:
         lens.inject_context(carrier)
     ctx = client.get_span_context()
-    assert carrier["traceparent"] == f"00-{ctx.trace_id_hex}-{ctx.span_id_hex}-01"
+    assert carrier["traceparent"] == f"00-{ctx.trace_id_hex}-{ctx.span_id_hex}-03"
     remote = lens.extract_context({"TraceParent": carrier["traceparent"],
                                    "tracestate": "vendor=1", "baggage": "user=ann,bad=%zz"})
     assert remote and remote.span_context.is_remote
