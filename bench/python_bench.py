@@ -3,8 +3,9 @@
     PYTHONPATH=build/python:build/examples/python_extension python3 bench/python_bench.py
 
 Prints the median of --repeat timeit runs per case, in ns per operation, and the ratios the
-targets are stated in (docs/python.md). With NeMo Lens (nemo.lens and OpenTelemetry) importable,
-its disabled managed_span is measured too.
+targets are stated in (docs/python.md). With OpenTelemetry Python importable, a span through its
+API (routed into lens) and the SDK's own span are measured too; with NeMo Lens (nemo.lens)
+importable, its disabled managed_span.
 """
 
 import argparse
@@ -57,6 +58,38 @@ def main():
     on = median_ns('with ms("step", "train_step", iteration=1, loss=0.5): pass',
                    setup="memory.clear()", number=n // 4, repeat=r, env=env)
     row("enabled span, two attributes, recorded and queued", on, None, "<= 2000 ns")
+
+    try:  # OpenTelemetry Python, when importable: set-up made lens' provider the global one
+        from opentelemetry import trace as otel_trace
+    except ImportError:
+        otel_trace = None
+    if otel_trace is not None:
+        env["tracer"] = otel_trace.get_tracer("bench")
+        otel_on = median_ns('with tracer.start_as_current_span("train_step", attributes='
+                            '{"iteration": 1, "loss": 0.5}): pass',
+                            setup="memory.clear()", number=n // 4, repeat=r, env=env)
+        row("OpenTelemetry API span into lens, two attributes", otel_on, on, "<= 3000 ns")
+        joined = median_ns('with ms("step", "train_step", iteration=1, loss=0.5): pass',
+                           setup="memory.clear()", number=n // 4, repeat=r, env=env)
+        row("enabled managed_span, OpenTelemetry joined", joined, on, "~1.0x")
+        try:
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+        except ImportError:
+            TracerProvider = None
+        if TracerProvider is not None:
+            class Discard(SpanExporter):
+                def export(self, spans):
+                    return 0  # SpanExportResult.SUCCESS
+
+            sdk = TracerProvider()
+            sdk.add_span_processor(BatchSpanProcessor(Discard()))
+            env["sdk"] = sdk.get_tracer("bench")
+            sdk_on = median_ns('with sdk.start_as_current_span("train_step", attributes='
+                               '{"iteration": 1, "loss": 0.5}): pass',
+                               number=n // 20, repeat=r, env=env)
+            row("OpenTelemetry SDK's own span, batch processor (comparison)", sdk_on, on)
+            sdk.shutdown()
 
     try:
         import lens_demo

@@ -81,16 +81,30 @@ class Tracer:
                 span.add_link(target, dict(getattr(link, "attributes", None) or {}))
         return _otel.wrap(span)
 
-    @contextlib.contextmanager
     def start_as_current_span(self, name: str, context: Any = None, kind: Any = None,
                               attributes: Optional[Dict[str, Any]] = None,
                               links: Optional[Sequence[Any]] = None,
                               start_time: Optional[int] = None, record_exception: bool = True,
                               set_status_on_exception: bool = True,
-                              end_on_exit: bool = True) -> Iterator[Span]:
+                              end_on_exit: bool = True) -> Any:
         """A context manager: the span is current for the block (Python and C++ children) and,
         with `end_on_exit`, ends with it; an exception leaving the block is recorded (when
         `record_exception`) and propagates."""
+        if links or not end_on_exit:
+            return self._current_span(name, context, kind, attributes, links, start_time,
+                                      record_exception, set_status_on_exception, end_on_exit)
+        # The common case: an unstarted span (or its OpenTelemetry view), which entering starts
+        # and makes current and leaving ends.
+        span = _core.new_span("", name if type(name) is str else str(name),
+                              dict(attributes) if attributes else None, bool(record_exception),
+                              lens_span_context(context) if context is not None else None,
+                              _lens_kind(kind) if kind is not None else SpanKind.INTERNAL)
+        return _otel.wrap(span)
+
+    @contextlib.contextmanager
+    def _current_span(self, name: str, context: Any, kind: Any, attributes: Any, links: Any,
+                      start_time: Any, record_exception: bool, set_status_on_exception: bool,
+                      end_on_exit: bool) -> Iterator[Any]:
         span = self.start_span(name, context, kind, attributes, links, start_time,
                                record_exception, set_status_on_exception)
         if end_on_exit:
