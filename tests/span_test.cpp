@@ -60,7 +60,8 @@ TEST_F(Tracing, ChildrenNestUnderTheCurrentSpan) {
 }
 
 // A span's ids are made when first needed (a child, context(), the export), not at its start: every
-// way of reaching them sees the same ids, and spans nobody asked about still get valid, distinct ones.
+// way of reaching them sees the same ids, and spans nobody asked about still get valid, distinct
+// ones.
 TEST_F(Tracing, IdsMadeWhenFirstNeededAreTheIdsExported) {
   SpanContext read_early, read_late, read_elsewhere;
   {
@@ -167,7 +168,10 @@ TEST_F(Tracing, DisabledGroupCreatesNothingAndEvaluatesNoArgument) {
 }
 
 TEST_F(Tracing, LensSpanSeesLaterGroupSwitches) {
-  auto site = [] { LENS_SPAN(s, "layer", "layer_fwd"); return static_cast<bool>(s); };
+  auto site = [] {
+    LENS_SPAN(s, "layer", "layer_fwd");
+    return static_cast<bool>(s);
+  };
   start("default");
   EXPECT_FALSE(site());
   set_enabled_span_groups({"layer"});
@@ -338,7 +342,8 @@ TEST_F(Tracing, RedactionTellsApartKeysOfEqualLengthAndLongKeys) {
     s.set_attribute(long_secret, "d");
     s.set_attribute(long_other, "e");
     s.set_attribute(longer_other, "f");
-    s.set_attribute("api_kew", "g");  // in a redacted key's (length, first byte) class, not redacted
+    s.set_attribute("api_kew",
+                    "g");  // in a redacted key's (length, first byte) class, not redacted
     s.set_attribute("api_key", "h");  // replaces a redacted value
   }
   auto r = only(spans(), "r");
@@ -520,10 +525,16 @@ TEST_F(Tracing, EveryAttributeTypeAndReplacement) {
   const std::vector<std::string> strings{"x", "y"};
   const std::string_view views_data[] = {"p", "q"};
   {
-    auto s = span_cm("types", {{"b", true}, {"i", -7}, {"u", 7u}, {"d", 2.5}, {"f", 1.5f},
-                               {"s", "text"}, {"sv", std::string_view("view")}});
+    auto s = span_cm("types", {{"b", true},
+                               {"i", -7},
+                               {"u", 7u},
+                               {"d", 2.5},
+                               {"f", 1.5f},
+                               {"s", "text"},
+                               {"sv", std::string_view("view")}});
     s.set_attribute("ia", ints).set_attribute("da", doubles).set_attribute("ba", bools);
-    s.set_attribute("sa", strings).set_attribute("sva", std::span<const std::string_view>(views_data));
+    s.set_attribute("sa", strings)
+        .set_attribute("sva", std::span<const std::string_view>(views_data));
     s.set_attribute("i", 8);  // replaces
     s.set_attributes({{"extra", 1}, {"b", false}});
   }
@@ -541,7 +552,8 @@ TEST_F(Tracing, EveryAttributeTypeAndReplacement) {
   EXPECT_EQ(std::get<std::vector<double>>(*attr(s, "da")), doubles);
   EXPECT_EQ(std::get<std::vector<bool>>(*attr(s, "ba")), bools);
   EXPECT_EQ(std::get<std::vector<std::string>>(*attr(s, "sa")), strings);
-  EXPECT_EQ(std::get<std::vector<std::string>>(*attr(s, "sva")), (std::vector<std::string>{"p", "q"}));
+  EXPECT_EQ(std::get<std::vector<std::string>>(*attr(s, "sva")),
+            (std::vector<std::string>{"p", "q"}));
   EXPECT_EQ(s.attribute("missing"), nullptr);
 }
 
@@ -575,7 +587,8 @@ TEST_F(Tracing, RecycledRecordsCarryNothingColdOfEarlierSpans) {
   }
   for (int round = 0; round < 20; ++round) {
     {
-      auto s = span_cm(round % 2 == 0 ? "cold_0" : "cold_1", {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"e", 5}, {"f", 6}});
+      auto s = span_cm(round % 2 == 0 ? "cold_0" : "cold_1",
+                       {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"e", 5}, {"f", 6}});
       s.set_attribute("path", std::string(100, 'p'));
       s.add_event("e", {{"x", 1}});
       s.add_link(target);
@@ -819,6 +832,29 @@ TEST_F(Tracing, StartSpanWithExplicitParentRootKindAndLink) {
   auto fr = only(all, "fresh_root");
   EXPECT_FALSE(fr.parent_span_id.is_valid());
   EXPECT_NE(fr.context.trace_id, only(all, "local").context.trace_id);
+}
+
+// SpanStartOptions::current = false (OpenTelemetry's tracer.start_span): spans started meanwhile
+// take the thread's current span as parent, not it; shutdown still ends it as truncated.
+TEST_F(Tracing, ASpanStartedNotCurrentIsNobodysParentAndStillOpen) {
+  auto outer = span_cm("outer");
+  SpanStartOptions o;
+  o.current = false;
+  Span side = start_span("not current", o);
+  EXPECT_EQ(current_span_context().span_id, outer.context().span_id);
+  {
+    auto child = span_cm("child");  // of outer, not of the side span
+    EXPECT_EQ(current_span_context().span_id, child.context().span_id);
+  }
+  Span open = start_span("never ended", o);
+  side.end();
+  outer.end();
+  EXPECT_FALSE(current_span_context().is_valid());
+  ASSERT_TRUE(handle_.shutdown(std::chrono::seconds(10)));
+  auto all = memory_->spans();
+  EXPECT_EQ(only(all, "child").parent_span_id, only(all, "outer").context.span_id);
+  EXPECT_EQ(only(all, "not current").parent_span_id, only(all, "outer").context.span_id);
+  EXPECT_TRUE(only(all, "never ended").truncated);
 }
 
 TEST_F(Tracing, SamplerAlwaysOffRecordsNothing) {

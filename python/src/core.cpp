@@ -437,6 +437,7 @@ struct SpanObject {
   PyObject* attributes;           // dict or null
   PyObject* token;                // the contextvar token while entered, else null
   lens::Span span;
+  lens::Span attached;        // while a span _start() began is entered: its context, for C++
   lens::SpanContext context;  // valid once started, when the span has ids
   lens::SpanContext parent;   // an explicit parent (valid) or none
   std::uint64_t key;          // in python_spans() while open; 0: not registered
@@ -506,9 +507,11 @@ PythonCurrent python_current() {
   return out;
 }
 
-// Starts `s`, under its explicit parent or python_current().
-void start(SpanObject* s) {
+// Starts `s`, under its explicit parent or python_current(); `current` false for _start(): the
+// span is not the thread's current span for C++ either.
+void start(SpanObject* s, bool make_current = true) {
   lens::SpanStartOptions options;
+  options.current = make_current;
   const std::string_view group = utf8_of(s->group);
   options.group = group;
   options.kind = static_cast<lens::SpanKind>(s->kind);
@@ -533,6 +536,7 @@ void start(SpanObject* s) {
 }
 
 void end(SpanObject* s) {
+  s->attached.end();
   s->span.end();
   unregister(s);
 }
@@ -544,6 +548,7 @@ PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, bool r
   auto* s = reinterpret_cast<SpanObject*>(type->tp_alloc(type, 0));
   if (s == nullptr) return nullptr;
   new (&s->span) lens::Span();
+  new (&s->attached) lens::Span();
   new (&s->context) lens::SpanContext();
   new (&s->parent) lens::SpanContext(parent != nullptr ? *parent : lens::SpanContext{});
   Py_INCREF(group);
@@ -560,6 +565,7 @@ PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, bool r
 void span_dealloc(PyObject* o) {
   auto* s = reinterpret_cast<SpanObject*>(o);
   end(s);  // a span dropped without __exit__ ends here
+  s->attached.~Span();
   s->span.~Span();
   s->context.~SpanContext();
   s->parent.~SpanContext();
@@ -578,11 +584,14 @@ PyObject* span_enter(PyObject* o, PyObject*) {
     PyErr_SetString(PyExc_RuntimeError, "a span can be entered only once");
     return nullptr;
   }
+  const bool began_unentered = s->started_unentered;
   if (!s->started) start(s);
   s->started_unentered = false;
   if (s->context.is_valid() && s->key != 0) {  // not when it has ended meanwhile
     s->token = PyContextVar_Set(g_current_var, o);
     if (s->token == nullptr) PyErr_Clear();
+    // Started not current by _start(): current for C++ from now on, as an attached context.
+    if (began_unentered) s->attached = lens::attach_context(s->context);
   }
   Py_INCREF(o);
   return o;
@@ -621,7 +630,7 @@ PyObject* span_end(PyObject* o, PyObject*) {
 PyObject* span_start(PyObject* o, PyObject*) {
   auto* s = reinterpret_cast<SpanObject*>(o);
   if (!s->started) {
-    start(s);
+    start(s, /*current=*/false);
     s->started_unentered = true;
   }
   Py_RETURN_NONE;

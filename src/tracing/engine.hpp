@@ -138,8 +138,12 @@ struct alignas(64) SpanRecord {
   bool recording = false;  // false: sampled out; only the context is kept
   bool exception_recorded = false;
   bool status_final = false;  // an OK status was set
-  bool orphaned = false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
+  bool orphaned =
+      false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
   bool truncated = false;  // a copy ended by shutdown
+  /// Started with SpanStartOptions::current = false: never the parent of a span started on its
+  /// thread (OpenTelemetry's tracer.start_span); attached contexts and other spans are.
+  bool not_current = false;
   std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
   /// New attributes go inline while inline_used < inline_room: the slots the count limit allows,
   /// until an attribute goes to the cold list (then every later one does too, to keep the order).
@@ -304,11 +308,11 @@ struct SiteAddressEntry {
 /// and writes to `open` are guarded by `mu`; counters are written by the owner and read by anyone.
 struct ThreadState {
   SpinLock mu;
-  std::vector<SpanRecord*> stack;  // open spans started by this thread, oldest first
-  OpenStack open;                  // the open-span registry's light entries
-  NvtxStack nvtx;                  // NVTX ranges of this thread's spans
-  std::vector<SpanRecord*> cache;  // free records
-  SiteCacheEntry sites[64];  // cache_site()'s, owner only
+  std::vector<SpanRecord*> stack;       // open spans started by this thread, oldest first
+  OpenStack open;                       // the open-span registry's light entries
+  NvtxStack nvtx;                       // NVTX ranges of this thread's spans
+  std::vector<SpanRecord*> cache;       // free records
+  SiteCacheEntry sites[64];             // cache_site()'s, owner only
   SiteAddressEntry site_addresses[64];  // the same sites by the names' addresses, owner only
   // The ring this thread queues ended spans to, of the pipeline it last queued to; spans until
   // that ring next wakes the exporter thread. Owner only.
@@ -336,9 +340,9 @@ inline SiteAddressEntry& site_address_entry(ThreadState& ts, std::string_view gr
   return ts.site_addresses[(a * 0x9e3779b97f4a7c15ull) >> 58];  // 64 entries: the top 6 bits
 }
 
-/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites, else null: found
-/// by the names' addresses, else by their hash, the names compared either way; no lock. Interns
-/// nothing. Owner only.
+/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites, else null:
+/// found by the names' addresses, else by their hash, the names compared either way; no lock.
+/// Interns nothing. Owner only.
 [[gnu::always_inline]] inline const SpanSite* find_cached_site(ThreadState& ts,
                                                                std::string_view group,
                                                                std::string_view name) noexcept {
@@ -391,8 +395,7 @@ inline void prefetch_next_record(const ThreadState& s) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   if (s.cache.empty() || !g_cpu_prefetches_for_write) return;
   const char* r = reinterpret_cast<const char*>(s.cache.back());
-  asm volatile("prefetchw %0\n\tprefetchw %1\n\tprefetchw %2" ::"m"(r[0]), "m"(r[64]),
-               "m"(r[128]));
+  asm volatile("prefetchw %0\n\tprefetchw %1\n\tprefetchw %2" ::"m"(r[0]), "m"(r[64]), "m"(r[128]));
 #else
   if (!s.cache.empty()) __builtin_prefetch(s.cache.back(), 1);
 #endif
@@ -522,14 +525,14 @@ struct Pipeline {
   bool wait_for_spans(std::chrono::steady_clock::duration nap) noexcept;
   // The nap before the next drain, after one that took `taken` spans in `busy`, `since` the one
   // before began; zero: wait to be woken.
-  std::chrono::steady_clock::duration next_nap(std::size_t taken,
-                                               std::chrono::steady_clock::duration since,
-                                               std::chrono::steady_clock::duration busy) const
-      noexcept;
+  std::chrono::steady_clock::duration next_nap(
+      std::size_t taken, std::chrono::steady_clock::duration since,
+      std::chrono::steady_clock::duration busy) const noexcept;
   // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile.
   bool export_batch(std::vector<SpanRecord*>& batch,
                     std::chrono::steady_clock::time_point deadline) noexcept;
-  std::size_t drain(bool full_batches_only, std::chrono::steady_clock::time_point deadline) noexcept;
+  std::size_t drain(bool full_batches_only,
+                    std::chrono::steady_clock::time_point deadline) noexcept;
   // The ring of `ts` here, created on first use; null when memory ran out.
   SpanRing* ring_for(ThreadState& ts) noexcept;
   // Spans queued on every ring and the shared queue (an estimate while spans are queued).
@@ -636,6 +639,7 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   r.status_final = false;
   r.orphaned = false;
   r.truncated = false;
+  r.not_current = false;
   r.inline_used = 0;
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }
@@ -761,6 +765,5 @@ bool is_string_attribute(AttributeArg::Type t) noexcept;
 
 /// The default redacted attribute keys.
 std::vector<std::string> default_redacted_keys();
-
 
 }  // namespace nemo::lens::detail

@@ -117,8 +117,18 @@ struct StartRequest {
   SpanKind kind = SpanKind::kInternal;
   const SpanContext* parent = nullptr;
   bool root = false;
+  bool not_current = false;  // SpanStartOptions::current == false
   const SpanContext* link = nullptr;
 };
+
+// The thread's current span: its latest open record that may be a parent (not one started with
+// SpanStartOptions::current = false); null when there is none. Requires ts.mu.
+inline SpanRecord* current_record(ThreadState& ts) noexcept {
+  for (auto it = ts.stack.rbegin(); it != ts.stack.rend(); ++it) {
+    if (NEMO_LENS_LIKELY(!(*it)->not_current)) return *it;
+  }
+  return nullptr;
+}
 
 // Starts a recorded span in `p` (which records something). Inline into both callers: a
 // LENS_SPAN site's request is constant there, and most of the branches fold away.
@@ -138,10 +148,9 @@ struct StartRequest {
     ParentView parent;
     if (req.parent != nullptr && req.parent->is_valid()) {
       parent = ParentView::of(*req.parent);
-    } else if (!req.root && !ts->stack.empty()) {
-      SpanRecord& top = *ts->stack.back();
-      ensure_ids(top, t_ids);  // this thread's own record: made now if nothing asked before
-      parent = ParentView::of(top);
+    } else if (SpanRecord* top = req.root ? nullptr : current_record(*ts); top != nullptr) {
+      ensure_ids(*top, t_ids);  // this thread's own record: made now if nothing asked before
+      parent = ParentView::of(*top);
     } else if (p->inherited.is_valid()) {
       parent = ParentView::of(p->inherited);  // the process's own parent (TRACEPARENT at set-up)
     }
@@ -192,6 +201,7 @@ struct StartRequest {
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
       rec->start_ticks = now_ticks();
     }
+    rec->not_current = req.not_current;
     ts->stack.push_back(rec);
   } catch (...) {
     recycle(rec);  // out of memory: this span is not recorded
@@ -334,6 +344,7 @@ detail::StartRequest start_request(std::string_view name, const SpanStartOptions
   req.kind = options.kind;
   req.parent = options.parent;
   req.root = options.root;
+  req.not_current = !options.current;
   req.link = options.link;
   return req;
 }
@@ -664,9 +675,10 @@ SpanContext current_span_context() noexcept {
   detail::ThreadState* ts = detail::this_thread_state();
   if (ts == nullptr) return {};
   std::lock_guard lock(ts->mu);
-  if (ts->stack.empty()) return {};
+  detail::SpanRecord* top = detail::current_record(*ts);
+  if (top == nullptr) return {};
   try {
-    return ts->stack.back()->context();
+    return top->context();
   } catch (...) {
     return {};
   }

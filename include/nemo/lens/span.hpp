@@ -4,8 +4,8 @@
 //   {
 //     auto span = nemo::lens::managed_span("step", "train_step", {{"iteration", it}});
 //     span.set_attribute("loss", loss);          // no-op when the group is off
-//   }                                             // ends here; an escaping exception marks it ERROR
-//   auto job = nemo::lens::span_cm("pretrain");  // ungated; job.end() or scope exit ends it
+//   }                                             // ends here; an escaping exception marks it
+//   ERROR auto job = nemo::lens::span_cm("pretrain");  // ungated; job.end() or scope exit ends it
 //   auto timed_save = nemo::lens::trace_fn("checkpoint", "save", [&] { save(); });
 #pragma once
 
@@ -37,7 +37,8 @@ struct SpanAccess;
 /// A span in progress, or an empty handle that records nothing (its group is off, tracing is not
 /// set up, the span was sampled out, or it has ended). Movable, not copyable. Every method is
 /// noexcept and costs nothing on an empty handle. A span is the current span of the thread that
-/// started it from start until it ends, wherever the handle has moved; spans may end in any order.
+/// started it from start until it ends, wherever the handle has moved (unless started with
+/// SpanStartOptions::current = false); spans may end in any order.
 /// A handle may be used from another thread than the one that started it, but not from two threads
 /// at once.
 class NEMO_LENS_API Span {
@@ -74,7 +75,8 @@ class NEMO_LENS_API Span {
   /// copied).
   Span& add_event(std::string_view name, std::span<const Attribute> attributes) noexcept;
   /// Links this span to another span's context (ignored when the context is invalid).
-  Span& add_link(const SpanContext& target, std::initializer_list<Attribute> attributes = {}) noexcept;
+  Span& add_link(const SpanContext& target,
+                 std::initializer_list<Attribute> attributes = {}) noexcept;
   /// Sets the status. An OK status is final; UNSET never replaces another status.
   Span& set_status(StatusCode code, std::string_view message = {}) noexcept;
   /// Sets the kind (internal by default).
@@ -120,6 +122,10 @@ struct SpanStartOptions {
   /// Ignore the thread's current span: the span starts a new trace, or continues the context this
   /// process inherited through TRACEPARENT at set-up (child_environment()).
   bool root = false;
+  /// False: the span does not become its thread's current span, so spans started meanwhile do
+  /// not take it as their parent (OpenTelemetry's tracer.start_span; lens' Python start_span).
+  /// It is open otherwise: ended as truncated at shutdown, listed by `lens ctl dump`.
+  bool current = true;
   /// A span to link to (ignored when null or invalid).
   const SpanContext* link = nullptr;
 };
@@ -150,7 +156,8 @@ inline Span managed_span(std::string_view group, std::string_view name,
 }
 
 /// Starts an ungated span: it records whenever tracing is set up on an exporting rank.
-inline Span span_cm(std::string_view name, std::initializer_list<Attribute> attributes = {}) noexcept {
+inline Span span_cm(std::string_view name,
+                    std::initializer_list<Attribute> attributes = {}) noexcept {
   return start_span(name, SpanStartOptions{}, attributes);
 }
 
