@@ -1,0 +1,296 @@
+"""The PyTorch job: a small causal transformer trained with DistributedDataParallel over gloo,
+traced only through nemo_lens_cpp with NeMo Lens' module paths, with a torch C++ extension
+(lens_torch_ops) whose op opens LENS_SPANs inside the Python spans.
+
+    python3 examples/torch_train/launch.py --nproc 4 -- examples/torch_train/train.py --steps 20
+
+(PYTHONPATH: the built package and this example's extension, e.g.
+build/python:build/examples/torch_train.) Each rank reads RANK / WORLD_SIZE (or Open MPI's
+OMPI_COMM_WORLD_RANK / _SIZE under mpirun) and MASTER_ADDR / MASTER_PORT; the lens variables
+(NEMO_LENS_SPAN_GROUPS, NEMO_LENS_EXPORTER, OTEL_*...) as for any lens program.
+
+What each step records (span groups of MegatronSpanGroup): step > data_loading,
+forward_backward > microbatch > the C++ op's layer spans and, on the last microbatch, one
+communication span per DDP bucket (a communication hook around each all-reduce); optimizer;
+every --checkpoint-every steps a checkpoint, every --eval-every steps evaluate (with a span
+linked to rank 0's job, as pipeline stages link); after training an inference phase that
+generates tokens and records NeMo Lens' gen_ai.* metrics. The dl.* metrics are recorded each
+step. Rank 0's job span is every rank's trace: its context goes to the others with
+broadcast_trace_context over the process group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+import lens_torch_ops
+import nemo_lens_cpp as lens
+from nemo_lens_cpp.config import NemoLensConfig
+from nemo_lens_cpp.distributed import broadcast_trace_context, create_linked_span
+from nemo_lens_cpp.groups import MegatronSpanGroup as G
+from nemo_lens_cpp.handle import setup_telemetry
+from nemo_lens_cpp.helpers import managed_span
+from nemo_lens_cpp.instruments import record_inference_metrics
+from nemo_lens_cpp.propagation import extract_context
+from nemo_lens_cpp.state import enabled_span_groups, get_pp_trace_carrier, set_pp_trace_carrier
+
+VOCAB = 64
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--microbatches", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8, help="sequences per microbatch and rank")
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--checkpoint-every", type=int, default=10, help="0: never")
+    p.add_argument("--checkpoint-dir", default="")
+    p.add_argument("--eval-every", type=int, default=10, help="0: never")
+    p.add_argument("--generate-tokens", type=int, default=8, help="0: no inference phase")
+    p.add_argument("--bucket-cap-mb", type=float, default=0.02,
+                   help="DDP's bucket size: small, so that a step has several buckets")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--summary", default="", help="write this rank's summary as JSON to PATH "
+                   "({rank} is replaced)")
+    p.add_argument("--die-at-step", type=int, default=-1,
+                   help="with --die-rank: that rank exits abruptly (os._exit) at this step")
+    p.add_argument("--die-rank", type=int, default=-1)
+    return p.parse_args(argv)
+
+
+def rank_and_world():
+    for rank_var, size_var in (("RANK", "WORLD_SIZE"),
+                               ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if rank_var in os.environ and size_var in os.environ:
+            return int(os.environ[rank_var]), int(os.environ[size_var])
+    return 0, 1
+
+
+class Block(nn.Module):
+    """Pre-norm attention and an MLP whose residual is the C++ op: x + gelu(fc(norm(x)))."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x, mask):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return lens_torch_ops.gelu_residual(x, self.fc(self.norm2(x)))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, dim, layers, seq):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, dim)
+        self.pos = nn.Parameter(torch.zeros(seq, dim))
+        self.blocks = nn.ModuleList(Block(dim, 4) for _ in range(layers))
+        self.head = nn.Linear(dim, VOCAB)
+
+    def forward(self, tokens):
+        n = tokens.shape[1]
+        mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        x = self.embed(tokens) + self.pos[:n]
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(x)
+
+
+def batches(generator, batch, seq):
+    """Synthetic sequences with a learnable rule: next = (3 * token + 1) mod VOCAB."""
+    while True:
+        start = torch.randint(0, VOCAB, (batch, 1), generator=generator)
+        steps = [start]
+        for _ in range(seq):
+            steps.append((steps[-1] * 3 + 1) % VOCAB)
+        tokens = torch.cat(steps, dim=1)
+        yield tokens[:, :-1], tokens[:, 1:]
+
+
+def traced_allreduce(world):
+    """A DDP communication hook: each bucket's all-reduce inside a communication span, from the
+    hook's call to the future's completion (ended on whichever thread completes it): lens'
+    start_span, which a block does not bound, behind the group's gate as managed_span is."""
+
+    def hook(state, bucket):
+        tensor = bucket.buffer()
+        span = lens.start_span("allreduce_bucket", group=G.COMMUNICATION, bucket=bucket.index(),
+                               bytes=tensor.numel() * tensor.element_size())
+        future = dist.all_reduce(tensor, async_op=True).get_future()
+
+        def done(fut):
+            span.end()
+            return fut.value()[0].div_(world)
+
+        return future.then(done)
+
+    return hook
+
+
+class Metrics:
+    """The dl.* instruments, recorded once per step."""
+
+    def __init__(self, meter):
+        self.steps = meter.create_counter("dl.steps", unit="{step}")
+        self.duration = meter.create_histogram("dl.step.duration", unit="s")
+        self.loss = meter.create_gauge("dl.loss", unit="1")
+        self.tokens = meter.create_gauge("dl.throughput.tokens", unit="{token}/s")
+        self.lr = meter.create_gauge("dl.learning_rate", unit="1")
+
+    def record(self, seconds, loss, tokens, lr):
+        self.steps.add(1)
+        self.duration.record(seconds)
+        self.loss.set(loss)
+        self.tokens.set(tokens / seconds)
+        self.lr.set(lr)
+
+
+def generate(model, prompt, n):
+    """Greedy decoding of `n` tokens after `prompt` (1 x L)."""
+    tokens = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(tokens[:, -model.pos.shape[0]:])
+            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return tokens[:, prompt.shape[1]:]
+
+
+def train(args, rank, world, handle, summary):
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    model = TinyLM(args.dim, args.layers, args.seq)
+    # DDP caps its first bucket at 1 MB whatever bucket_cap_mb says, which would put this small
+    # model in one bucket: give the first bucket the same cap, for a span per bucket to show.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_cap_mb * 1024 * 1024)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb)
+    ddp.register_comm_hook(None, traced_allreduce(world))
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+    data = batches(torch.Generator().manual_seed(args.seed + 1 + rank), args.batch, args.seq)
+    summary["gradient_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
+    metrics = Metrics(handle.meter)
+    tracer = handle.tracer
+    durations = []
+    loss_value = float("nan")
+    for it in range(1, args.steps + 1):
+        if it == args.die_at_step and rank == args.die_rank:
+            os._exit(3)  # a crash: nothing flushed, no goodbye to the process group
+        t0 = time.perf_counter()
+        with managed_span(G.STEP, "train_step", iteration=it) as step:
+            with managed_span(G.DATA_LOADING, "load_batches", microbatches=args.microbatches):
+                micro = [next(data) for _ in range(args.microbatches)]
+            with managed_span(G.FORWARD_BACKWARD, "forward_backward"):
+                total = 0.0
+                for i, (x, y) in enumerate(micro):
+                    last = i == len(micro) - 1
+                    sync = contextlib.nullcontext() if last else ddp.no_sync()
+                    with sync, managed_span(G.MICROBATCH, "microbatch", microbatch=i):
+                        loss = F.cross_entropy(ddp(x).reshape(-1, VOCAB), y.reshape(-1))
+                        (loss / len(micro)).backward()  # the last one all-reduces the buckets
+                    total += loss.item() / len(micro)
+            with managed_span(G.OPTIMIZER, "optimizer_step"):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            loss_value = total
+            if step is not None:
+                step.set_attribute("dl.loss", loss_value)
+        seconds = time.perf_counter() - t0
+        durations.append(seconds)
+        metrics.record(seconds, loss_value, args.batch * args.seq * args.microbatches,
+                       args.lr)
+        if args.checkpoint_every and it % args.checkpoint_every == 0:
+            with managed_span(G.CHECKPOINT, "save_checkpoint", iteration=it):
+                if rank == 0 and args.checkpoint_dir:
+                    os.makedirs(args.checkpoint_dir, exist_ok=True)
+                    torch.save(model.state_dict(),
+                               os.path.join(args.checkpoint_dir, f"step{it}.pt"))
+                dist.barrier()
+        if args.eval_every and it % args.eval_every == 0:
+            with managed_span(G.EVALUATE, "evaluate", iteration=it):
+                # A stage that follows rank 0's job without being its child: linked to it.
+                stage = create_linked_span(tracer, "pipeline_stage",
+                                           remote_carrier=get_pp_trace_carrier(), stage=rank)
+                with torch.no_grad():
+                    x, y = next(data)
+                    eval_loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
+                stage.end()
+                summary["eval_loss"] = eval_loss.item()
+        summary["steps"] = it
+    summary["loss"] = loss_value
+    if args.generate_tokens:
+        with managed_span(G.INFERENCE, "generate", tokens=args.generate_tokens):
+            prompt = next(data)[0][:1, :8]
+            t0 = time.perf_counter()
+            out = generate(model, prompt, args.generate_tokens)
+            record_inference_metrics(handle.meter, request_duration_s=time.perf_counter() - t0,
+                                     model="tiny-lm", input_tokens=prompt.shape[1],
+                                     output_tokens=out.shape[1])
+            expected = (prompt[0, -1].item() * 3 + 1) % VOCAB
+            summary["first_generated_token_correct"] = out[0, 0].item() == expected
+    return durations
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    rank, world = rank_and_world()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # ranks share the cores
+    config = NemoLensConfig.from_env(span_group_cls=G)
+    handle = setup_telemetry(config, rank, world)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    if rank == 0:
+        groups = config.span_groups if config.enabled else "off"
+        print(f"tracing: span groups '{groups}' on {world} ranks", flush=True)
+    summary = {"rank": rank, "world_size": world, "exporting": handle.is_exporting,
+               "enabled_groups": sorted(enabled_span_groups()), "steps": 0}
+    t0 = time.perf_counter()
+    try:
+        # Rank 0's job span is the trace of every rank: its context goes to the others over the
+        # process group, and is the carrier pipeline-style stages link to.
+        if rank == 0:
+            with managed_span(G.JOB, "torch_train", world_size=world):
+                set_pp_trace_carrier(broadcast_trace_context(rank, 0))
+                durations = train(args, rank, world, handle, summary)
+        else:
+            carrier = broadcast_trace_context(rank, 0) or {}
+            set_pp_trace_carrier(carrier)
+            with extract_context(carrier):
+                with managed_span(G.JOB, "torch_train", world_size=world):
+                    durations = train(args, rank, world, handle, summary)
+        dist.barrier()
+    finally:
+        summary["trace_carrier"] = get_pp_trace_carrier()
+        summary["stats"] = handle.stats()
+        if args.summary:
+            with open(args.summary.replace("{rank}", str(rank)), "w") as f:
+                json.dump(summary, f)
+    if rank == 0:
+        elapsed = time.perf_counter() - t0
+        mean = statistics.mean(durations) * 1e3
+        median = statistics.median(durations) * 1e3
+        print(f"done: {len(durations)} steps in {elapsed:.2f} s (mean {mean:.2f} ms, median "
+              f"{median:.2f} ms per step), loss {summary['loss']:.3f}", flush=True)
+    dist.destroy_process_group()
+    handle.shutdown()
+    return 0 if not math.isnan(summary["loss"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

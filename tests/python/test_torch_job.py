@@ -1,0 +1,225 @@
+"""The PyTorch job (examples/torch_train) on 4 real ranks over gloo: one trace across ranks
+through broadcast_trace_context, the torch C++ extension's spans under the Python spans (forward
+and backward), one communication span per DDP bucket, NeMo Lens' inference metrics, a rank that
+does not export, and a rank that dies mid-job."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
+pytest.importorskip("lens_torch_ops", reason="the torch extension examples/torch_train is not built")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "torch_train")
+RANKS = 4
+LAYERS = 2
+
+
+def run_job(tmp, *args, strategy="all_ranks", check=True):
+    """Runs the job on RANKS ranks; returns (exit status, spans by rank, summaries by rank)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEMO_LENS_", "OTEL_"))}
+    env["PYTHONPATH"] = os.pathsep.join(  # the ranks run in `tmp`
+        os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    env.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_EXPORTER="file",
+               NEMO_LENS_EXPORT_STRATEGY=strategy,
+               NEMO_LENS_EXPORT_PATH=str(tmp / "traces-rank{rank}.jsonl"),
+               NEMO_LENS_METRICS_EXPORT_PATH=str(tmp / "metrics-rank{rank}.jsonl"),
+               NEMO_LENS_CONTROL_DIR=str(tmp / "ctl"))
+    command = [sys.executable, os.path.join(EXAMPLE, "launch.py"), "--nproc", str(RANKS),
+               "--grace", "60", "--", os.path.join(EXAMPLE, "train.py"),
+               "--summary", str(tmp / "summary{rank}.json"), *args]
+    job = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, timeout=240)
+    if check:
+        assert job.returncode == 0, job.stdout + job.stderr
+    spans, summaries = {}, {}
+    for rank in range(RANKS):
+        path = tmp / f"traces-rank{rank}.jsonl"
+        spans[rank] = read_spans(path) if path.exists() else []
+        path = tmp / f"summary{rank}.json"
+        if path.exists():
+            summaries[rank] = json.loads(path.read_text())
+    return job, spans, summaries
+
+
+def read_spans(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            for rs in json.loads(line)["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    for s in ss["spans"]:
+                        s["attrs"] = {a["key"]: _value(a["value"])
+                                      for a in s.get("attributes", [])}
+                        out.append(s)
+    return out
+
+
+def _value(v):
+    (kind, value), = v.items()
+    return int(value) if kind == "intValue" else value  # OTLP JSON writes int64 as a string
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("torch_job")
+    result = run_job(tmp, "--steps", "4", "--microbatches", "2", "--checkpoint-every", "2",
+                     "--eval-every", "2", "--generate-tokens", "4", "--layers", str(LAYERS),
+                     "--checkpoint-dir", str(tmp / "ckpt"))
+    return (tmp, *result)
+
+
+def by_id(spans):
+    return {s["spanId"]: s for s in spans}
+
+
+def test_every_rank_is_in_rank_0s_trace(job):
+    _, _, spans, summaries = job
+    (root,) = [s for s in spans[0] if s["name"] == "torch_train"]
+    assert "parentSpanId" not in root or not root["parentSpanId"]
+    for rank in range(RANKS):
+        assert spans[rank], f"rank {rank} exported nothing"
+        assert {s["traceId"] for s in spans[rank]} == {root["traceId"]}, rank
+        (job_span,) = [s for s in spans[rank] if s["name"] == "torch_train"]
+        if rank:
+            assert job_span["parentSpanId"] == root["spanId"]  # through broadcast_trace_context
+        assert summaries[rank]["trace_carrier"]["traceparent"].split("-")[2] == root["spanId"]
+
+
+def test_the_cpp_ops_spans_are_children_of_the_python_spans_forward_and_backward(job):
+    _, _, spans, _ = job
+    for rank in range(RANKS):
+        ids = by_id(spans[rank])
+        children = defaultdict(lambda: defaultdict(int))
+        for s in spans[rank]:
+            if s["name"].startswith("gelu_residual."):
+                parent = ids[s["parentSpanId"]]
+                children[parent["name"]][s["name"]] += 1
+        microbatches = sum(1 for s in spans[rank] if s["name"] == "microbatch")
+        assert microbatches == 4 * 2
+        # Forward and backward (autograd runs a CPU backward on the calling thread) both nest
+        # under the microbatch span current there: one per layer each.
+        assert children["microbatch"] == {"gelu_residual.forward": LAYERS * microbatches,
+                                          "gelu_residual.backward": LAYERS * microbatches}
+        assert children["evaluate"]["gelu_residual.forward"] == 2 * LAYERS  # no backward
+        assert children["generate"]["gelu_residual.forward"] == 4 * LAYERS
+        assert "gelu_residual.backward" not in children["evaluate"]
+
+
+def test_the_ddp_hook_makes_one_span_per_bucket_under_the_last_microbatch(job):
+    _, _, spans, summaries = job
+    buckets = defaultdict(set)  # iteration -> bucket counts seen on the ranks
+    for rank in range(RANKS):
+        ids = by_id(spans[rank])
+        per_step = defaultdict(list)
+        for s in spans[rank]:
+            if s["name"] != "allreduce_bucket":
+                continue
+            microbatch = ids[s["parentSpanId"]]
+            assert microbatch["name"] == "microbatch"
+            assert microbatch["attrs"]["microbatch"] == 1  # no_sync() on the first one
+            step = ids[ids[microbatch["parentSpanId"]]["parentSpanId"]]
+            per_step[step["attrs"]["iteration"]].append(s)
+        assert sorted(per_step) == [1, 2, 3, 4]
+        for iteration, bucket_spans in per_step.items():
+            indexes = sorted(s["attrs"]["bucket"] for s in bucket_spans)
+            assert indexes == list(range(len(indexes))), (rank, iteration)
+            total = sum(s["attrs"]["bytes"] for s in bucket_spans)
+            assert total == summaries[rank]["gradient_bytes"]  # every gradient, once
+            buckets[iteration].add(len(indexes))
+    # The same buckets on every rank; several once DDP rebuilt them after the first iteration.
+    assert all(len(counts) == 1 for counts in buckets.values()), buckets
+    assert all(count > 1 for i in (2, 3, 4) for count in buckets[i]), buckets
+
+
+def test_phases_metrics_and_linked_stages(job):
+    tmp, _, spans, summaries = job
+    root = next(s for s in spans[0] if s["name"] == "torch_train")
+    for rank in range(RANKS):
+        names = defaultdict(int)
+        for s in spans[rank]:
+            names[s["name"]] += 1
+        assert names["train_step"] == 4 and names["load_batches"] == 4
+        assert names["optimizer_step"] == 4 and names["forward_backward"] == 4
+        assert names["save_checkpoint"] == 2 and names["evaluate"] == 2
+        assert names["generate"] == 1
+        stages = [s for s in spans[rank] if s["name"] == "pipeline_stage"]
+        assert len(stages) == 2
+        for stage in stages:
+            (link,) = stage["links"]
+            assert (link["traceId"], link["spanId"]) == (root["traceId"], root["spanId"])
+    assert sorted(os.listdir(tmp / "ckpt")) == ["step2.pt", "step4.pt"]
+
+
+def _metrics(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            for rm in json.loads(line)["resourceMetrics"]:
+                for sm in rm["scopeMetrics"]:
+                    for m in sm["metrics"]:
+                        kind = next(k for k in ("sum", "gauge", "histogram") if k in m)
+                        out[m["name"]] = (m.get("unit", ""), kind, m[kind]["dataPoints"])
+    return out
+
+
+def test_inference_and_training_metrics_as_nemo_lens_writes_them(job):
+    tmp, _, _, _ = job
+    for rank in range(RANKS):
+        metrics = _metrics(tmp / f"metrics-rank{rank}.jsonl")
+        unit, kind, (duration,) = metrics["gen_ai.server.request.duration"]
+        assert (unit, kind, duration["count"]) == ("s", "histogram", "1")
+        attrs = {a["key"]: a["value"]["stringValue"] for a in duration["attributes"]}
+        assert attrs == {"gen_ai.operation.name": "text_completion",
+                         "gen_ai.provider.name": "nemo", "gen_ai.request.model": "tiny-lm"}
+        unit, kind, usage = metrics["gen_ai.client.token.usage"]
+        assert (unit, kind) == ("{token}", "histogram")
+        by_type = {next(a["value"]["stringValue"] for a in p["attributes"]
+                        if a["key"] == "gen_ai.token.type"): p["sum"] for p in usage}
+        assert by_type == {"input": 8, "output": 4}
+        (steps,) = metrics["dl.steps"][2]
+        assert float(steps.get("asInt", steps.get("asDouble"))) == 4
+        assert metrics["dl.step.duration"][:2] == ("s", "histogram")
+        assert metrics["dl.loss"][1] == "gauge"
+
+
+def test_a_rank_that_does_not_export_runs_with_its_gates_shut(tmp_path):
+    # As NeMo Lens: a rank that does not export has no enabled groups; its sites cost the gate.
+    job, spans, summaries = run_job(tmp_path, "--steps", "2", "--eval-every", "0",
+                                    "--checkpoint-every", "0", strategy="single_rank")
+    exporter = RANKS - 1  # single_rank: the last rank, unless NEMO_LENS_EXPORT_RANK says
+    for rank in range(RANKS):
+        s = summaries[rank]
+        assert s["steps"] == 2
+        assert s["exporting"] == (rank == exporter)
+        if rank == exporter:
+            assert "step" in s["enabled_groups"] and "communication" in s["enabled_groups"]
+        else:
+            assert s["enabled_groups"] == []
+            assert spans[rank] == [] and s["stats"]["spans_started"] == 0
+    names = {s["name"] for s in spans[exporter]}
+    assert {"torch_train", "train_step", "allreduce_bucket", "gelu_residual.backward"} <= names
+    # Rank 0 recorded nothing, so it had no context to broadcast: the exporting rank's trace is
+    # its own, one trace.
+    assert len({s["traceId"] for s in spans[exporter]}) == 1
+
+
+def test_a_rank_that_dies_mid_job_leaves_the_others_spans_intact(tmp_path):
+    job, spans, summaries = run_job(tmp_path, "--steps", "5", "--die-rank", "2",
+                                    "--die-at-step", "3", "--eval-every", "0",
+                                    "--checkpoint-every", "0", "--generate-tokens", "0",
+                                    check=False)
+    assert job.returncode != 0
+    assert 2 not in summaries  # it died without a word
+    for rank in (0, 1, 3):
+        steps = {s["attrs"]["iteration"]: s for s in spans[rank] if s["name"] == "train_step"}
+        assert sorted(steps) == [1, 2, 3], rank
+        assert all(steps[i].get("status", {}).get("code") in (None, 0, 1) for i in (1, 2))
+        assert steps[3]["status"]["code"] == 2  # ERROR: the collective lost its peer
+        (job_span,) = [s for s in spans[rank] if s["name"] == "torch_train"]
+        assert job_span["status"]["code"] == 2
+        assert summaries[rank]["steps"] == 2
