@@ -51,6 +51,23 @@ def test_a_python_span_in_a_callback_from_cpp_is_the_cpp_spans_child(tracing):
     assert len({s.trace_id for s in spans}) == 1
 
 
+def test_a_span_only_started_is_not_the_parent_of_cpp_spans_until_entered(tracing):
+    # start_span (OpenTelemetry's tracer.start_span) does not make its span current, for C++
+    # either; entering it does.
+    with lens.managed_span("step", "step") as step:
+        started = lens.start_span("started", group="step")
+        assert lens_demo.current_ids()[1] == step.get_span_context().span_id_hex
+        lens_demo.forward(1)
+        with started:
+            assert lens_demo.current_ids()[1] == started.get_span_context().span_id_hex
+            lens_demo.all_reduce(lambda: None)
+        assert lens_demo.current_ids()[1] == step.get_span_context().span_id_hex
+    spans = tracing.by_name()
+    assert spans["forward"].parent_span_id == spans["step"].span_id
+    assert spans["started"].parent_span_id == spans["step"].span_id
+    assert spans["all_reduce"].parent_span_id == spans["started"].span_id
+
+
 def test_python_switches_govern_cpp_sites(tracing):
     tracing.start("step")
     with lens.managed_span("step", "s1"):
