@@ -1,24 +1,39 @@
 #!/bin/sh
 # The README's first command in a short configuration (label "example"): scripts/demo with this
-# build's binaries on 4 ranks for 8 steps. Its report must name every rank, and the HTML page and
-# the Chrome trace must be written.
+# build's binaries on 4 ranks, 8 steps of the C++ job and, with "torch", 3 of the PyTorch job. The
+# report of each job must name every rank with its steps, and the HTML pages and the Chrome trace
+# must be written.
 #
-#   demo_test.sh SCRIPTS_DEMO BUILD_DIR OUT_DIR
+#   demo_test.sh SCRIPTS_DEMO BUILD_DIR OUT_DIR torch|no-torch
 set -u
-demo=$1 build_dir=$2 out=$3
-if ! "$demo" --no-build --build-dir "$build_dir" --ranks 4 --steps 8 --out "$out" >"$out.log" 2>&1; then
+demo=$1 build_dir=$2 out=$3 torch=$4
+if [ "$torch" = torch ]; then job=--torch-steps; steps=3; else job=--no-torch; steps=; fi
+if ! "$demo" --no-build --build-dir "$build_dir" --ranks 4 --steps 8 $job $steps --out "$out" \
+    >"$out.log" 2>&1; then
   echo "FAIL: scripts/demo failed; its output:"
   cat "$out.log"
   exit 1
 fi
 status=0
-for rank in 0 1 2 3; do
-  if ! grep -Eq "^  $rank +train_step +8 " "$out/report.txt"; then
-    echo "FAIL: rank $rank's 8 steps are missing from the report"
-    status=1
-  fi
-done
-for file in report.html report.json trace.json spans.jsonl; do
+check_steps() {  # check_steps REPORT N: every rank has N train_step spans in REPORT
+  for rank in 0 1 2 3; do
+    if ! grep -Eq "^  $rank +train_step +$2 " "$out/$1"; then
+      echo "FAIL: rank $rank's $2 steps are missing from $1"
+      status=1
+    fi
+  done
+}
+files="report.html report.json trace.json spans.jsonl"
+if [ "$torch" = torch ]; then
+  check_steps report.txt 11  # both jobs
+  check_steps report-cpp.txt 8
+  check_steps report-torch.txt 3
+  grep -q "allreduce_bucket" "$out/report-torch.txt" || { echo "FAIL: no DDP bucket spans"; status=1; }
+  files="$files report-torch.html torch_train.log"
+else
+  check_steps report.txt 8
+fi
+for file in $files; do
   [ -s "$out/$file" ] || { echo "FAIL: $out/$file is missing or empty"; status=1; }
 done
 [ $status -eq 0 ] || cat "$out/report.txt"

@@ -310,6 +310,50 @@ TEST_F(ReportCli, TopLimitsTheNameTable) {
   EXPECT_EQ(r.out, kExpectedText);
 }
 
+// --run keeps one run's spans and metrics when files of several runs are read together (the
+// demo's C++ and PyTorch jobs, through one receiver).
+TEST_F(ReportCli, RunSelectsOneRunsSpansAndMetrics) {
+  const std::string other = dir_ + "/other.jsonl";
+  const std::string resource =
+      R"("resource":{"attributes":[{"key":"nemo.run.id","value":{"stringValue":"run-7"}},)"
+      R"({"key":"dl.rank","value":{"intValue":"0"}}]})";
+  report_test::write_file(
+      other,
+      R"({"resourceSpans":[{)" + resource +
+          R"(,"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c",)"
+          R"("spanId":"b7ad6b7169203331","name":"other_step","startTimeUnixNano":"1000000000",)"
+          R"("endTimeUnixNano":"1250000000","attributes":[{"key":"nemo.span.group",)"
+          R"("value":{"stringValue":"step"}}]}]}]}]})"
+          "\n"
+          R"({"resourceMetrics":[{)" +
+          resource +
+          R"(,"scopeMetrics":[{"metrics":[{"name":"other.gauge","gauge":{"dataPoints":[)"
+          R"({"asDouble":3.5}]}}]}]}]})"
+          "\n");
+  std::vector<std::string> args = report_args({"--json", "--run", "run-7"});
+  args.insert(args.begin() + 1, other);
+  auto r = lens(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["run_ids"], json::parse(R"(["run-7","run-42"])"));
+  ASSERT_EQ(j["names"].size(), 1u);
+  EXPECT_EQ(j["names"][0]["name"], "other_step");
+  ASSERT_EQ(j["metrics"].size(), 1u);
+  EXPECT_EQ(j["metrics"][0]["name"], "other.gauge");
+
+  args = report_args({"--json", "--run", "run-42"});
+  args.insert(args.begin() + 1, other);
+  r = lens(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["names"].size(), 8u) << "the fixture's own names, without other_step";
+  EXPECT_TRUE(j["metrics"].empty());
+
+  r = lens(report_args({"--run="}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--run requires a run id"), std::string::npos) << r.err;
+}
+
 TEST_F(ReportCli, StragglerThreshold) {
   auto r = lens(report_args({"--straggler-threshold", "50"}));  // 150 is not above 150
   EXPECT_NE(r.out.find("Stragglers (median step time more than 50% above the median across "

@@ -48,6 +48,10 @@ double median(std::vector<double>& values) {
 
 ReportBuilder::ReportBuilder() { recent_ring_.reserve(kRecentSpans); }
 
+ReportBuilder::ReportBuilder(std::string run_id) : ReportBuilder() {
+  run_filter_ = std::move(run_id);
+}
+
 std::uint32_t ReportBuilder::name_id(const SpanRecord& span) {
   const std::string_view group =
       span.has_group && !span.group.empty() ? std::string_view(span.group) : kNoGroup;
@@ -69,9 +73,10 @@ void ReportBuilder::add(const ParsedRequest& request) {
       run_ids_.push_back(r.run_id);
     }
   }
-  if (!request.metrics.empty()) metrics_.add(request);
+  if (!request.metrics.empty()) metrics_.add(request, run_filter_);
   for (const SpanRecord& span : request.spans()) {
     const SpanResource& resource = request.resources[span.resource];
+    if (!run_filter_.empty() && resource.run_id != run_filter_) continue;
     const RankKey rank = resource.rank.value_or(kUnknownRank);
     RankState& state = ranks_[rank];
     if (state.spans++ == 0) state.instance_id = resource.instance_id;

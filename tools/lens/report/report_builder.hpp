@@ -173,6 +173,9 @@ class ReportBuilder {
   static constexpr std::size_t kRecentSpans = 65536;
 
   ReportBuilder();
+  /// Keeps only the spans and metrics whose resource has nemo.run.id `run_id` (empty: all); the
+  /// report still lists every run id it saw.
+  explicit ReportBuilder(std::string run_id);
 
   void add_file(const std::string& path) { files_.push_back(path); }
   void add(const ParsedRequest& request);
@@ -183,6 +186,7 @@ class ReportBuilder {
  private:
   using RankKey = std::int64_t;  // dl.rank, or kUnknownRank
   static constexpr RankKey kUnknownRank = INT64_MIN;
+  std::string run_filter_;  // --run: the only nemo.run.id reported (empty: every one)
 
   struct PendingKey {
     RankKey rank;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::string_view kHelp =
     R"help(usage: lens report FILE... [--json] [--straggler-threshold PCT] [--top N]
-                   [--html OUT.html]
+                   [--html OUT.html] [--run RUN_ID]
 
 Reads OTLP JSON Lines (what `lens collect` and the file exporter write; several files, e.g. one
 per rank, are read as one job; - is standard input) and prints where the time went:
@@ -46,14 +46,19 @@ options:
                              for the text and the HTML page, all in --json unless given; 0: all)
   --html OUT.html            also write a self-contained HTML page: step timeline per rank, the
                              step broken down by group, stragglers and the per-name table
+  --run RUN_ID               only the spans and metrics of that run (resource nemo.run.id; the
+                             report's "runs:" line lists every run the files hold)
   -h, --help                 show this help and exit
 
 exit status: 0 on success (malformed lines included: they are reported, not fatal), 2 for a bad
 command line or a file that cannot be read or written.
 )help";
 
-constexpr FlagSpec kFlags[] = {
-    {"--json", false}, {"--straggler-threshold", true}, {"--top", true}, {"--html", true}};
+constexpr FlagSpec kFlags[] = {{"--json", false},
+                               {"--straggler-threshold", true},
+                               {"--top", true},
+                               {"--html", true},
+                               {"--run", true}};
 
 int run_report(std::span<const std::string_view> args) {
   const InputArgs in = split_input_args(args, kFlags);
@@ -69,6 +74,8 @@ int run_report(std::span<const std::string_view> args) {
   }
   const std::optional<std::string> html_path = flags.value("--html");
   if (html_path && html_path->empty()) throw UsageError("--html requires a file name");
+  const std::string run = flags.value("--run").value_or("");
+  if (flags.has("--run") && run.empty()) throw UsageError("--run requires a run id");
 
   try {
     std::vector<InputFile> files;  // all opened first: a missing one fails before any work
@@ -76,7 +83,7 @@ int run_report(std::span<const std::string_view> args) {
     for (const std::string& path : in.files) files.emplace_back(path);
 
     SpanLineReader reader({.metrics = true});
-    ReportBuilder builder;
+    ReportBuilder builder(run);
     for (InputFile& file : files) {
       builder.add_file(file.path());
       reader.read(

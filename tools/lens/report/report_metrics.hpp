@@ -139,7 +139,9 @@ struct BucketHistogram {
 /// Aggregates the metrics of the requests it is given. Not thread-safe.
 class MetricAggregator {
  public:
-  void add(const ParsedRequest& request);
+  /// Adds the metrics of `request`; with `run_id` not empty, only those whose resource has that
+  /// nemo.run.id.
+  void add(const ParsedRequest& request, std::string_view run_id = {});
   /// The rows by name, then by rank (numeric dl.rank first, then by service.instance.id, then
   /// without either), then type.
   std::vector<MetricRow> finish() const;
