@@ -36,11 +36,6 @@ _SpanContext: Any = None  # OpenTelemetry's SpanContext with lens' hex propertie
 _KIND_NAMES = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 
 
-def active() -> bool:
-    """Whether install() has joined lens and OpenTelemetry Python in this process."""
-    return _active
-
-
 def ensure() -> None:
     """install(), once OpenTelemetry's API has been imported by anyone in this process."""
     if not _active and "opentelemetry.context" in sys.modules:

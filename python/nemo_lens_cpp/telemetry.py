@@ -124,7 +124,8 @@ def _shutdown_otel_providers(timeout_ms: float) -> None:
     # own; lens' are the pipeline just shut down). Never raises into the program.
     import sys
 
-    trace, metrics = sys.modules.get("opentelemetry.trace"), sys.modules.get("opentelemetry.metrics")
+    trace = sys.modules.get("opentelemetry.trace")
+    metrics = sys.modules.get("opentelemetry.metrics")
     from .providers import LensMeterProvider, LensTracerProvider
 
     for module, getter in ((trace, "get_tracer_provider"), (metrics, "get_meter_provider")):
@@ -160,8 +161,8 @@ def setup_telemetry(
     enabled, exporting where config.exporter says or to `span_exporter` (lens'
     InMemorySpanExporter, or any OpenTelemetry SpanExporter: it gets ReadableSpans on lens'
     exporter thread). When OpenTelemetry Python is importable, lens' providers become its global
-    ones (see docs/python.md). Enabled on a rank that does not export: sites cost only the gate. A second enabled
-    call raises AlreadySetUpError unless `_allow_reinit`. Raises ConfigError / SpanGroupError
+    ones (see docs/python.md). Enabled on a rank that does not export: sites cost only the gate.
+    A second enabled call raises AlreadySetUpError unless `_allow_reinit`. Raises ConfigError / SpanGroupError
     (ValueErrors) naming a bad value.
     """
     from . import _otel, handle as handle_module, spans

@@ -12,7 +12,8 @@ from collections import defaultdict
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
-pytest.importorskip("lens_torch_ops", reason="the torch extension examples/torch_train is not built")
+pytest.importorskip("lens_torch_ops",
+                    reason="the torch extension of examples/torch_train is not built")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "torch_train")

@@ -114,7 +114,8 @@ def test_a_span_context_has_opentelemetrys_shape(tracing):
     assert 0 < ctx.trace_id < 2**128 and 0 < ctx.span_id < 2**64
     assert format(ctx.trace_id, "032x") == ctx.trace_id_hex
     assert format(ctx.span_id, "016x") == ctx.span_id_hex
-    assert carrier["traceparent"] == f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-03"  # sampled, random id
+    # sampled, random trace id
+    assert carrier["traceparent"] == f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-03"
     assert ctx.is_valid and not ctx.is_remote and ctx.trace_flags & 1
     (s,) = tracing.spans()
     assert (s.trace_id, s.span_id) == (ctx.trace_id_hex, ctx.span_id_hex)
