@@ -92,9 +92,9 @@ void record_inference_metrics(Meter& meter, const InferenceRecord& r) noexcept {
   if (!detail::g_metrics_recording.load(std::memory_order_relaxed)) return;
   const InferenceInstruments* i = family_of<InferenceInstruments>(meter);
   if (i == nullptr) return;
-  const Attribute operation(semconv::kGenaiOperationName, r.operation_name);
-  const Attribute provider(semconv::kGenaiProviderName, r.provider_name);
-  const Attribute model(semconv::kGenaiRequestModel, r.model);
+  const Attribute operation{semconv::kGenaiOperationName, r.operation_name};
+  const Attribute provider{semconv::kGenaiProviderName, r.provider_name};
+  const Attribute model{semconv::kGenaiRequestModel, r.model};
   const auto record = [&](const Histogram<double>& h, double v, const Attribute* type) {
     if (!r.model.empty()) {
       if (type != nullptr) {
@@ -110,11 +110,11 @@ void record_inference_metrics(Meter& meter, const InferenceRecord& r) noexcept {
   };
   if (has(r.request_duration_s)) record(i->duration, r.request_duration_s, nullptr);
   if (has(r.input_tokens)) {
-    const Attribute input(semconv::kGenaiTokenType, std::string_view("input"));
+    const Attribute input{semconv::kGenaiTokenType, std::string_view("input")};
     record(i->tokens, r.input_tokens, &input);
   }
   if (has(r.output_tokens)) {
-    const Attribute output(semconv::kGenaiTokenType, std::string_view("output"));
+    const Attribute output{semconv::kGenaiTokenType, std::string_view("output")};
     record(i->tokens, r.output_tokens, &output);
   }
 }
