@@ -224,3 +224,32 @@ def test_a_rank_that_dies_mid_job_leaves_the_others_spans_intact(tmp_path):
         (job_span,) = [s for s in spans[rank] if s["name"] == "torch_train"]
         assert job_span["status"]["code"] == 2
         assert summaries[rank]["steps"] == 2
+
+
+def test_backward_on_another_thread_gets_that_threads_parent(tracing):
+    # Autograd runs a CPU backward on the thread that calls backward(); CUDA's runs on its device
+    # threads. Either way the C++ op's backward span takes the current span of the thread it runs
+    # on: here a thread with none, so it starts its own trace, as on a CUDA device thread.
+    import threading
+
+    import lens_torch_ops
+    import nemo_lens_cpp as lens
+
+    x = torch.randn(4, requires_grad=True)
+    h = torch.randn(4, requires_grad=True)
+    with lens.managed_span("step", "forward here"):
+        y = lens_torch_ops.gelu_residual(x, h).sum()
+    worker = threading.Thread(target=y.backward)
+    worker.start()
+    worker.join()
+    with lens.managed_span("step", "backward here"):
+        lens_torch_ops.gelu_residual(x, h).sum().backward()
+    spans = tracing.spans()
+    forward = {s.name: s for s in spans if s.name != "gelu_residual.backward"}
+    backwards = [s for s in spans if s.name == "gelu_residual.backward"]
+    assert len(backwards) == 2
+    on_worker, on_caller = sorted(backwards, key=lambda s: s.parent_span_id is not None)
+    assert on_worker.parent_span_id is None
+    assert on_worker.trace_id != forward["forward here"].trace_id
+    assert on_caller.parent_span_id == forward["backward here"].span_id
+    assert x.grad is not None
