@@ -162,8 +162,9 @@ def setup_telemetry(
     InMemorySpanExporter, or any OpenTelemetry SpanExporter: it gets ReadableSpans on lens'
     exporter thread). When OpenTelemetry Python is importable, lens' providers become its global
     ones (see docs/python.md). Enabled on a rank that does not export: sites cost only the gate.
-    A second enabled call raises AlreadySetUpError unless `_allow_reinit`. Raises ConfigError / SpanGroupError
-    (ValueErrors) naming a bad value.
+    A second enabled call raises AlreadySetUpError unless `_allow_reinit`. Raises ConfigError /
+    SpanGroupError (ValueErrors) naming a bad value, TypeError for a rank or world size that is not
+    an int.
     """
     from . import _otel, handle as handle_module, spans
 
@@ -179,6 +180,15 @@ def setup_telemetry(
         )
     if export_strategy is not None and not callable(export_strategy):
         raise TypeError("export_strategy must be a callable (config, rank, world_size) -> bool")
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"setup_telemetry: {name} must be an int, got {value!r} "
+                            f"({type(value).__name__})")
+    if world_size < 1 or world_size > 2**31 - 1:
+        raise ConfigError(
+            f"setup_telemetry: world_size must be in [1, 2147483647], got {world_size}")
+    if not 0 <= rank < world_size:
+        raise ConfigError(f"setup_telemetry: rank must be in [0, {world_size - 1}], got {rank}")
     groups, presets = _catalog_of(config.span_group_cls)
     # A test suite written for NeMo Lens resets nemo.lens.handle._INITIALIZED between tests.
     reinit = bool(_allow_reinit) or (bool(_handles) and not handle_module._INITIALIZED)

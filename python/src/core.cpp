@@ -844,11 +844,19 @@ std::shared_ptr<py::object> hold(py::object o) {
 
 // A Python export strategy fn(config, rank, world_size) -> bool as a C++ one. `to_config` turns
 // the C++ config's fields (a dict) into the package's NemoLensConfig.
-lens::ExportStrategy python_strategy(py::object fn, py::object to_config) {
-  return [fn = hold(std::move(fn)), to_config = hold(std::move(to_config))](
-             const lens::NemoLensConfig& c, int rank, int world_size) -> bool {
+// A strategy written in Python; `label` names it in the error when it returns anything but a bool.
+lens::ExportStrategy python_strategy(py::object fn, py::object to_config, std::string label) {
+  return [fn = hold(std::move(fn)), to_config = hold(std::move(to_config)),
+          label = std::move(label)](const lens::NemoLensConfig& c, int rank,
+                                    int world_size) -> bool {
     py::gil_scoped_acquire gil;
-    return (*fn)((*to_config)(config_to_py(c)), rank, world_size).cast<bool>();
+    const py::object out = (*fn)((*to_config)(config_to_py(c)), rank, world_size);
+    if (!PyBool_Check(out.ptr())) {
+      throw lens::ConfigError(label + " returned " + py::repr(out).cast<std::string>() + " (" +
+                              Py_TYPE(out.ptr())->tp_name + ") for rank " + std::to_string(rank) +
+                              ": an export strategy must return True or False");
+    }
+    return out.ptr() == Py_True;
   };
 }
 
@@ -1121,8 +1129,10 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "register_export_strategy",
       [](const std::string& name, py::object fn, py::object to_config, bool allow_override) {
-        lens::register_export_strategy(name, python_strategy(std::move(fn), std::move(to_config)),
-                                       allow_override);
+        lens::register_export_strategy(
+            name,
+            python_strategy(std::move(fn), std::move(to_config), "export strategy '" + name + "'"),
+            allow_override);
       },
       py::arg("name"), py::arg("fn"), py::arg("to_config"), py::arg("allow_override"));
   m.def("unregister_export_strategy", &lens::unregister_export_strategy, py::arg("name"));
@@ -1243,7 +1253,10 @@ PYBIND11_MODULE(_core, m) {
           }
         }
         options.exporter = std::move(exporter);
-        if (!strategy.is_none()) options.strategy = python_strategy(strategy, to_config);
+        if (!strategy.is_none()) {
+          options.strategy =
+              python_strategy(strategy, to_config, "setup_telemetry's export_strategy");
+        }
         options.allow_reinit = allow_reinit;
         py::gil_scoped_release nogil;  // a previous set-up may be flushed; a strategy takes it
         return lens::setup_telemetry(c, rank, world_size, std::move(options));
@@ -1368,9 +1381,16 @@ PYBIND11_MODULE(_core, m) {
       [](const py::dict& carrier) -> py::tuple {
         lens::Carrier c;
         for (auto [k, v] : carrier) {
-          if (PyUnicode_Check(k.ptr()) && PyUnicode_Check(v.ptr())) {
-            c[py::str(k).cast<std::string>()] = py::str(v).cast<std::string>();
+          if (!PyUnicode_Check(k.ptr()) || !PyUnicode_Check(v.ptr())) continue;
+          Py_ssize_t kn = 0, vn = 0;
+          const char* key = PyUnicode_AsUTF8AndSize(k.ptr(), &kn);
+          const char* value = key != nullptr ? PyUnicode_AsUTF8AndSize(v.ptr(), &vn) : nullptr;
+          if (value == nullptr) {  // not encodable (a lone surrogate): a malformed header
+            PyErr_Clear();
+            continue;
           }
+          c[std::string(key, static_cast<std::size_t>(kn))] =
+              std::string(value, static_cast<std::size_t>(vn));
         }
         const lens::ExtractedContext e = lens::extract_context(c);
         py::object ctx = e.context.is_valid() ? py::cast(e.context) : py::none();

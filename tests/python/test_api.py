@@ -279,3 +279,29 @@ def test_metrics_and_logs_reach_the_file_exporter(tmp_path):
     assert scope == "py.test.logger" and from_logging["severityText"] == "WARN"
     keys = {a["key"] for a in from_logging["attributes"]}
     assert {"code.filepath", "code.lineno", "code.function"} <= keys
+
+
+def test_bad_ranks_and_strategy_results_are_named_not_pybind11s_messages():
+    config = lens.NemoLensConfig(enabled=True, export_strategy="all_ranks", exporter="console")
+    with pytest.raises(TypeError, match=r"rank must be an int, got '1' \(str\)"):
+        lens.setup_telemetry(config, "1", 2, _allow_reinit=True)
+    with pytest.raises(TypeError, match=r"rank must be an int, got 0.9 \(float\)"):
+        lens.setup_telemetry(config, 0.9, _allow_reinit=True)
+    with pytest.raises(TypeError, match=r"world_size must be an int, got True \(bool\)"):
+        lens.setup_telemetry(config, 0, True, _allow_reinit=True)
+    with pytest.raises(lens.ConfigError,
+                       match=r"rank must be in \[0, 1\], got 1180591620717411303424"):
+        lens.setup_telemetry(config, 2**70, 2, _allow_reinit=True)
+    with pytest.raises(lens.ConfigError, match=r"world_size must be in \[1, 2147483647\], got 0"):
+        lens.setup_telemetry(config, 0, 0, _allow_reinit=True)
+    with pytest.raises(lens.ConfigError,
+                       match=r"setup_telemetry's export_strategy returned 'yes' \(str\) for "
+                             r"rank 0: an export strategy must return True or False"):
+        lens.setup_telemetry(config, export_strategy=lambda c, r, w: "yes", _allow_reinit=True)
+    lens.register_export_strategy("answers_none", lambda c, r, w: None, allow_override=True)
+    try:
+        with pytest.raises(lens.ConfigError, match=r"export strategy 'answers_none' returned None"):
+            lens.setup_telemetry(lens.NemoLensConfig(enabled=True, export_strategy="answers_none",
+                                                     exporter="console"), _allow_reinit=True)
+    finally:
+        lens.unregister_export_strategy("answers_none")

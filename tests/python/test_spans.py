@@ -212,6 +212,16 @@ def test_inject_and_extract_round_trip_and_an_extracted_context_is_a_parent(trac
     assert lens.inject_context({}) == {}  # nothing current
 
 
+def test_extract_context_never_raises_on_strings_python_cannot_encode():
+    for carrier in ({"traceparent": "\udcff"}, {"\udcff": "x"}, {"baggage": "k=\udcff"},
+                    {1: "x", "traceparent": None}):
+        ctx = lens.extract_context(carrier)
+        assert not ctx and ctx.span_context is None
+    good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    ctx = lens.extract_context({"traceparent": good, "tracestate": "\udcff", "baggage": "\ud800"})
+    assert ctx.span_context.span_id_hex == "b7ad6b7169203331"  # the other headers still read
+
+
 def test_a_rank_that_does_not_export_records_nothing(tracing):
     tracing.start("all", rank=1, world_size=2, export_strategy="single_rank", export_rank=0)
     assert not tracing.handle.is_exporting
