@@ -354,6 +354,28 @@ TEST_F(ReportCli, RunSelectsOneRunsSpansAndMetrics) {
   EXPECT_NE(r.err.find("--run requires a run id"), std::string::npos) << r.err;
 }
 
+// Control characters in names from the wire reach the terminal escaped (the HTML page escapes
+// them for HTML; the JSON report keeps them as JSON escapes).
+TEST_F(ReportCli, TextOutputEscapesControlCharacters) {
+  const std::string file = dir_ + "/escapes.jsonl";
+  report_test::write_file(
+      file,
+      R"({"resourceSpans":[{"resource":{"attributes":[{"key":"nemo.run.id","value":)"
+      R"({"stringValue":"run\u001b]0;x\u0007"}}]},"scopeSpans":[{"spans":[{)"
+      R"("traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331",)"
+      R"("name":"a\u001b[31mred\u0007\rb\u0085c","startTimeUnixNano":"1000","endTimeUnixNano":"2000"}]}]}]})"
+      "\n");
+  const auto r = lens({"report", file});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (char c : r.out) {
+    const auto u = static_cast<unsigned char>(c);
+    ASSERT_TRUE(u >= 0x20 || c == '\n') << "raw control byte " << int(u) << " in:\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("\xc2\x85"), std::string::npos) << "the C1 control NEL printed raw";
+  EXPECT_NE(r.out.find(R"(a\x1b[31mred\x07\x0db\u0085c)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(R"(run: run\x1b]0;x\x07)"), std::string::npos) << r.out;
+}
+
 TEST_F(ReportCli, StragglerThreshold) {
   auto r = lens(report_args({"--straggler-threshold", "50"}));  // 150 is not above 150
   EXPECT_NE(r.out.find("Stragglers (median step time more than 50% above the median across "

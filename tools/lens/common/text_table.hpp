@@ -8,10 +8,17 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nemo::lens::cli {
 
+/// `text` safe to print on a terminal: C0 control characters, DEL and the C1 controls (U+0080 to
+/// U+009F) become `\xHH` / `\u00HH`, so that a span name from the wire cannot move the cursor,
+/// ring the bell or start an escape sequence. Everything else is kept as it is.
+std::string escape_control(std::string_view text);
+
+/// A table whose cells are printed through escape_control().
 class TextTable {
  public:
   /// A column: its title and whether its cells are right-aligned.

@@ -200,7 +200,9 @@ std::string report_text(const Report& r, std::size_t top) {
                     plural(r.ranks.size(), "rank", "ranks") + "\n";
   if (!r.run_ids.empty()) {
     out += (r.run_ids.size() == 1 ? "run: " : "runs: ");
-    for (std::size_t i = 0; i < r.run_ids.size(); ++i) out += (i ? ", " : "") + r.run_ids[i];
+    for (std::size_t i = 0; i < r.run_ids.size(); ++i) {
+      out += (i ? ", " : "") + escape_control(r.run_ids[i]);
+    }
     out += '\n';
   }
 
@@ -329,7 +331,8 @@ std::string report_text(const Report& r, std::size_t top) {
                 : std::string()) +
            ")\n";
     for (const MalformedRow& m : r.malformed) {
-      out += "  " + m.file + ":" + std::to_string(m.line) + ": " + m.error + "\n";
+      out += "  " + escape_control(m.file) + ":" + std::to_string(m.line) + ": " +
+             escape_control(m.error) + "\n";
     }
   }
   if (r.ancestry.evicted > 0) {
