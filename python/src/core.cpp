@@ -79,14 +79,25 @@ lens::detail::SiteGate* gate_for(PyObject* gates, PyObject* group) {
   return &g->gate;
 }
 
+// The UTF-8 of the str `s`. One Python cannot encode (a lone surrogate, e.g. from a file name
+// decoded with surrogateescape) has each such code point replaced by '?', as attribute values do;
+// the view then lives until 16 more such strings were converted, long enough for the call it is
+// made for. Requires the GIL, which also guards the ring.
 std::string_view utf8_of(PyObject* s) {
   Py_ssize_t n = 0;
   const char* p = PyUnicode_AsUTF8AndSize(s, &n);
-  if (p == nullptr) {
+  if (p != nullptr) return {p, static_cast<std::size_t>(n)};
+  PyErr_Clear();
+  PyObject* bytes = PyUnicode_AsEncodedString(s, "utf-8", "replace");
+  if (bytes == nullptr) {
     PyErr_Clear();
     return {};
   }
-  return {p, static_cast<std::size_t>(n)};
+  static PyObject* ring[16] = {};
+  static std::size_t next = 0;
+  PyObject*& slot = ring[next++ % std::size(ring)];
+  Py_XSETREF(slot, bytes);
+  return {PyBytes_AS_STRING(bytes), static_cast<std::size_t>(PyBytes_GET_SIZE(bytes))};
 }
 
 PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, bool record_exception,

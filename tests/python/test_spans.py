@@ -222,6 +222,18 @@ def test_extract_context_never_raises_on_strings_python_cannot_encode():
     assert ctx.span_context.span_id_hex == "b7ad6b7169203331"  # the other headers still read
 
 
+def test_strings_with_a_lone_surrogate_keep_everything_but_that_code_point(tracing):
+    # e.g. a name made from a file name decoded with surrogateescape: '?' replaces the one code
+    # point Python cannot encode, as in attribute values, instead of losing the whole string.
+    with lens.managed_span("step", "bad\udcffname", **{"k\udcff": "v\udcff"}) as span:
+        span.add_event("ev\udcff", {"a\udcff": 1})
+        span.set_attribute("plain", "x\ud800y")
+    (s,) = tracing.spans()
+    assert s.name == "bad?name"
+    assert s.attributes["k?"] == "v?" and s.attributes["plain"] == "x?y"
+    assert [e["name"] for e in s.events] == ["ev?"] and s.events[0]["attributes"] == {"a?": 1}
+
+
 def test_a_rank_that_does_not_export_records_nothing(tracing):
     tracing.start("all", rank=1, world_size=2, export_strategy="single_rank", export_rank=0)
     assert not tracing.handle.is_exporting
