@@ -322,6 +322,25 @@ TEST_F(CollectSignals, SignalWithoutOutputGets404NamingItsOption) {
 }
 
 // The error answers of /v1/traces hold for the other signals, and none stops the receiver.
+// A gzip body of several members is read whole, as gzip -d reads it; bytes after the end of a
+// gzip body that are not another member make it malformed (400), not ignored.
+TEST_F(CollectSignals, GzipMembersAreAllReadAndTrailingGarbageIsRefused) {
+  auto collector = Collector::with_args(metrics(), {"--metrics-out", metrics()});
+  const std::string url = collector->http_base() + "/v1/metrics";
+  const std::string good = metrics_request(0, 3).SerializeAsString();
+  const std::string two_members = gzip(good.substr(0, 10)) + gzip(good.substr(10));
+  EXPECT_EQ(post(url, two_members, kProto, "gzip").status, 200);
+  const HttpAnswer garbage = post(url, gzip(good) + "garbage", kProto, "gzip");
+  EXPECT_EQ(garbage.status, 400);
+  EXPECT_NE(garbage.body.find("data after its end"), std::string::npos) << garbage.body;
+  EXPECT_EQ(post(url, gzip(good) + "\x1f", kProto, "gzip").status, 400);
+  EXPECT_EQ(post(url, good, kProto).status, 200);
+  ASSERT_EQ(collector->stop(), 0);
+  const std::vector<Json> lines = read_lines(metrics());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], lines[1]) << "the two-member body is the whole request";
+}
+
 TEST_F(CollectSignals, BadRequestsGetTheirStatus) {
   auto collector = Collector::with_args(
       metrics(), {"--metrics-out", metrics(), "--logs-out", logs(), "--max-body", "100000"});

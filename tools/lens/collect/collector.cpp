@@ -29,9 +29,12 @@ namespace nemo::lens::cli {
 
 namespace {
 
-// Inflates a gzip (or zlib) body into `out`; false with `too_large` when it would exceed `cap`.
-bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_large) {
-  too_large = false;
+// Inflates a gzip (or zlib) body into `out`, every member of a multi-member gzip body (as gzip
+// -d reads one); false with `too_large` when it would exceed `cap`, or with `trailing` when bytes
+// that are not another gzip member follow the body.
+bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_large,
+            bool& trailing) {
+  too_large = trailing = false;
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 32) != Z_OK) return false;  // 32: detect gzip or zlib headers
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
@@ -39,7 +42,7 @@ bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_la
   out.clear();
   char chunk[64 * 1024];
   int rc = Z_OK;
-  while (rc == Z_OK) {
+  for (;;) {
     zs.next_out = reinterpret_cast<Bytef*>(chunk);
     zs.avail_out = sizeof chunk;
     rc = inflate(&zs, Z_NO_FLUSH);
@@ -51,7 +54,22 @@ bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_la
       break;
     }
     out.append(chunk, produced);
-    if (rc == Z_OK && zs.avail_in == 0 && produced == 0) break;  // truncated stream
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;  // the whole body
+      const auto* next = zs.next_in;
+      if (zs.avail_in < 2 || next[0] != 0x1f || next[1] != 0x8b) {
+        trailing = true;  // not another member: the body is malformed
+        rc = Z_DATA_ERROR;
+        break;
+      }
+      if (inflateReset(&zs) != Z_OK) {
+        rc = Z_DATA_ERROR;
+        break;
+      }
+      rc = Z_OK;
+      continue;
+    }
+    if (zs.avail_in == 0 && produced == 0) break;  // truncated stream
   }
   inflateEnd(&zs);
   return rc == Z_STREAM_END;
@@ -145,11 +163,12 @@ Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json
   thread_local std::string inflated;
   thread_local std::string line;
   if (gzip) {
-    bool too_large = false;
-    if (!gunzip(body, max_body_, inflated, too_large)) {
+    bool too_large = false, trailing = false;
+    if (!gunzip(body, max_body_, inflated, too_large, trailing)) {
       a.status = too_large ? 413 : 400;
-      a.error = too_large ? "the decompressed body exceeds " + std::to_string(max_body_) + " bytes"
-                          : "the body is not valid gzip";
+      a.error = too_large  ? "the decompressed body exceeds " + std::to_string(max_body_) + " bytes"
+                : trailing ? "the body is not valid gzip: data after its end"
+                           : "the body is not valid gzip";
       rejected_.fetch_add(1);
       return a;
     }
