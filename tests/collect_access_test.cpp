@@ -125,9 +125,13 @@ TEST_F(CollectAccess, TokenFromTheEnvironmentOverPlainHttp) {
                     {"--token-env", "LENS_TEST_COLLECT_TOKEN", "--grpc-listen", "off"});
   EXPECT_EQ(send("http/protobuf", collect.http_url(), 1, kRightToken, ""), ExportResult::kSuccess)
       << last_stderr_;
-  // The scheme in any case, more than one space: still the token.
+  // The scheme in any case, more than one space, trailing whitespace: still the token.
   EXPECT_EQ(
       send("http/protobuf", collect.http_url(), 2, "Authorization=bearer%20%20s3cret-token", ""),
+      ExportResult::kSuccess)
+      << last_stderr_;
+  EXPECT_EQ(
+      send("http/protobuf", collect.http_url(), 6, "Authorization=Bearer%20s3cret-token%20", ""),
       ExportResult::kSuccess)
       << last_stderr_;
   // A prefix, an extension, another scheme: refused.
@@ -139,7 +143,7 @@ TEST_F(CollectAccess, TokenFromTheEnvironmentOverPlainHttp) {
   EXPECT_EQ(send("http/protobuf", collect.http_url(), 5, "Authorization=Basic%20s3cret-token", ""),
             ExportResult::kFailure);
   ASSERT_EQ(collect.stop(), 0);
-  EXPECT_EQ(received(out), (std::vector<int>{1, 2}));
+  EXPECT_EQ(received(out), (std::vector<int>{1, 2, 6}));
   std::remove(out.c_str());
 }
 
@@ -224,7 +228,16 @@ TEST_F(CollectAccess, BadTokenAndCertificateOptionsAreRefusedClearly) {
   expect_refused({"--token-file", file("empty-token")}, 2, "holds an empty token");
   std::ofstream(file("spaced-token")) << "two words\n";
   expect_refused({"--token-file", file("spaced-token")}, 2,
-                 "holds whitespace or a control character");
+                 "holds whitespace, a control character or a byte beyond ASCII");
+  std::ofstream(file("latin1-token")) << "caf\xe9\n";
+  expect_refused({"--token-file", file("latin1-token")}, 2, "use printable ASCII characters only");
+  std::ofstream(file("long-token")) << std::string(5000, 'k') << "\n";
+  expect_refused({"--token-file", file("long-token")}, 2, "the token is 5000 bytes; at most 4096");
+  std::ofstream(file("huge-token")) << std::string(100000, 'k');
+  expect_refused({"--token-file", file("huge-token")}, 2, "is larger than 65536 bytes");
+  // A directory and a device are refused by what they are, without reading (/dev/zero never ends).
+  expect_refused({"--token-file", dir_}, 2, "is not a regular file (a directory)");
+  expect_refused({"--token-file", "/dev/zero"}, 2, "'/dev/zero' is not a regular file");
   expect_refused({"--token-file", file("token"), "--token-env", "X"}, 2,
                  "one of --token-file and --token-env");
   expect_refused({"--tls-cert", file("server-cert.pem")}, 2, "--tls-cert needs --tls-key");

@@ -7,8 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <system_error>
 
 #include "common/cli.hpp"
 #include "strings.hpp"
@@ -16,6 +17,10 @@
 namespace nemo::lens::cli {
 
 namespace {
+
+constexpr std::size_t kMaxToken = 4096;           // bytes: what an HTTP header carries safely
+constexpr std::size_t kMaxTokenFile = 64 * 1024;  // the file, whitespace included
+constexpr std::size_t kMaxPemFile = 1024 * 1024;  // a certificate chain or a key
 
 struct Digest {
   unsigned char bytes[EVP_MAX_MD_SIZE] = {};
@@ -29,17 +34,28 @@ Digest sha256(std::string_view data) {
   return d;
 }
 
-// The whole of the file `path` that `option` names; throws UsageError naming both when it cannot
-// be read.
-std::string read_option_file(const std::string& path, std::string_view option) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError("cannot read " + std::string(option) + " '" + path +
-                     "': " + std::strerror(errno));
+// The whole of the regular file `path` that `option` names, at most `max_bytes`; throws
+// UsageError naming both when it cannot be read, is not a regular file (a directory, a device such
+// as /dev/zero, a FIFO) or is larger.
+std::string read_option_file(const std::string& path, std::string_view option,
+                             std::size_t max_bytes) {
+  const std::string what = std::string(option) + " '" + path + "'";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec) throw UsageError("cannot read " + what + ": " + ec.message());
+  if (!std::filesystem::is_regular_file(status)) {
+    throw UsageError(what + " is not a regular file" +
+                     (std::filesystem::is_directory(status) ? " (a directory)" : ""));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read " + what + ": " + std::strerror(errno));
+  std::string text(max_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > max_bytes) {
+    throw UsageError(what + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  return text;
 }
 
 }  // namespace
@@ -47,6 +63,8 @@ std::string read_option_file(const std::string& path, std::string_view option) {
 bool bearer_matches(const char* authorization, std::string_view token) {
   if (authorization == nullptr || token.empty()) return false;
   std::string_view value(authorization);
+  // RFC 6750: "Bearer" 1*SP token; the field value's trailing whitespace is not part of it.
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
   constexpr std::string_view kScheme = "bearer";
   if (value.size() <= kScheme.size() ||
       detail::to_lower(value.substr(0, kScheme.size())) != kScheme ||
@@ -70,7 +88,7 @@ std::string read_token(const std::string* file, const std::string* variable) {
   std::string token;
   std::string origin;
   if (file != nullptr) {
-    token = std::string(detail::trim(read_option_file(*file, "--token-file")));
+    token = std::string(detail::trim(read_option_file(*file, "--token-file", kMaxTokenFile)));
     origin = "--token-file '" + *file + "'";
   } else if (variable != nullptr) {
     const char* value = std::getenv(variable->c_str());
@@ -84,18 +102,22 @@ std::string read_token(const std::string* file, const std::string* variable) {
     return {};
   }
   if (token.empty()) throw UsageError(origin + " holds an empty token");
+  if (token.size() > kMaxToken) {
+    throw UsageError(origin + ": the token is " + std::to_string(token.size()) +
+                     " bytes; at most " + std::to_string(kMaxToken));
+  }
   for (const unsigned char c : token) {
-    if (c <= 0x20 || c == 0x7f) {
+    if (c <= 0x20 || c >= 0x7f) {
       throw UsageError(origin +
-                       ": the token holds whitespace or a control character; "
-                       "use printable characters only");
+                       ": the token holds whitespace, a control character or a byte beyond "
+                       "ASCII; use printable ASCII characters only");
     }
   }
   return token;
 }
 
 std::string read_pem(const std::string& path, std::string_view option) {
-  std::string pem = read_option_file(path, option);
+  std::string pem = read_option_file(path, option, kMaxPemFile);
   if (pem.find("-----BEGIN ") == std::string::npos) {
     throw UsageError(std::string(option) + " '" + path +
                      "' is not a PEM file (no -----BEGIN line)");
