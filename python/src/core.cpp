@@ -518,8 +518,8 @@ PythonCurrent python_current() {
   return out;
 }
 
-// Starts `s`, under its explicit parent or python_current(); `current` false for _start(): the
-// span is not the thread's current span for C++ either.
+// Starts `s`, under its explicit parent or python_current(). `make_current` is false for
+// _start(): the span is then not the thread's current span for C++ either.
 void start(SpanObject* s, bool make_current = true) {
   lens::SpanStartOptions options;
   options.current = make_current;
