@@ -83,17 +83,21 @@ def install() -> bool:
 
 # --- Context conversions -------------------------------------------------------------------
 
+def _trace_state(otel_trace: Any, header: str) -> Any:
+    """OpenTelemetry's TraceState of a W3C tracestate header (empty when none or malformed)."""
+    if header:
+        try:
+            return otel_trace.TraceState.from_header([header])
+        except Exception:
+            pass
+    return otel_trace.TraceState()
+
+
 def otel_span_context(ctx: Any) -> Any:
     """OpenTelemetry's SpanContext for a lens SpanContext (with lens' trace_id_hex and
     span_id_hex as extra properties)."""
-    trace_state = _otel.TraceState()
-    if ctx.trace_state:
-        try:
-            trace_state = _otel.TraceState.from_header([ctx.trace_state])
-        except Exception:
-            pass
     return _SpanContext(ctx.trace_id, ctx.span_id, bool(ctx.is_remote),
-                        _otel.TraceFlags(ctx.trace_flags), trace_state)
+                        _otel.TraceFlags(ctx.trace_flags), _trace_state(_otel, ctx.trace_state))
 
 
 def lens_context_of(obj: Any) -> Optional[spans.SpanContext]:
@@ -385,14 +389,8 @@ def _readable_span_factory() -> Any:
     kinds = [getattr(otel_trace.SpanKind, n) for n in _KIND_NAMES]
 
     def context(trace_id: str, span_id: str, flags: int, state: str, remote: bool) -> Any:
-        trace_state = otel_trace.TraceState()
-        if state:
-            try:
-                trace_state = otel_trace.TraceState.from_header([state])
-            except Exception:
-                pass
         return otel_trace.SpanContext(int(trace_id, 16), int(span_id, 16), remote,
-                                      otel_trace.TraceFlags(flags), trace_state)
+                                      otel_trace.TraceFlags(flags), _trace_state(otel_trace, state))
 
     def convert(d: dict, resource: Any) -> Any:
         ctx = context(d["trace_id"], d["span_id"], d["trace_flags"], d["trace_state"], False)

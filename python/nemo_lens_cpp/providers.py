@@ -36,6 +36,16 @@ def _live_handles() -> list:
     return [h for h in _handles if not h._core.is_shut_down]
 
 
+def _flush_live(timeout_millis: int) -> bool:
+    # Every live handle is flushed, even after one timed out.
+    return all([h.force_flush(timeout_millis) for h in _live_handles()])
+
+
+def _shut_live_down() -> None:
+    for handle in _live_handles():
+        handle.shutdown()
+
+
 class LensTracerProvider(_TracerProviderBase):
     """OpenTelemetry's TracerProvider on lens: its tracers make lens spans (same trace,
     parentage, exporter and rank decisions as managed_span)."""
@@ -50,12 +60,11 @@ class LensTracerProvider(_TracerProviderBase):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Exports what every live set-up recorded so far; False when a timeout passed first."""
-        return all([h.force_flush(timeout_millis) for h in _live_handles()])
+        return _flush_live(timeout_millis)
 
     def shutdown(self) -> None:
         """Shuts every live set-up down (as handle.shutdown())."""
-        for handle in _live_handles():
-            handle.shutdown()
+        _shut_live_down()
 
 
 class LensMeterProvider(_MeterProviderBase):
@@ -67,11 +76,11 @@ class LensMeterProvider(_MeterProviderBase):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Exports what every live set-up recorded so far."""
-        return LensTracerProvider().force_flush(timeout_millis)
+        return _flush_live(timeout_millis)
 
     def shutdown(self) -> None:
         """Shuts every live set-up down."""
-        LensTracerProvider().shutdown()
+        _shut_live_down()
 
 
 class SeedIndependentIdGenerator:

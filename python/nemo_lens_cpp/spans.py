@@ -124,8 +124,7 @@ def _unset_managed_span(group: Any, name: Any, tracer: Any = None, **attributes:
     if tracer is None and "opentelemetry.trace" in sys.modules:
         from . import _otel
 
-        _otel.ensure()
-        tracer = _otel.foreign_tracer(None)
+        tracer = _otel.foreign_tracer(None)  # ForeignSpan joins OpenTelemetry when entered
     return _enabled_managed_span(group, name, tracer, **attributes)
 
 
