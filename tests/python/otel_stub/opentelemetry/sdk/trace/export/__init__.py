@@ -47,12 +47,8 @@ def _export(exporter, spans, what):
         detach(token)
 
 
-class SimpleSpanProcessor(SpanProcessor):
-    """Exports each ended sampled span at once, on the thread that ended it."""
-
-    def __init__(self, span_exporter):
-        self.span_exporter = span_exporter
-        self._shutdown = False
+class _ExportingProcessor(SpanProcessor):
+    """What both processors share: nothing to do at a span's start, only sampled spans exported."""
 
     def on_start(self, span, parent_context=None):
         pass
@@ -60,8 +56,20 @@ class SimpleSpanProcessor(SpanProcessor):
     def _on_ending(self, span):
         pass
 
+    @staticmethod
+    def _sampled(span):
+        return bool(span.context and span.context.trace_flags.sampled)
+
+
+class SimpleSpanProcessor(_ExportingProcessor):
+    """Exports each ended sampled span at once, on the thread that ended it."""
+
+    def __init__(self, span_exporter):
+        self.span_exporter = span_exporter
+        self._shutdown = False
+
     def on_end(self, span):
-        if not (span.context and span.context.trace_flags.sampled):
+        if not self._sampled(span):
             return
         if self._shutdown:
             logger.warning("Processor is already shutdown, ignoring call")
@@ -76,7 +84,7 @@ class SimpleSpanProcessor(SpanProcessor):
         return True
 
 
-class BatchSpanProcessor(SpanProcessor):
+class BatchSpanProcessor(_ExportingProcessor):
     """Queues ended sampled spans (dropping the oldest beyond max_queue_size) and exports them
     in batches of up to max_export_batch_size, oldest first: whenever a full batch is queued,
     and on force_flush() and shutdown()."""
@@ -109,14 +117,8 @@ class BatchSpanProcessor(SpanProcessor):
     def span_exporter(self):
         return self._exporter
 
-    def on_start(self, span, parent_context=None):
-        pass
-
-    def _on_ending(self, span):
-        pass
-
     def on_end(self, span):
-        if not (span.context and span.context.trace_flags.sampled):
+        if not self._sampled(span):
             return
         if self._shutdown:
             logger.info("Shutdown called, ignoring Span.")
