@@ -5,6 +5,7 @@ PYTHONPATH), or by hand:
     PYTHONPATH=build/python:build/examples/python_extension python3 -m pytest tests/python
 """
 
+import json
 import os
 
 import pytest
@@ -24,6 +25,17 @@ def clean_env(monkeypatch, tmp_path):
     monkeypatch.setenv("NEMO_LENS_CONTROL_DIR", str(tmp_path / "ctl"))
     yield
     lens.set_enabled_span_groups(frozenset())
+
+
+def read_spans(path):
+    """Every span of a file of OTLP JSON lines (what the file exporter writes), as dicts."""
+    spans = []
+    with open(path) as f:
+        for line in f:
+            for rs in json.loads(line)["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    spans.extend(ss["spans"])
+    return spans
 
 
 class Tracing:

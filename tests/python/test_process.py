@@ -1,6 +1,5 @@
 """Whole-process behaviour: exit without shutdown, fork, the GIL while lens waits."""
 
-import json
 import os
 import socket
 import subprocess
@@ -12,22 +11,13 @@ import time
 import pytest
 
 import nemo_lens_cpp as lens
+from conftest import read_spans
 
 
 def run_python(code, env_extra, timeout=60):
     env = dict(os.environ, **env_extra)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def read_spans(path):
-    spans = []
-    with open(path) as f:
-        for line in f:
-            for rs in json.loads(line)["resourceSpans"]:
-                for ss in rs["scopeSpans"]:
-                    spans.extend(ss["spans"])
-    return spans
 
 
 def test_interpreter_exit_exports_once_without_hanging(tmp_path):

@@ -11,6 +11,8 @@ from collections import defaultdict
 
 import pytest
 
+from conftest import read_spans as read_otlp_spans
+
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
 pytest.importorskip("lens_torch_ops",
                     reason="the torch extension of examples/torch_train is not built")
@@ -48,15 +50,10 @@ def run_job(tmp, *args, strategy="all_ranks", check=True):
 
 
 def read_spans(path):
-    out = []
-    with open(path) as f:
-        for line in f:
-            for rs in json.loads(line)["resourceSpans"]:
-                for ss in rs["scopeSpans"]:
-                    for s in ss["spans"]:
-                        s["attrs"] = {a["key"]: _value(a["value"])
-                                      for a in s.get("attributes", [])}
-                        out.append(s)
+    """conftest.read_spans, each span with its attributes as a dict under "attrs"."""
+    out = read_otlp_spans(path)
+    for s in out:
+        s["attrs"] = {a["key"]: _value(a["value"]) for a in s.get("attributes", [])}
     return out
 
 
