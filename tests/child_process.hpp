@@ -143,6 +143,9 @@ class ChildProcess {
   /// Everything read from the child's stderr so far.
   const std::string& stderr_text() const { return all_; }
 
+  /// The child's process id (-1 once it has been reaped), for /proc/<pid>.
+  pid_t pid() const { return pid_; }
+
  private:
   pid_t pid_ = -1;
   int err_fd_ = -1;

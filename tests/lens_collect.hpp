@@ -78,6 +78,8 @@ class Collector {
   std::string stderr_text() const { return child_->stderr_text(); }
   int http_port() const { return http_port_; }
   int grpc_port() const { return grpc_port_; }
+  /// The process id of `lens collect`, for /proc/<pid>/status.
+  pid_t pid() const { return child_->pid(); }
 
   /// SIGTERM, then the exit status.
   int stop() { child_->signal(SIGTERM); return child_->wait(); }

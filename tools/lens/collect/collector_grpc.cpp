@@ -4,17 +4,39 @@
 
 #ifdef NEMO_LENS_WITH_GRPC
 
+#include <grpc/slice.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "nemo/lens/errors.hpp"
 
 namespace nemo::lens::cli {
 
 namespace {
+
+// The message bytes as they came off the wire: with per-message decompression off (see Receiver),
+// gRPC core hands a compressed message over still compressed, its algorithm in the byte buffer.
+// grpc::ByteBuffer's readers (Dump, ...) would inflate it without a bound, so the bytes are taken
+// from the C buffer. ByteBuffer is a standard-layout class whose only member is that
+// grpc_byte_buffer* (gRPC asserts the same): the two are pointer-interconvertible.
+static_assert(std::is_standard_layout_v<grpc::ByteBuffer> &&
+              sizeof(grpc::ByteBuffer) == sizeof(grpc_byte_buffer*));
+grpc_compression_algorithm raw_message(const grpc::ByteBuffer& message, std::string& bytes) {
+  bytes.clear();
+  const grpc_byte_buffer* raw = *reinterpret_cast<grpc_byte_buffer* const*>(&message);
+  if (raw == nullptr) return GRPC_COMPRESS_NONE;
+  const grpc_slice_buffer& slices = raw->data.raw.slice_buffer;
+  bytes.reserve(slices.length);  // at most --max-body: gRPC core checked the size on the wire
+  for (std::size_t i = 0; i < slices.count; ++i) {
+    bytes.append(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slices.slices[i])),
+                 GRPC_SLICE_LENGTH(slices.slices[i]));
+  }
+  return raw->data.raw.compression;
+}
 
 class ExportReactor final : public grpc::ServerGenericBidiReactor {
  public:
@@ -57,11 +79,13 @@ class ExportReactor final : public grpc::ServerGenericBidiReactor {
       return;
     }
     std::string bytes;
-    std::vector<grpc::Slice> slices;
-    if (request_.Dump(&slices).ok()) {
-      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-    const Acceptance a = sink_.accept(signal_, bytes, /*json=*/false, /*gzip=*/false);
+    const grpc_compression_algorithm algorithm = raw_message(request_, bytes);
+    request_.Clear();  // the copy is all that is needed from here on
+    // gzip and deflate (a zlib stream), the algorithms core accepts, are inflated by the sink
+    // (which tells the two apart by their headers), bounded by --max-body as HTTP bodies are: a
+    // gzip bomb costs at most that much memory.
+    const Acceptance a = sink_.accept(signal_, bytes, /*json=*/false,
+                                      /*gzip=*/algorithm != GRPC_COMPRESS_NONE);
     if (a.status != 200) {
       Finish(grpc::Status(a.status == 413   ? grpc::StatusCode::RESOURCE_EXHAUSTED
                           : a.status >= 500 ? grpc::StatusCode::INTERNAL
@@ -110,8 +134,13 @@ class Receiver final : public GrpcReceiver {
     }
     builder.AddListeningPort(address.to_string(), credentials, &selected);
     builder.RegisterCallbackGenericService(&service_);
+    // The limit applies to the message as it arrives, compressed or not ...
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(std::min<std::size_t>(sink.max_body(), INT32_MAX)));
+    // ... and gRPC core (1.51) would inflate a compressed message whole before it compares the
+    // result with that limit: a 4 MB message could take gigabytes. Without its decompression
+    // the message reaches OnReadDone compressed, and the sink inflates it with a bound.
+    builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
     server_ = builder.BuildAndStart();
     if ((server_ == nullptr || selected == 0) && access.tls()) {
       throw ConfigError("Cannot serve OTLP/gRPC over TLS on " + address.to_string() +
