@@ -459,7 +459,37 @@ TEST_F(Control, ADirectoryOthersCanEnterGetsNoEndpointButTracingWorks) {
   start("default");
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("no control endpoint"), std::string::npos) << err;
-  EXPECT_NE(err.find("it must be 0700"), std::string::npos) << err;
+  EXPECT_NE(err.find("(mode 0755); it must be 0700: chmod 700 " + control_dir().string() +
+                     ", or set NEMO_LENS_CONTROL_DIR to a directory of your own (lens ctl reads "
+                     "the same variable)"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(control_sockets(control_dir()).empty());
+  { LENS_SPAN(s, "checkpoint", "save"); }
+  EXPECT_EQ(exported_names().count("save"), 1u);
+}
+
+// Another local user made the directory first (as anyone can under /tmp when XDG_RUNTIME_DIR is
+// unset): the job says why it has no endpoint and how to get one, and traces as before.
+TEST_F(Control, ADirectoryOfAnotherUserGetsNoEndpointAndSaysHowToFixIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the directory to a second uid";
+  fs::create_directory(control_dir());
+  ASSERT_EQ(::chown(control_dir().c_str(), 65534, 65534), 0);
+  env_.set("RL_CONTROL_DIR", control_dir().string());  // named in the message, as it is read
+  env_.unset("NEMO_LENS_CONTROL_DIR");
+  NemoLensConfig c = lens_test::enabled_config("default");
+  c.env_prefix = "RL";
+  SetupOptions o;
+  o.exporter = memory_;
+  o.allow_reinit = true;
+  testing::internal::CaptureStderr();
+  handle_ = setup_telemetry(c, 0, 1, o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "lens: rank 0: no control endpoint (lens ctl will not see this process): " +
+                     control_dir().string() +
+                     " belongs to uid 65534, not to this user (uid 0), so it may not be trusted; "
+                     "have it removed, or set RL_CONTROL_DIR to a directory of your own (and give "
+                     "lens ctl the same with NEMO_LENS_CONTROL_DIR or --dir)\n");
   EXPECT_TRUE(control_sockets(control_dir()).empty());
   { LENS_SPAN(s, "checkpoint", "save"); }
   EXPECT_EQ(exported_names().count("save"), 1u);

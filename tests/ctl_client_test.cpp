@@ -5,11 +5,13 @@
 #include "ctl/ctl_client.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -602,6 +604,213 @@ TEST_F(CtlCommand, GroupsReportsAProcessThatStopsAnswering) {
             "run 4711 rank 7 pid 700: not reached: timed out after 0.3s waiting for a reply\n");
   EXPECT_EQ(r.err, "lens ctl: " + dir_.file("4711.7.700.sock") +
                        ": timed out after 0.3s waiting for a reply\n");
+}
+
+// ---- whom lens ctl trusts ----
+
+/// The unprivileged uid (and gid) of "nobody", the second local user of these tests.
+constexpr uid_t kOtherUid = 65534;
+
+/// An endpoint served by another user: a child process that listens on `path` as uid 65534 and
+/// answers every connection with `reply` until the test is over. With `make_dir`, the child
+/// first makes the directory of `path` as that user, mode 0777, as another local user could
+/// under /tmp. Without it, the child binds `path` (in a directory of ours) as root and becomes
+/// uid 65534 before listen(), which is whose credentials connecting peers see. Needs root.
+class ForeignEndpoint {
+ public:
+  ForeignEndpoint(const std::string& path, std::string reply, bool make_dir) {
+    int ready[2];
+    int stop[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(stop, O_CLOEXEC) != 0) {
+      throw std::runtime_error("pipe2 failed");
+    }
+    const std::string dir = path.substr(0, path.rfind('/'));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      ::close(stop[1]);
+      serve(ready[1], stop[0], dir, address, reply, make_dir);  // never returns
+    }
+    ::close(ready[1]);
+    ::close(stop[0]);
+    stop_ = stop[1];
+    pollfd p{ready[0], POLLIN, 0};
+    char status = 'x';
+    const bool up = ::poll(&p, 1, 10'000) == 1 && ::read(ready[0], &status, 1) == 1;
+    ::close(ready[0]);
+    if (!up || status != 'r') {
+      finish();
+      throw std::runtime_error("the endpoint of uid 65534 did not start (" +
+                               std::string(1, status) + ")");
+    }
+  }
+  ~ForeignEndpoint() { finish(); }
+  ForeignEndpoint(const ForeignEndpoint&) = delete;
+  ForeignEndpoint& operator=(const ForeignEndpoint&) = delete;
+
+  /// Stops the child; how many request bytes it received (at most 255).
+  int finish() {
+    if (pid_ <= 0) return received_;
+    ::close(stop_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    received_ = WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+    return received_;
+  }
+
+ private:
+  // The child: only system calls from here on. Reports 'r' when listening, else a letter saying
+  // which step failed.
+  [[noreturn]] static void serve(int ready, int stop, const std::string& dir,
+                                 const sockaddr_un& address, const std::string& reply,
+                                 bool make_dir) {
+    auto fail = [ready](char step) {
+      (void)!::write(ready, &step, 1);
+      ::_exit(254);
+    };
+    auto become_other = [&] {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(kOtherUid) != 0 || ::setuid(kOtherUid) != 0) {
+        fail('u');
+      }
+    };
+    if (make_dir) {
+      become_other();
+      ::umask(0);
+      if (::mkdir(dir.c_str(), 0777) != 0) fail('d');
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fail('s');
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) fail('b');
+    if (!make_dir) become_other();
+    if (::listen(fd, 16) != 0) fail('l');
+    (void)!::write(ready, "r", 1);
+    int received = 0;
+    for (int rounds = 0; rounds < 300; ++rounds) {  // at most 30 s, should the test hang
+      pollfd p[2] = {{stop, POLLIN, 0}, {fd, POLLIN, 0}};
+      if (::poll(p, 2, 100) <= 0) continue;
+      if (p[0].revents != 0) break;  // the test closed its end
+      const int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      pollfd in{c, POLLIN, 0};
+      char buf[512];
+      if (::poll(&in, 1, 500) == 1) {
+        const ssize_t n = ::recv(c, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) received += static_cast<int>(n);
+      }
+      (void)!::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+    ::_exit(received > 253 ? 253 : received);
+  }
+
+  pid_t pid_ = -1;
+  int stop_ = -1;
+  int received_ = 0;
+};
+
+/// What another user's endpoint would say to pass for one of our processes, with escape
+/// sequences in its service name.
+std::string impostor_reply() {
+  Json p = process("4711", 0, 4242, {"job"});
+  p["service"] = "nemo\x1b]0;owned\x07";
+  return Json{{"protocol", 1}, {"ok", true}, {"process", p}}.dump() + "\n";
+}
+
+bool running_as_root() { return ::geteuid() == 0; }
+
+TEST(CtlTrust, ADirectoryOfAnotherUserIsRefusedAndItsEndpointsGetNoRequest) {
+  if (!running_as_root()) GTEST_SKIP() << "needs root to act as a second local user (uid 65534)";
+  // As under /tmp: a directory everyone may create entries in.
+  TempDir base;
+  ASSERT_EQ(::chmod(base.path().c_str(), 01777), 0);
+  const std::string dir = base.file("lens-" + std::to_string(::geteuid()));
+  ForeignEndpoint impostor(dir + "/4711.0.4242.sock", impostor_reply(), /*make_dir=*/true);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"list"}, {"groups", "all"}, {"dump"}}) {
+    std::vector<std::string> full = args;
+    full.insert(full.end(), {"--dir", dir, "--timeout", "2"});
+    const CtlRun r = run_ctl(full);
+    EXPECT_EQ(r.status, 2) << args[0];
+    EXPECT_EQ(r.out, "") << args[0];
+    EXPECT_EQ(r.err, "lens ctl: refusing the control directory " + dir +
+                         ": it belongs to uid 65534, not to you (uid 0), so its endpoints may "
+                         "pose as your processes; remove it if it is not yours, or give your "
+                         "jobs and lens ctl a directory of your own with NEMO_LENS_CONTROL_DIR "
+                         "(lens ctl also takes --dir)\n")
+        << args[0];
+  }
+  EXPECT_EQ(impostor.finish(), 0) << "no request may reach another user's endpoint";
+}
+
+TEST(CtlTrust, ADirectoryOpenToOtherUsersIsRefused) {
+  TempDir dir;
+  FakeEndpoint ours(dir.file("4711.0.100.sock"), FakeEndpoint::Mode::answer,
+                    behave_as(process("4711", 0, 100, {"job"})));
+  for (const unsigned mode : {0777u, 0770u, 0705u}) {
+    ASSERT_EQ(::chmod(dir.path().c_str(), mode), 0);
+    const CtlRun r = run_ctl({"groups", "all", "--dir", dir.path()});
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode));
+    EXPECT_EQ(r.status, 2) << text;
+    EXPECT_EQ(r.err, "lens ctl: refusing the control directory " + dir.path() +
+                         ": it is open to other users (mode " + text +
+                         "), so its endpoints may pose as your processes; lens makes it with "
+                         "mode 0700: check what is in it, then chmod 700 it\n");
+  }
+  EXPECT_TRUE(ours.requests().empty());
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  EXPECT_EQ(run_ctl({"list", "--dir", dir.path()}).status, 0);
+}
+
+TEST(CtlTrust, ASymbolicLinkToADirectoryIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.file("real").c_str(), 0700), 0);
+  FakeEndpoint ours(dir.file("real/4711.0.100.sock"), FakeEndpoint::Mode::answer,
+                    behave_as(process("4711", 0, 100, {"job"})));
+  ASSERT_EQ(::symlink("real", dir.file("link").c_str()), 0);
+  const CtlRun r = run_ctl({"list", "--dir", dir.file("link")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err.rfind("lens ctl: refusing the control directory " + dir.file("link") +
+                            ": it is a symbolic link, which lens never makes",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_TRUE(ours.requests().empty());
+}
+
+TEST(CtlTrust, AnEndpointServedByAnotherUserGetsNoRequestAndIsNamed) {
+  if (!running_as_root()) GTEST_SKIP() << "needs root to act as a second local user (uid 65534)";
+  TempDir dir;  // ours, mode 0700: only root could put another user's socket here
+  const std::string foreign_path = dir.file("4711.0.4242.sock");
+  ForeignEndpoint impostor(foreign_path, impostor_reply(), /*make_dir=*/false);
+  FakeEndpoint ours(dir.file("4711.1.200.sock"), FakeEndpoint::Mode::answer,
+                    behave_as(process("4711", 1, 200, {"job"})));
+
+  const std::vector<std::string> sockets = {foreign_path};
+  const std::vector<Exchange> result = exchange_all(sockets, "info", 2s);
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(result[0].status, ExchangeStatus::unreachable);
+  EXPECT_EQ(result[0].problem.rfind("refused: served by uid 65534 (pid ", 0), 0u)
+      << result[0].problem;
+  EXPECT_NE(result[0].problem.find("), not by you (uid 0); no request sent"), std::string::npos)
+      << result[0].problem;
+
+  const CtlRun list = run_ctl({"list", "--dir", dir.path(), "--timeout", "2"});
+  EXPECT_EQ(list.status, 1);
+  EXPECT_EQ(list.out,
+            "RUN   RANK  PID  SERVICE  GROUPS  UPTIME  EXPORTING\n"
+            "4711     1  200  nemo     job      10.0s  no\n");
+  EXPECT_EQ(list.err.rfind("lens ctl: " + foreign_path + ": refused: served by uid 65534", 0), 0u)
+      << list.err;
+  const CtlRun groups = run_ctl({"groups", "all", "--dir", dir.path(), "--timeout", "2"});
+  EXPECT_EQ(groups.status, 1);
+  EXPECT_EQ(groups.out, "run 4711 rank 1 pid 200: job -> all,job\n");
+  EXPECT_EQ(impostor.finish(), 0) << "no request may reach another user's endpoint";
 }
 
 TEST(CtlCommandLine, MissingDirectory) {

@@ -64,22 +64,38 @@ std::string hostname() {
 }
 
 // Creates `dir` (mode 0700) if needed and checks that it is a directory of this user that no one
-// else can enter. An empty string when it is fine, else what is wrong.
-std::string prepare_dir(const std::string& dir) {
+// else can enter. An empty string when it is fine, else what is wrong and how to fix it;
+// `variable` is the one that chooses the directory.
+std::string prepare_dir(const std::string& dir, const std::string& variable) {
+  // Another user may have made the directory first (under /tmp, anyone can): then the job must
+  // say why lens ctl will not see it and how to get a directory of its own.
+  const std::string elsewhere =
+      "set " + variable + " to a directory of your own (" +
+      (variable == "NEMO_LENS_CONTROL_DIR" ? std::string("lens ctl reads the same variable")
+                                           : "and give lens ctl the same with "
+                                             "NEMO_LENS_CONTROL_DIR or --dir") +
+      ")";
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return "cannot create " + dir + ": " + std::strerror(errno);
+    return "cannot create " + dir + ": " + std::strerror(errno) + "; " + elsewhere;
   }
   struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) return "cannot inspect " + dir + ": " + std::strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (::lstat(dir.c_str(), &st) != 0) {
+    return "cannot inspect " + dir + ": " + std::strerror(errno) + "; " + elsewhere;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return dir + " is not a directory (lens makes it; a symbolic link is not followed); remove " +
+           "it, or " + elsewhere;
+  }
   if (st.st_uid != ::geteuid()) {
     return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
-           std::to_string(::geteuid()) + ")";
+           std::to_string(::geteuid()) + "), so it may not be trusted; have it removed, or " +
+           elsewhere;
   }
   if ((st.st_mode & 077) != 0) {
-    return dir + " is accessible to other users (mode " + std::to_string((st.st_mode >> 6) & 7) +
-           std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
-           "); it must be 0700";
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return dir + " is accessible to other users (mode " + mode + "); it must be 0700: chmod 700 " +
+           dir + ", or " + elsewhere;
   }
   return {};
 }
@@ -578,7 +594,12 @@ std::unique_ptr<ControlEndpoint> ControlEndpoint::start(ControlTarget target) no
     impl->target = std::move(target);
     const ControlSettings& settings = impl->target.settings;
     if (settings.endpoint) {
-      std::string problem = prepare_dir(settings.dir);
+      const NemoLensConfig& config = impl->target.config;
+      std::string problem = prepare_dir(
+          settings.dir,
+          config.env_variable("CONTROL_DIR")
+              .value_or((config.env_prefix.empty() ? std::string("NEMO_LENS") : config.env_prefix) +
+                        "_CONTROL_DIR"));
       if (problem.empty()) {
         impl->path = settings.dir + "/" + sanitized(impl->target.config.run_id) + "." +
                      std::to_string(impl->target.rank) + "." + std::to_string(impl->owner_pid) +

@@ -116,11 +116,31 @@ void handle_refused(Connection& c) {
   out.removed = true;
 }
 
+/// Whether the process listening on the connected socket of `c` runs as this user; otherwise
+/// ends `c` with what was refused. Checked before the request goes out: someone else's socket
+/// must neither see a request (a `groups` switch is meant for our own jobs) nor be believed.
+bool peer_is_us(Connection& c) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(c.fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
+    fail(c, "refused: cannot tell who serves this endpoint (SO_PEERCRED: " + errno_text(errno) +
+                "); no request sent");
+    return false;
+  }
+  if (peer.uid != ::geteuid()) {
+    fail(c, "refused: served by uid " + std::to_string(peer.uid) + " (pid " +
+                std::to_string(peer.pid) + "), not by you (uid " + std::to_string(::geteuid()) +
+                "); no request sent");
+    return false;
+  }
+  return true;
+}
+
 /// Handles the outcome `error` (0: connected) of a connect() attempt of `c`.
 void connect_result(Connection& c, int error, Clock::time_point now) {
   switch (error) {
     case 0:
-      c.phase = Phase::sending;
+      if (peer_is_us(c)) c.phase = Phase::sending;
       return;
     case EINPROGRESS:
       c.phase = Phase::connecting;
@@ -264,6 +284,29 @@ std::string timeout_problem(const Connection& c, std::chrono::milliseconds timeo
   return after;
 }
 
+/// How to get a control directory lens ctl trusts, for the messages that refuse one.
+constexpr std::string_view kDirectoryFix =
+    "remove it if it is not yours, or give your jobs and lens ctl a directory of your own with "
+    "NEMO_LENS_CONTROL_DIR (lens ctl also takes --dir)";
+
+/// Why a control directory with status `st` cannot be trusted, or empty. Anyone who can write
+/// into it, or who owns it, could put a socket there that poses as one of our processes.
+std::string untrusted_directory(const struct stat& st) {
+  if (st.st_uid != ::geteuid()) {
+    return "it belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " +
+           std::to_string(::geteuid()) + "), so its endpoints may pose as your processes; " +
+           std::string(kDirectoryFix);
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("it is open to other users (mode ") + mode +
+           "), so its endpoints may pose as your processes; lens makes it with mode 0700: check "
+           "what is in it, then chmod 700 it";
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string default_control_dir() {
@@ -272,10 +315,36 @@ std::string default_control_dir() {
 
 Endpoints find_endpoints(const std::string& dir) {
   Endpoints out;
-  DIR* d = ::opendir(dir.c_str());
+  // Opened without following a symbolic link and checked through the descriptor, so that what
+  // is checked is what is read.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) return out;
+    struct stat link {};
+    if (error == ELOOP ||
+        (error == ENOTDIR && ::lstat(dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode))) {
+      throw DirectoryError("refusing the control directory " + dir +
+                           ": it is a symbolic link, which lens never makes (" +
+                           std::string(kDirectoryFix) + ")");
+    }
+    throw DirectoryError("cannot read the control directory " + dir + ": " + errno_text(error));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw DirectoryError("cannot read the control directory " + dir + ": " + errno_text(error));
+  }
+  if (std::string problem = untrusted_directory(st); !problem.empty()) {
+    ::close(fd);
+    throw DirectoryError("refusing the control directory " + dir + ": " + problem);
+  }
+  DIR* d = ::fdopendir(fd);
   if (d == nullptr) {
-    if (errno == ENOENT) return out;
-    throw DirectoryError("cannot read the control directory " + dir + ": " + errno_text(errno));
+    const int error = errno;
+    ::close(fd);
+    throw DirectoryError("cannot read the control directory " + dir + ": " + errno_text(error));
   }
   out.dir_found = true;
   const std::string prefix = dir.ends_with('/') ? dir : dir + "/";

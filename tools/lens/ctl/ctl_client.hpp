@@ -40,7 +40,8 @@ struct Endpoints {
   std::vector<std::string> sockets;  // the paths of its *.sock entries, sorted
 };
 
-/// An error reading a control directory that exists (not a directory, no permission, ...).
+/// An error reading a control directory that exists (not a directory, no permission, ...), or a
+/// directory lens ctl refuses to trust (see find_endpoints).
 class DirectoryError : public std::runtime_error {
  public:
   explicit DirectoryError(const std::string& message) : std::runtime_error(message) {}
@@ -48,7 +49,9 @@ class DirectoryError : public std::runtime_error {
 
 /// The *.sock entries of `dir` (of any file type: a non-socket is reported when connected to).
 /// A missing directory gives dir_found false; any other failure throws DirectoryError naming
-/// `dir`.
+/// `dir`. So does a directory that is a symbolic link, belongs to another user or is open to
+/// other users (mode not 0700 or stricter), with why and how to fix it: anyone who could put a
+/// socket there could pose as one of this user's processes.
 Endpoints find_endpoints(const std::string& dir);
 
 /// How an exchange with one endpoint ended.
@@ -73,8 +76,10 @@ struct Exchange {
 /// without the "lens-ctl/1 " prefix and the newline) to every endpoint in `sockets`
 /// concurrently and reads each reply until the endpoint closes the connection, waiting at most
 /// `timeout` for each. Returns one Exchange per socket, in the order of `sockets`. A stale
-/// endpoint (connection refused) that is a socket owned by this user is unlinked (`removed`).
-/// Never throws for a problem with one endpoint.
+/// endpoint (connection refused) that is a socket owned by this user is unlinked (`removed`). An
+/// endpoint whose listening process runs as another user (SO_PEERCRED) gets no request: it is
+/// unreachable, its `problem` saying "refused: served by uid ...". Never throws for a problem
+/// with one endpoint.
 std::vector<Exchange> exchange_all(std::span<const std::string> sockets, std::string_view request,
                                    std::chrono::milliseconds timeout);
 

@@ -64,6 +64,10 @@ processes belong to several runs. A process that does not answer in time or send
 reply is named on standard error; the others are still shown. The socket a dead process left
 behind is deleted (when it is yours) and named on standard error.
 
+lens ctl trusts only what is yours: it refuses a control directory that is a symbolic link,
+belongs to another user or is open to other users (not mode 0700), and an endpoint whose process
+runs as another user (it gets no request), saying which and why.
+
 Jobs on several machines: lens ctl sees the processes of its own machine only. Run it on every
 machine of the job and concatenate the JSON Lines, e.g. with SLURM (--overlap lets the step run
 next to the job's own, which holds the CPUs):
@@ -71,8 +75,8 @@ next to the job's own, which holds the CPUs):
   srun --jobid "$JOB_ID" --overlap --ntasks-per-node=1 lens ctl groups all --run "$JOB_ID"
 
 exit status: 0 on success; 1 when a process refused the request or could not be reached; 2 for
-a bad command line, an unreadable control directory, or groups matching several runs without
---run; 3 (groups, dump) when no process matched.
+a bad command line, an unreadable or untrusted control directory, or groups matching several
+runs without --run; 3 (groups, dump) when no process matched.
 )help";
 
 constexpr std::string_view kSubCommands = "expected one of list, groups, dump";
