@@ -63,8 +63,13 @@ class CollectAccess : public ::testing::Test {
     const SpanData* view = &span;
     auto exporter = nemo::lens::detail::make_otlp_exporter();
     ::testing::internal::CaptureStderr();  // the exporter's one line per kind of failure
-    const ExportResult r =
-        exporter->export_spans({&view, 1}, nemo::lens::Resource{}, Clock::now() + 10s);
+    ExportResult r = exporter->export_spans({&view, 1}, nemo::lens::Resource{}, Clock::now() + 10s);
+    // A retryable failure (a TLS handshake gRPC reports as UNAVAILABLE) leaves the span in the
+    // outage buffer: it counts as delivered only once the buffer is empty.
+    if (r == ExportResult::kSuccess && !exporter->force_flush(Clock::now() + 2s)) {
+      r = ExportResult::kFailure;
+    }
+    exporter->shutdown(Clock::now() + 100ms);
     last_stderr_ = ::testing::internal::GetCapturedStderr();
     return r;
   }
@@ -244,10 +249,19 @@ TEST_F(CollectAccess, BadTokenAndCertificateOptionsAreRefusedClearly) {
   expect_refused({"--tls-key", file("server-key.pem")}, 2, "--tls-key needs --tls-cert");
   expect_refused({"--tls-cert", file("token"), "--tls-key", file("server-key.pem")}, 2,
                  "--tls-cert '" + file("token") + "' is not a PEM file");
-  // A certificate with another certificate's key.
+  // A certificate with another certificate's key: said as such, not taken for a port in use.
   expect_refused({"--tls-cert", file("server-cert.pem"), "--tls-key", file("other-key.pem"),
                   "--grpc-listen", "off", "--listen", "127.0.0.1:0"},
-                 2, "are not a certificate and its private key");
+                 2,
+                 "--tls-key '" + file("other-key.pem") +
+                     "' is not the private key of --tls-cert '" + file("server-cert.pem") +
+                     "': the certificate holds another public key");
+  expect_refused(
+      {"--tls-cert", file("server-key.pem"), "--tls-key", file("server-key.pem")}, 2,
+      "--tls-cert '" + file("server-key.pem") + "' does not start with a PEM certificate");
+  expect_refused(
+      {"--tls-cert", file("server-cert.pem"), "--tls-key", file("server-cert.pem")}, 2,
+      "--tls-key '" + file("server-cert.pem") + "' is not an unencrypted PEM private key");
 }
 
 }  // namespace

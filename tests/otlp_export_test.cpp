@@ -3,9 +3,12 @@
 // spans by id against the ids the program created.
 #include <curl/curl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -115,51 +118,165 @@ TEST(OtlpFaults, ReceiverStartingLateGetsEverySpanOnce) {
   std::remove(out.c_str());
 }
 
-// 2. The receiver is killed mid-run and restarted: what fits the queue arrives, and the drop
-// count is exactly what did not.
-TEST(OtlpFaults, KilledAndRestartedReceiverLosesExactlyTheDroppedSpans) {
+// Spans from `threads` threads at `per_second` each until `stop` (a paced load, as a training
+// job makes them, rather than a burst that outruns any exporter); returns their ids.
+std::vector<std::string> paced_load(int threads, int per_second, const std::atomic<bool>& stop) {
+  std::vector<std::vector<std::string>> ids(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      const auto period = std::chrono::nanoseconds(1'000'000'000 / per_second);
+      auto next = Clock::now();
+      for (int i = 0; !stop.load(); ++i) {
+        {
+          auto span = nemo::lens::managed_span("step", "paced", {{"thread", t}, {"i", i}});
+          ids[static_cast<std::size_t>(t)].push_back(span.context().span_id.to_hex());
+        }
+        next += period;
+        std::this_thread::sleep_until(next);  // the pace itself, not a wait for an event
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  std::vector<std::string> all;
+  for (auto& v : ids) all.insert(all.end(), v.begin(), v.end());
+  return all;
+}
+
+// 2. The receiver is away twice at 2,000 spans/s from 2 threads — it starts late, then is killed
+// (SIGKILL) and restarted on the same port — and the outage buffer loses nothing: every span
+// arrives once, none is counted dropped.
+TEST(OtlpFaults, AReceiverThatStartsLateAndRestartsLosesNoSpan) {
   ScopedEnv env;
-  const std::string out = temp_path("restart");
+  const std::string out = temp_path("outage");
   std::remove(out.c_str());
-  auto collector = std::make_unique<Collector>(out);
-  const int port = collector->http_port();
-  http_protobuf_to(env, collector->http_url());
+  const std::string spool = temp_path("outage_spool") + ".d";
+  const int port = lens_test::free_port();
+  const std::string listen = "127.0.0.1:" + std::to_string(port);
+  http_protobuf_to(env, "http://" + listen + "/v1/traces");
   env.set("OTEL_BSP_MAX_QUEUE_SIZE", "1000");
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100");
+  env.set("NEMO_LENS_EXPORT_SPOOL_DIR", spool);
+  // A small memory part, so that the outage also goes through the spool on disk.
+  env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "64KiB");
   auto telemetry = setup_otlp();
-
-  std::vector<std::string> ids = emit(300, "before");
-  ASSERT_TRUE(telemetry.force_flush(10s));
+  std::atomic<bool> stop{false};
+  std::vector<std::string> ids;
+  std::thread load([&] { ids = paced_load(2, 1000, stop); });
+  // The faults themselves: nobody listens for 1.5 s, then a receiver does for 1.5 s, is killed,
+  // and is back 1.5 s later for the rest of the run.
+  std::this_thread::sleep_for(1500ms);
+  const auto buffered_early = telemetry.stats().spans_buffered;
+  auto collector = std::make_unique<Collector>(out, listen);
+  std::this_thread::sleep_for(1500ms);
   collector->kill();
-  // While nobody listens the exporter retries with back-off; the queue fills and overflows.
-  for (const auto& id : emit(3000, "during")) ids.push_back(id);
-  collector = std::make_unique<Collector>(out, "127.0.0.1:" + std::to_string(port));
+  std::this_thread::sleep_for(1500ms);
+  collector = std::make_unique<Collector>(out, listen);
+  std::this_thread::sleep_for(1000ms);
+  stop = true;
+  load.join();
   ASSERT_TRUE(telemetry.force_flush(20s));
-  for (const auto& id : emit(300, "after")) ids.push_back(id);
-  ASSERT_TRUE(telemetry.force_flush(10s));
   const auto stats = telemetry.stats();
   telemetry.shutdown();
-
-  const Received received = read_received(out);
-  std::size_t arrived = 0;
-  std::map<std::string, int> arrived_by_name;
-  for (const auto& id : ids) {
-    auto it = received.spans.find(id);
-    if (it == received.spans.end()) continue;
-    ++arrived;
-    ++arrived_by_name[it->second["name"].get<std::string>()];
-  }
-  EXPECT_EQ(received.spans.size(), arrived) << "spans nobody sent";
-  EXPECT_EQ(arrived_by_name["before"], 300);
-  EXPECT_EQ(arrived_by_name["after"], 300);
-  const std::uint64_t dropped =
-      stats.spans_dropped_queue_full + stats.spans_dropped_export_failed + stats.spans_dropped_shutdown;
-  EXPECT_GT(dropped, 0u) << "the outage should overflow a 1000-span queue";
-  EXPECT_GE(arrived_by_name["during"], 1000) << "a full queue's worth survives the outage";
-  EXPECT_EQ(ids.size() - arrived, dropped);
-  EXPECT_EQ(stats.spans_exported, arrived);
   EXPECT_EQ(collector->stop(), 0);
+
+  EXPECT_GT(buffered_early, 1000u) << "the first outage's spans waited in the buffer";
+  const Received received = read_received(out);
+  EXPECT_EQ(received.duplicates, 0u);
+  std::size_t missing = 0;
+  for (const auto& id : ids) missing += !received.spans.contains(id);
+  EXPECT_EQ(missing, 0u) << "of " << ids.size();
+  EXPECT_EQ(received.spans.size(), ids.size());
+  EXPECT_GT(ids.size(), 8000u);
+  EXPECT_EQ(stats.spans_exported, ids.size());
+  EXPECT_EQ(stats.spans_buffered, 0u);
+  EXPECT_EQ(stats.spans_dropped_export_failed + stats.spans_dropped_queue_full +
+                stats.spans_dropped_shutdown,
+            0u);
   std::remove(out.c_str());
+  std::system(("rm -rf '" + spool + "'").c_str());
+}
+
+// 2b. An outage longer than the buffer's bounds: what does not fit is dropped and counted, what
+// fits arrives once the receiver is back, and the counts add up exactly.
+TEST(OtlpFaults, WhatExceedsTheOutageBufferIsDroppedAndCounted) {
+  ScopedEnv env;
+  const std::string out = temp_path("overflow");
+  std::remove(out.c_str());
+  const int port = lens_test::free_port();
+  const std::string listen = "127.0.0.1:" + std::to_string(port);
+  http_protobuf_to(env, "http://" + listen + "/v1/traces");
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100");
+  env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "32KiB");
+  env.set("NEMO_LENS_EXPORT_SPOOL_DIR", "off");
+  auto telemetry = setup_otlp();
+  std::atomic<bool> stop{false};
+  std::vector<std::string> ids;
+  std::thread load([&] { ids = paced_load(1, 2000, stop); });
+  std::this_thread::sleep_for(1500ms);  // the outage
+  stop = true;
+  load.join();
+  const auto during = telemetry.stats();
+  EXPECT_GT(during.spans_dropped_export_failed, 0u) << "32 KiB cannot hold 3,000 spans";
+  EXPECT_GT(during.spans_buffered, 0u);
+  Collector collector(out, listen);
+  ASSERT_TRUE(telemetry.force_flush(20s));
+  const auto stats = telemetry.stats();
+  telemetry.shutdown();
+  EXPECT_EQ(collector.stop(), 0);
+  const Received received = read_received(out);
+  EXPECT_EQ(received.duplicates, 0u);
+  EXPECT_EQ(stats.spans_buffered, 0u);
+  EXPECT_EQ(received.spans.size(), stats.spans_exported);
+  EXPECT_EQ(stats.spans_ended, stats.spans_exported + stats.spans_dropped_export_failed +
+                                   stats.spans_dropped_queue_full);
+  EXPECT_EQ(stats.spans_ended, ids.size());
+  std::remove(out.c_str());
+}
+
+// 2c. fork() while spans wait in the outage buffer: the child has a buffer (and spool) of its own,
+// never sends the parent's spans, and both deliver theirs once the receiver is up.
+TEST(OtlpFaults, AForkedChildHasItsOwnOutageBuffer) {
+  ScopedEnv env;
+  const std::string out = temp_path("fork_outage");
+  std::remove(out.c_str());
+  const int port = lens_test::free_port();
+  const std::string listen = "127.0.0.1:" + std::to_string(port);
+  http_protobuf_to(env, "http://" + listen + "/v1/traces");
+  env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "0");  // all but the first batch go to the spool
+  env.set("NEMO_LENS_EXPORT_SPOOL_DIR", temp_path("fork_spool") + ".d");
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "50");
+  auto telemetry = setup_otlp();
+  const auto parent_ids = emit(200, "parent");
+  EXPECT_FALSE(telemetry.force_flush(300ms)) << "nobody listens yet";
+  EXPECT_EQ(telemetry.stats().spans_buffered, 200u);
+  Collector collector(out, listen);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    emit(100, "child");
+    const bool flushed = telemetry.force_flush(20s);
+    const auto stats = telemetry.stats();
+    telemetry.shutdown();
+    ::_exit(flushed && stats.spans_exported == 100 && stats.spans_buffered == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's own 100 spans";
+  ASSERT_TRUE(telemetry.force_flush(20s));
+  const auto stats = telemetry.stats();
+  telemetry.shutdown();
+  EXPECT_EQ(collector.stop(), 0);
+  EXPECT_EQ(stats.spans_exported, 200u);
+  const Received received = read_received(out);
+  EXPECT_EQ(received.duplicates, 0u) << "the child sent none of the parent's spans";
+  std::map<std::string, int> by_name;
+  for (const auto& [id, span] : received.spans) ++by_name[span["name"].get<std::string>()];
+  EXPECT_EQ(by_name["parent"], 200);
+  EXPECT_EQ(by_name["child"], 100);
+  for (const auto& id : parent_ids) EXPECT_TRUE(received.spans.contains(id)) << id;
+  std::remove(out.c_str());
+  std::system(("rm -rf '" + temp_path("fork_spool") + ".d'").c_str());
 }
 
 // 3. 503 with Retry-After: 1 to the first requests: the exporter waits as told and retries.

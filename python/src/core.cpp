@@ -876,6 +876,7 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["spans_started"] = s.spans_started;
   d["spans_ended"] = s.spans_ended;
   d["spans_exported"] = s.spans_exported;
+  d["spans_buffered"] = s.spans_buffered;
   d["spans_rejected"] = s.spans_rejected;
   d["spans_dropped_queue_full"] = s.spans_dropped_queue_full;
   d["spans_dropped_export_failed"] = s.spans_dropped_export_failed;

@@ -30,7 +30,7 @@ std::shared_ptr<SpanExporter> make_exporter(const NemoLensConfig& config, int ra
     return std::make_shared<FileSpanExporter>(export_path(config, rank),
                                               export_path_origin(config));
   }
-  if (value == "otlp") return make_otlp_exporter();
+  if (value == "otlp") return make_otlp_exporter(config);
   // "Unknown exporter type" is NeMo Lens' phrase: its callers match on it.
   throw ConfigError("Invalid value for " + exporter_origin(config, value) + ": '" +
                     config.exporter + "': Unknown exporter type. Valid exporters: " +

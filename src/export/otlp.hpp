@@ -17,6 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include <thread>
+
+#include "export/export_buffer.hpp"
+#include "nemo/lens/config.hpp"
 #include "nemo/lens/exporter.hpp"
 #include "tracing/record_exporter.hpp"
 
@@ -174,6 +178,16 @@ class OtlpSender {
   /// Sends `encoded` (carrying `items` items); true when the receiver accepted it.
   bool send(const std::string& encoded, std::size_t items,
             std::chrono::steady_clock::time_point deadline) noexcept;
+  /// One attempt to send `encoded` (compressed first when the settings say gzip over HTTP), by
+  /// the earlier of `deadline` and the interrupt. A success's partial rejection is counted in
+  /// rejected() and its message printed once; failures are only returned.
+  AttemptResult attempt(const std::string& encoded, std::size_t items,
+                        std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Prints `message` to stderr the first time `kind` is reported, with a note that later
+  /// failures of the kind are counted, not printed.
+  void report_once(const std::string& kind, const std::string& message);
+  /// The receiver's URL or target, for messages.
+  const std::string& target() const noexcept { return transport_->target(); }
   /// Items the receiver reported rejecting (partial success), so far.
   std::uint64_t rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
   /// Attempts made so far (first tries and retries), for tests.
@@ -185,13 +199,12 @@ class OtlpSender {
   const OtlpSettings& settings() const noexcept { return settings_; }
 
  private:
-  void report_once(const std::string& kind, const std::string& message);
-
   OtlpSettings settings_;
   std::unique_ptr<OtlpTransport> transport_;
   std::string noun_;
   std::string compressed_;
   std::minstd_rand rng_;
+  std::mutex reported_mu_;
   std::set<std::string> reported_;  // failure kinds already printed
   std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> attempts_{0};
@@ -202,12 +215,19 @@ class OtlpSender {
 std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view noun);
 
 /// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says) and sends it
-/// with an OtlpSender. Over protobuf (HTTP or gRPC) it encodes the pipeline's records directly.
+/// with an OtlpSender, on the pipeline's exporter thread while the receiver takes the batches.
+/// Over protobuf (HTTP or gRPC) it encodes the pipeline's records directly. A batch the receiver
+/// cannot take now (a retryable failure: it is down, restarting or busy) goes to the outage buffer
+/// (ExportBuffer), and so does every later batch while one waits there, so that they leave in
+/// order: a thread of the exporter's own sends them again, with the sender's back-off, until the
+/// receiver takes them, refuses them for good, or shutdown's deadline comes. A batch that fits no
+/// bound of the buffer is dropped (kFailure).
 class OtlpSpanExporter final : public SpanExporter,
                                public InterruptibleExporter,
-                               public RecordSpanExporter {
+                               public RecordSpanExporter,
+                               public DeferredSpanExporter {
  public:
-  explicit OtlpSpanExporter(std::unique_ptr<OtlpSender> sender);
+  OtlpSpanExporter(std::unique_ptr<OtlpSender> sender, ExportBufferSettings buffer);
   ~OtlpSpanExporter() override;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
                             std::chrono::steady_clock::time_point deadline) noexcept override;
@@ -215,15 +235,45 @@ class OtlpSpanExporter final : public SpanExporter,
   ExportResult export_records(std::span<const SpanRecord* const> records, const Resource& resource,
                               const TickConverter& clock,
                               std::chrono::steady_clock::time_point deadline) noexcept override;
+  /// Waits until the outage buffer is empty and nothing is being sent, or `deadline`.
+  bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override;
+  /// Sends what the buffer holds until `deadline`, then stops its thread; what is left is
+  /// counted as dropped (DeferredSpanExporter).
+  void shutdown(std::chrono::steady_clock::time_point deadline) noexcept override;
   std::uint64_t rejected_spans() const noexcept override;
+  DeferredCounts deferred_spans() const noexcept override;
   void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept override;
 
   /// Attempts made so far (first tries and retries), for tests.
   std::uint64_t attempts() const noexcept { return sender_->attempts(); }
+  /// Bytes of the outage buffer in memory and in spool files now, for tests and stats.
+  std::uint64_t buffered_memory_bytes() const noexcept;
+  std::uint64_t spooled_bytes() const noexcept;
 
  private:
+  ExportResult deliver(std::size_t items, std::chrono::steady_clock::time_point deadline) noexcept;
+  bool enqueue_locked(std::size_t items) noexcept;
+  void schedule_retry_locked(const AttemptResult& r) noexcept;
+  void report_buffered(const AttemptResult& r, std::size_t items);
+  void run() noexcept;
+
   std::unique_ptr<OtlpSender> sender_;
   std::string encoded_;
+  const ExportBufferSettings buffer_settings_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // the buffer got a request, or shutdown began
+  std::condition_variable idle_cv_;  // the buffer became empty
+  ExportBuffer buffer_;
+  bool in_flight_ = false;           // the thread is sending the buffer's front request
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+  std::chrono::steady_clock::time_point next_attempt_;
+  std::chrono::milliseconds back_off_;
+  std::minstd_rand rng_;
+  std::unique_ptr<std::thread> thread_;
+  int thread_pid_ = 0;  // the process that started thread_ (a forked child has none)
+  std::atomic<std::uint64_t> dropped_later_{0};
 };
 
 /// An HTTP transport (libcurl) for the settings' endpoint and protocol.
@@ -232,8 +282,9 @@ std::unique_ptr<OtlpTransport> make_http_transport(const OtlpSettings& settings)
 /// A gRPC transport; null in builds without gRPC.
 std::unique_ptr<OtlpTransport> make_grpc_transport(const OtlpSettings& settings);
 
-/// The exporter for `otlp`: settings from the environment, the transport their protocol needs.
-std::shared_ptr<SpanExporter> make_otlp_exporter();
+/// The exporter for `otlp`: settings from the environment, the transport their protocol needs,
+/// the outage buffer's bounds from `config` (export_buffer_settings()).
+std::shared_ptr<SpanExporter> make_otlp_exporter(const NemoLensConfig& config = {});
 
 /// gzip-compresses `in` into `out` (replacing it). False on a zlib error.
 bool gzip_compress(std::string_view in, std::string& out);

@@ -1,6 +1,7 @@
 // OtlpSender: compress, send through a transport, retry what the OTLP specification calls
 // retryable with exponential back-off and jitter, and drop the rest. OtlpSpanExporter encodes
 // spans and sends them with it; the metric and log exporters do the same with their requests.
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -98,7 +99,10 @@ OtlpSender::OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> tra
       rng_(std::random_device{}()) {}
 
 void OtlpSender::report_once(const std::string& kind, const std::string& message) {
-  if (!reported_.insert(kind).second) return;
+  {
+    std::lock_guard lock(reported_mu_);
+    if (!reported_.insert(kind).second) return;
+  }
   std::fprintf(stderr, "lens: %s Later failures of this kind are counted, not printed.\n",
                message.c_str());
 }
@@ -127,43 +131,48 @@ void OtlpTransport::sleep_until(Clock::time_point until) noexcept {
   }
 }
 
+AttemptResult OtlpSender::attempt(const std::string& encoded, std::size_t items,
+                                  Clock::time_point deadline) noexcept {
+  try {
+    const std::string* body = &encoded;
+    // gRPC compresses its messages itself (the channel's compression); HTTP bodies are ours to.
+    if (settings_.gzip && settings_.protocol != OtlpProtocol::kGrpc) {
+      if (!gzip_compress(encoded, compressed_)) {
+        return AttemptResult::permanent("gzip", "gzip compression failed");
+      }
+      body = &compressed_;
+    }
+    const Clock::time_point limit = transport_->cap(deadline);
+    if (Clock::now() >= limit) {
+      return AttemptResult::permanent("deadline",
+                                      "the export deadline passed before the batch could be sent");
+    }
+    attempts_.fetch_add(1, std::memory_order_relaxed);
+    AttemptResult r = transport_->send(*body, limit);
+    if (r.kind == AttemptResult::Kind::kSuccess && r.partial.rejected > 0) {
+      rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected), std::memory_order_relaxed);
+      report_once("partial success",
+                  "OTLP receiver " + transport_->target() + " rejected " +
+                      std::to_string(r.partial.rejected) + " of " + std::to_string(items) + " " +
+                      noun_ +
+                      (r.partial.error_message.empty() ? "" : ": " + r.partial.error_message) + ".");
+    }
+    return r;
+  } catch (...) {
+    return AttemptResult::out_of_memory();
+  }
+}
+
 bool OtlpSender::send(const std::string& encoded, std::size_t items,
                       Clock::time_point deadline) noexcept {
   try {
     const Clock::time_point start = Clock::now();
     if (start + settings_.timeout < deadline) deadline = start + settings_.timeout;
-    const std::string* body = &encoded;
-    // gRPC compresses its messages itself (the channel's compression); HTTP bodies are ours to.
-    if (settings_.gzip && settings_.protocol != OtlpProtocol::kGrpc) {
-      if (!gzip_compress(encoded, compressed_)) {
-        report_once("gzip", "OTLP export: gzip compression failed; the " + noun_ +
-                                " are dropped.");
-        return false;
-      }
-      body = &compressed_;
-    }
     const std::string what = std::to_string(items) + " " + noun_;
     auto delay = kInitialBackOff;
-    for (int attempt = 1;; ++attempt) {
-      const Clock::time_point limit = transport_->cap(deadline);
-      AttemptResult r = AttemptResult::permanent(
-          "deadline", "the export deadline passed before the batch could be sent");
-      if (Clock::now() < limit) {
-        attempts_.fetch_add(1, std::memory_order_relaxed);
-        r = transport_->send(*body, limit);
-      }
-      if (r.kind == AttemptResult::Kind::kSuccess) {
-        if (r.partial.rejected > 0) {
-          rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected),
-                              std::memory_order_relaxed);
-          report_once("partial success",
-                      "OTLP receiver " + transport_->target() + " rejected " +
-                          std::to_string(r.partial.rejected) + " of " + what +
-                          (r.partial.error_message.empty() ? "" : ": " + r.partial.error_message) +
-                          ".");
-        }
-        return true;
-      }
+    for (int attempt_number = 1;; ++attempt_number) {
+      const AttemptResult r = attempt(encoded, items, deadline);
+      if (r.kind == AttemptResult::Kind::kSuccess) return true;
       if (r.kind == AttemptResult::Kind::kRetryable) {
         // Full jitter over the upper half of the current back-off, unless the receiver said when.
         std::chrono::milliseconds wait = r.retry_after.value_or(std::chrono::milliseconds(
@@ -177,7 +186,7 @@ bool OtlpSender::send(const std::string& encoded, std::size_t items,
         const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
         report_once(r.failure_kind + " (gave up)",
                     "OTLP export to " + transport_->target() + " failed: " + r.detail +
-                        "; gave up after " + std::to_string(attempt) + " attempt(s) in " +
+                        "; gave up after " + std::to_string(attempt_number) + " attempt(s) in " +
                         std::to_string(waited.count()) + " ms (timeout " +
                         std::to_string(settings_.timeout.count()) +
                         " ms, OTEL_EXPORTER_OTLP_TIMEOUT); " + what + " dropped.");
@@ -204,12 +213,49 @@ std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view
   return std::make_unique<OtlpSender>(std::move(settings), std::move(transport), noun);
 }
 
-OtlpSpanExporter::OtlpSpanExporter(std::unique_ptr<OtlpSender> sender)
-    : sender_(std::move(sender)) {}
+OtlpSpanExporter::OtlpSpanExporter(std::unique_ptr<OtlpSender> sender,
+                                   ExportBufferSettings buffer)
+    : sender_(std::move(sender)),
+      buffer_settings_(buffer),
+      buffer_(std::move(buffer)),
+      back_off_(kInitialBackOff),
+      rng_(std::random_device{}()) {}
 
-OtlpSpanExporter::~OtlpSpanExporter() = default;
+OtlpSpanExporter::~OtlpSpanExporter() {
+  if (thread_ == nullptr) return;
+  if (thread_pid_ != ::getpid()) {
+    (void)thread_.release();  // a forked child's copy: the thread is the parent's, not here
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    stop_deadline_ = Clock::now();
+  }
+  work_cv_.notify_all();
+  sender_->interrupt_by(Clock::now());
+  thread_->join();
+}
 
 std::uint64_t OtlpSpanExporter::rejected_spans() const noexcept { return sender_->rejected(); }
+
+DeferredSpanExporter::DeferredCounts OtlpSpanExporter::deferred_spans() const noexcept {
+  DeferredCounts c;
+  std::lock_guard lock(mu_);
+  c.pending = buffer_.items();
+  c.dropped = dropped_later_.load(std::memory_order_relaxed);
+  return c;
+}
+
+std::uint64_t OtlpSpanExporter::buffered_memory_bytes() const noexcept {
+  std::lock_guard lock(mu_);
+  return buffer_.memory_bytes();
+}
+
+std::uint64_t OtlpSpanExporter::spooled_bytes() const noexcept {
+  std::lock_guard lock(mu_);
+  return buffer_.spool_bytes();
+}
 
 void OtlpSpanExporter::interrupt_by(Clock::time_point deadline) noexcept {
   sender_->interrupt_by(deadline);
@@ -228,8 +274,7 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
   } catch (...) {
     return ExportResult::kFailure;
   }
-  return sender_->send(encoded_, spans.size(), deadline) ? ExportResult::kSuccess
-                                                          : ExportResult::kFailure;
+  return deliver(spans.size(), deadline);
 }
 
 bool OtlpSpanExporter::encodes_records() const noexcept {
@@ -246,12 +291,166 @@ ExportResult OtlpSpanExporter::export_records(std::span<const SpanRecord* const>
   } catch (...) {
     return ExportResult::kFailure;
   }
-  return sender_->send(encoded_, records.size(), deadline) ? ExportResult::kSuccess
-                                                            : ExportResult::kFailure;
+  return deliver(records.size(), deadline);
 }
 
-std::shared_ptr<SpanExporter> make_otlp_exporter() {
-  return std::make_shared<OtlpSpanExporter>(make_otlp_sender(OtlpSignal::kTraces, "spans"));
+ExportResult OtlpSpanExporter::deliver(std::size_t items, Clock::time_point deadline) noexcept {
+  try {
+    {
+      std::lock_guard lock(mu_);
+      // Batches wait for the receiver: this one goes behind them, so that they leave in order.
+      if (!buffer_.empty()) return enqueue_locked(items) ? ExportResult::kSuccess : ExportResult::kFailure;
+    }
+    const Clock::time_point now = Clock::now();
+    if (now + sender_->settings().timeout < deadline) deadline = now + sender_->settings().timeout;
+    const AttemptResult r = sender_->attempt(encoded_, items, deadline);
+    if (r.kind == AttemptResult::Kind::kSuccess) return ExportResult::kSuccess;
+    if (r.kind == AttemptResult::Kind::kPermanent) {
+      sender_->report_once(r.failure_kind, "OTLP export to " + sender_->target() + " failed: " +
+                                               r.detail + "; " + std::to_string(items) +
+                                               " spans dropped, not retried.");
+      return ExportResult::kFailure;
+    }
+    report_buffered(r, items);
+    std::lock_guard lock(mu_);
+    schedule_retry_locked(r);
+    return enqueue_locked(items) ? ExportResult::kSuccess : ExportResult::kFailure;
+  } catch (...) {
+    return ExportResult::kFailure;
+  }
+}
+
+void OtlpSpanExporter::report_buffered(const AttemptResult& r, std::size_t items) {
+  std::string bounds = std::to_string(buffer_settings_.memory_bytes >> 20) + " MiB in memory";
+  if (!buffer_settings_.spool_dir.empty()) {
+    bounds += ", then " + std::to_string(buffer_settings_.spool_bytes >> 20) + " MiB in " +
+              buffer_settings_.spool_dir;
+  }
+  sender_->report_once(r.failure_kind + " (buffered)",
+                       "OTLP export to " + sender_->target() + " failed: " + r.detail + "; " +
+                           std::to_string(items) +
+                           " spans and the batches after them wait in the outage buffer (" +
+                           bounds + ") and are sent again once the receiver takes them.");
+}
+
+bool OtlpSpanExporter::enqueue_locked(std::size_t items) noexcept {
+  if (stopping_) return false;
+  if (!buffer_.push(encoded_, items)) {
+    std::string why = buffer_.spool_error();
+    if (why.empty()) {
+      why = "the outage buffer is full (" + std::to_string(buffer_.memory_bytes()) +
+            " bytes in memory, " + std::to_string(buffer_.spool_bytes()) + " bytes spooled)";
+    }
+    sender_->report_once("buffer full",
+                         "OTLP receiver " + sender_->target() + " is still away and " + why +
+                             ": " + std::to_string(items) +
+                             " spans dropped, and later batches are dropped and counted until it "
+                             "drains (the bounds: " + buffer_settings_.env_prefix +
+                             "_EXPORT_BUFFER_SIZE, " + buffer_settings_.env_prefix +
+                             "_EXPORT_SPOOL_SIZE).");
+    return false;
+  }
+  encoded_ = buffer_.take_spare();
+  if (thread_ == nullptr) {
+    try {
+      thread_ = std::make_unique<std::thread>([this] { run(); });
+      thread_pid_ = ::getpid();
+    } catch (...) {
+      // No thread: the batches wait until shutdown counts them as dropped.
+    }
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+void OtlpSpanExporter::schedule_retry_locked(const AttemptResult& r) noexcept {
+  // Full jitter over the upper half of the current back-off, unless the receiver said when.
+  const auto wait = r.retry_after.value_or(std::chrono::milliseconds(
+      std::uniform_int_distribution<std::int64_t>(back_off_.count() / 2, back_off_.count())(rng_)));
+  next_attempt_ = Clock::now() + wait;
+  back_off_ = std::min(kMaxBackOff, 2 * back_off_);
+}
+
+void OtlpSpanExporter::run() noexcept {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (buffer_.empty()) {
+      idle_cv_.notify_all();
+      if (stopping_) return;
+      work_cv_.wait(lock, [&] { return stopping_ || !buffer_.empty(); });
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (stopping_ && now >= stop_deadline_) return;
+    if (now < next_attempt_) {
+      work_cv_.wait_until(lock, stopping_ ? std::min(next_attempt_, stop_deadline_) : next_attempt_);
+      continue;
+    }
+    const std::uint64_t items = buffer_.front_items();
+    const std::string* body = buffer_.front();
+    if (body == nullptr) {
+      sender_->report_once("spool read", "OTLP export: " + buffer_.spool_error() + "; " +
+                                             std::to_string(items) + " spans dropped.");
+      dropped_later_.fetch_add(items, std::memory_order_relaxed);
+      buffer_.pop();
+      continue;
+    }
+    in_flight_ = true;
+    lock.unlock();
+    // The body stays valid: only this thread pops, and pushes leave the front where it is.
+    const AttemptResult r =
+        sender_->attempt(*body, static_cast<std::size_t>(items), Clock::now() + sender_->settings().timeout);
+    lock.lock();
+    in_flight_ = false;
+    switch (r.kind) {
+      case AttemptResult::Kind::kSuccess:
+        back_off_ = kInitialBackOff;
+        buffer_.pop();
+        break;
+      case AttemptResult::Kind::kPermanent:
+        sender_->report_once(r.failure_kind, "OTLP export to " + sender_->target() + " failed: " +
+                                                 r.detail + "; " + std::to_string(items) +
+                                                 " spans dropped, not retried.");
+        dropped_later_.fetch_add(items, std::memory_order_relaxed);
+        buffer_.pop();
+        break;
+      case AttemptResult::Kind::kRetryable:
+        schedule_retry_locked(r);
+        break;
+    }
+  }
+}
+
+bool OtlpSpanExporter::force_flush(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    return idle_cv_.wait_until(lock, deadline, [&] { return buffer_.empty() && !in_flight_; });
+  } catch (...) {
+    return false;
+  }
+}
+
+void OtlpSpanExporter::shutdown(Clock::time_point deadline) noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stop_deadline_ = deadline;
+  }
+  work_cv_.notify_all();
+  sender_->interrupt_by(deadline);  // an attempt in flight gives up by then
+  if (thread_ != nullptr && thread_pid_ == ::getpid()) {
+    thread_->join();
+    thread_.reset();
+  }
+  std::lock_guard lock(mu_);
+  dropped_later_.fetch_add(buffer_.clear(), std::memory_order_relaxed);
+}
+
+std::shared_ptr<SpanExporter> make_otlp_exporter(const NemoLensConfig& config) {
+  ExportBufferSettings buffer = export_buffer_settings(config);
+  return std::make_shared<OtlpSpanExporter>(make_otlp_sender(OtlpSignal::kTraces, "spans"),
+                                            std::move(buffer));
 }
 
 }  // namespace nemo::lens::detail

@@ -381,8 +381,15 @@ TelemetryStats Pipeline::stats() const noexcept {
   s.spans_started = started - base_started_;
   s.spans_ended = ended - base_ended_;
   s.spans_dropped_queue_full = dropped_full - base_dropped_full_;
-  s.spans_exported = ledger_.exported();
-  s.spans_dropped_export_failed = ledger_.failed();
+  // The deferred counts first: a batch accepted between the two reads is then counted as
+  // exported for a moment, never as pending without being exported.
+  DeferredSpanExporter::DeferredCounts deferred;
+  if (auto* d = dynamic_cast<const DeferredSpanExporter*>(exporter.get())) {
+    deferred = d->deferred_spans();
+  }
+  s.spans_exported = ledger_.exported() - deferred.pending - deferred.dropped;
+  s.spans_buffered = deferred.pending;
+  s.spans_dropped_export_failed = ledger_.failed() + deferred.dropped;
   s.spans_dropped_shutdown =
       dropped_at_shutdown_.load(std::memory_order_relaxed) + ledger_.dropped_at_shutdown();
   s.spans_truncated = truncated_.load(std::memory_order_relaxed);

@@ -53,13 +53,20 @@ struct TelemetryStats {
   std::uint64_t spans_started = 0;
   /// Spans ended.
   std::uint64_t spans_ended = 0;
-  /// Spans handed to the exporter successfully (including any the receiver then rejected).
+  /// Spans handed to the exporter successfully (including any the receiver then rejected). For
+  /// the OTLP exporter: taken by the receiver; spans waiting in its outage buffer are not counted
+  /// here until they are.
   std::uint64_t spans_exported = 0;
+  /// Spans waiting in the OTLP exporter's outage buffer (in memory or spooled to disk) for a
+  /// receiver that is away, or being sent from it. 0 once shutdown() returned: what was still
+  /// waiting then is counted in spans_dropped_export_failed.
+  std::uint64_t spans_buffered = 0;
   /// Of spans_exported, those the receiver reported rejecting (OTLP partial success).
   std::uint64_t spans_rejected = 0;
   /// Spans dropped because the ending thread's queue was full (the caller never waits).
   std::uint64_t spans_dropped_queue_full = 0;
-  /// Spans lost because the exporter failed.
+  /// Spans lost because the exporter failed: the receiver refused them for good, the outage
+  /// buffer was full, or they still waited in it at shutdown's deadline.
   std::uint64_t spans_dropped_export_failed = 0;
   /// Spans dropped because they ended while the pipeline was shutting down, or did not fit the
   /// queue as truncated copies.
