@@ -191,6 +191,7 @@ FakeEndpoint::Handler behave_as(Json p, Json threads = Json::array()) {
       reply["stats"] = {{"spans_started", 3},
                         {"spans_ended", 2},
                         {"spans_exported", 2},
+                        {"spans_buffered", 0},
                         {"spans_dropped_queue_full", 0},
                         {"spans_dropped_export_failed", 0},
                         {"spans_dropped_shutdown", 0},
@@ -546,8 +547,8 @@ TEST_F(CtlCommand, DumpIsOneTableLongestOpenFirst) {
             "0.3s     1  200  201  optimizer      optimizer_step  yes       "
             "train_step > optimizer_step\n"
             "\n"
-            "rank 0 pid 100: started 3 ended 2 exported 2 dropped 0/0/0 rejected 0 truncated 0\n"
-            "rank 1 pid 200: started 3 ended 2 exported 2 dropped 0/0/0 rejected 0 truncated 0\n");
+            "rank 0 pid 100: started 3 ended 2 exported 2 buffered 0 dropped 0/0/0 rejected 0 truncated 0\n"
+            "rank 1 pid 200: started 3 ended 2 exported 2 buffered 0 dropped 0/0/0 rejected 0 truncated 0\n");
   EXPECT_EQ(r.err, "");
 }
 

@@ -40,6 +40,7 @@ Json stats(int started, int ended, int exported) {
   return Json{{"spans_started", started},
               {"spans_ended", ended},
               {"spans_exported", exported},
+              {"spans_buffered", 6},
               {"spans_dropped_queue_full", 1},
               {"spans_dropped_export_failed", 2},
               {"spans_dropped_shutdown", 3},
@@ -150,9 +151,9 @@ TEST(CtlOutput, DumpSortsByInnermostOpenTimeLongestFirst) {
       " 0.5s     3  400  401  forward_backward  forward     yes       train_step > forward"
       "                   mb=3 phase=\"warm up\" ok=true lr=0.5\n"
       "\n"
-      "rank 0 pid 100: started 120 ended 118 exported 100 dropped 1/2/3 rejected 4 truncated 5\n"
-      "rank 2 pid 300: started 1 ended 0 exported 0 dropped 1/2/3 rejected 4 truncated 5\n"
-      "rank 3 pid 400: started 7 ended 5 exported 0 dropped 1/2/3 rejected 4 truncated 5\n");
+      "rank 0 pid 100: started 120 ended 118 exported 100 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n"
+      "rank 2 pid 300: started 1 ended 0 exported 0 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n"
+      "rank 3 pid 400: started 7 ended 5 exported 0 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n");
 }
 
 TEST(CtlOutput, DumpOfSeveralRunsHasARunColumn) {
@@ -167,9 +168,9 @@ TEST(CtlOutput, DumpOfSeveralRunsHasARunColumn) {
             "4711  2.0s     1  200  201  step   train_step  yes       train_step\n"
             "4712  1.0s     0  300  301  step   train_step  yes       train_step\n"
             "\n"
-            "run 4711 rank 1 pid 200: started 3 ended 2 exported 2 dropped 1/2/3 rejected 4 "
+            "run 4711 rank 1 pid 200: started 3 ended 2 exported 2 buffered 6 dropped 1/2/3 rejected 4 "
             "truncated 5\n"
-            "run 4712 rank 0 pid 300: started 3 ended 2 exported 2 dropped 1/2/3 rejected 4 "
+            "run 4712 rank 0 pid 300: started 3 ended 2 exported 2 buffered 6 dropped 1/2/3 rejected 4 "
             "truncated 5\n");
 }
 
@@ -181,8 +182,8 @@ TEST(CtlOutput, DumpWithoutOpenSpansStillShowsCounters) {
   EXPECT_EQ(dump_text(replies),
             "no thread has an open span\n"
             "\n"
-            "rank 0 pid 100: started 10 ended 10 exported 10 dropped 1/2/3 rejected 4 truncated 5\n"
-            "rank 1 pid 200: started ? ended ? exported ? dropped ?/?/? rejected ? truncated ?\n");
+            "rank 0 pid 100: started 10 ended 10 exported 10 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n"
+            "rank 1 pid 200: started ? ended ? exported ? buffered ? dropped ?/?/? rejected ? truncated ?\n");
 }
 
 TEST(CtlOutput, DumpSkipsRefusedReplies) {

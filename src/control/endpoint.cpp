@@ -145,6 +145,7 @@ void append_stats(std::string& out, const TelemetryStats& s) {
       {"spans_started", s.spans_started},
       {"spans_ended", s.spans_ended},
       {"spans_exported", s.spans_exported},
+      {"spans_buffered", s.spans_buffered},
       {"spans_dropped_queue_full", s.spans_dropped_queue_full},
       {"spans_dropped_export_failed", s.spans_dropped_export_failed},
       {"spans_dropped_shutdown", s.spans_dropped_shutdown},

@@ -300,7 +300,8 @@ std::string dump_text(std::vector<Json> replies) {
     }
     out += "rank " + integer_text(p, "rank") + " pid " + integer_text(p, "pid") + ": started " +
            integer_text(stats, "spans_started") + " ended " + integer_text(stats, "spans_ended") +
-           " exported " + integer_text(stats, "spans_exported") + " dropped " +
+           " exported " + integer_text(stats, "spans_exported") + " buffered " +
+           integer_text(stats, "spans_buffered") + " dropped " +
            integer_text(stats, "spans_dropped_queue_full") + "/" +
            integer_text(stats, "spans_dropped_export_failed") + "/" +
            integer_text(stats, "spans_dropped_shutdown") + " rejected " +
