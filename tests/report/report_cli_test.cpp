@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -185,6 +187,32 @@ Metrics: histograms (p50, p95 and max estimated from the buckets, explicit or ex
 Malformed lines: none
 )";
 
+// The series of metrics_fixture.hpp, by hand: a cumulative sum's points as they are (rank 1's
+// older point, read last, comes first), a delta sum's running total, a gauge's points per series,
+// a cumulative histogram's intervals (the first point, then the second minus the first: 4 values
+// in (0.05, 0.1] and 1 in (0.1, 0.25] each time, clamped to the recorded min and max).
+constexpr const char* kExpectedFixtureSeries = R"({
+  "gpu.memory rank 0": [{"attributes": "gpu=0", "points": [[1718000010000000000, 1000.0]]},
+                        {"attributes": "gpu=1", "points": [[1718000020000000000, 2000.0]]}],
+  "latency rank null": [{"attributes": "", "points": [[1718000005000000000, 4, 10.0,
+                          2.1189261887185906, 2.3510958125672174]]}],
+  "loss rank 0": [{"attributes": "", "points": [[1718000010000000000, 2.5],
+                                                [1718000020000000000, 2.25]]}],
+  "loss rank 1": [{"attributes": "", "points": [[1718000020000000000, 2.3]]}],
+  "queue.depth rank null": [{"attributes": "", "points": [[1718000005000000000, 3]]}],
+  "samples rank 0": [{"attributes": "phase=train", "points": [[1718000010000000000, 64],
+                                                              [1718000020000000000, 128]]}],
+  "step.duration rank 0": [{"attributes": "", "points": [
+      [1718000010000000000, 5, 0.45, 0.0925, 0.1375],
+      [1718000020000000000, 5, 0.45, 0.0925, 0.17500000000000002]]}],
+  "step.duration rank 1": [{"attributes": "", "points": [
+      [1718000020000000000, 10, 1.6, 0.175, 0.8125]]}],
+  "tokens rank 0": [{"attributes": "", "points": [[1718000010000000000, 1000],
+                                                  [1718000020000000000, 2500]]}],
+  "tokens rank 1": [{"attributes": "", "points": [[1718000010000000000, 1100],
+                                                  [1718000020000000000, 2400]]}]
+})";
+
 TEST_F(ReportCli, MetricsAndLogsLines) {
   const std::vector<std::string> files = report_test::write_metrics_fixture(dir_);
   std::vector<std::string> args = {"report"};
@@ -197,7 +225,7 @@ TEST_F(ReportCli, MetricsAndLogsLines) {
   args.push_back("--json");
   r = lens(args);
   ASSERT_EQ(r.status, 0) << r.err;
-  const json j = json::parse(r.out);
+  json j = json::parse(r.out);
   EXPECT_EQ(j["input"], json({{"lines", 6},
                               {"requests", 0},
                               {"spans", 0},
@@ -206,6 +234,14 @@ TEST_F(ReportCli, MetricsAndLogsLines) {
                               {"log_lines", 1},
                               {"malformed_lines", 0}}));
   ASSERT_EQ(j["metrics"].size(), 10u);
+  // Golden: every metric's series over time (docs/report.md#metrics-over-time); then the rows
+  // without them.
+  json series = json::object();
+  for (json& m : j["metrics"]) {
+    series[m["name"].get<std::string>() + " rank " + m["rank"].dump()] = m["timeseries"];
+    m.erase("timeseries");
+  }
+  EXPECT_EQ(series, json::parse(kExpectedFixtureSeries)) << series.dump();
   EXPECT_EQ(j["metrics"][0], json::parse(R"({"name":"gpu.memory","unit":"By","type":"gauge",
       "rank":0,"instance_id":"run-42-rank0","temporality":null,"monotonic":false,"series":2,
       "points":2,"value":2000.0,"by_series":[{"attributes":"gpu=0","value":1000.0},
@@ -245,11 +281,92 @@ TEST_F(ReportCli, MetricsAndLogsLines) {
       "series":1,"points":2,"value":2500})"));
   EXPECT_EQ(j["metrics"][9]["value"], 2400);  // the latest point, not the last line
 
-  // lens convert has nothing to draw from them, and nothing to complain about.
+  // lens convert: a counter track per rank, metric and series, read back; the logs are skipped.
   r = lens({"convert", "--to", "chrome", files[0], files[2], "-o", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  EXPECT_EQ(json::parse(r.out)["traceEvents"], json::array());
+  std::map<std::string, json> tracks;  // "pid name" -> [[ts, args]...]
+  std::set<std::int64_t> named;
+  const json trace = json::parse(r.out);
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") named.insert(e["pid"].get<std::int64_t>());
+    if (e["ph"] != "C") continue;
+    EXPECT_EQ(e["cat"], "metric");
+    EXPECT_EQ(e["tid"], 0);
+    tracks[e["pid"].dump() + " " + e["name"].get<std::string>()].push_back({e["ts"], e["args"]});
+  }
+  EXPECT_EQ(named, (std::set<std::int64_t>{0, 2147483647}));
+  EXPECT_EQ(json(tracks), json::parse(R"({
+    "0 gpu.memory {gpu=0}": [[1718000010000000, {"value": 1000.0}]],
+    "0 gpu.memory {gpu=1}": [[1718000020000000, {"value": 2000.0}]],
+    "0 loss": [[1718000010000000, {"value": 2.5}], [1718000020000000, {"value": 2.25}]],
+    "0 samples {phase=train}": [[1718000010000000, {"value": 64}],
+                                [1718000020000000, {"value": 128}]],
+    "0 step.duration": [[1718000010000000, {"count": 5, "p50": 0.0925, "p95": 0.1375}],
+                        [1718000020000000, {"count": 5, "p50": 0.0925,
+                                            "p95": 0.17500000000000002}]],
+    "0 tokens": [[1718000010000000, {"value": 1000}], [1718000020000000, {"value": 2500}]],
+    "2147483647 latency": [[1718000005000000, {"count": 4, "p50": 2.1189261887185906,
+                                                "p95": 2.3510958125672174}]],
+    "2147483647 queue.depth": [[1718000005000000, {"value": 3}]]
+  })"));
+}
+
+// The kinds metrics_fixture.hpp has not: delta histograms (explicit and exponential) and a
+// summary, whose intervals are their points; a cumulative sum whose later point is lower (a
+// restart) is drawn as it is.
+TEST_F(ReportCli, SeriesOfDeltaHistogramsAndSummaries) {
+  using report_test::time_at;
+  const std::string hist_point = R"({"timeUnixNano":%T,"count":"%C","sum":%S,)"
+                                 R"("bucketCounts":[%B],"explicitBounds":[1,2]})";
+  auto point = [&](std::uint64_t at, const std::string& count, const std::string& sum,
+                   const std::string& buckets) {
+    std::string p = hist_point;
+    p.replace(p.find("%T"), 2, time_at(at));
+    p.replace(p.find("%C"), 2, count);
+    p.replace(p.find("%S"), 2, sum);
+    p.replace(p.find("%B"), 2, buckets);
+    return p;
+  };
+  const std::string line = report_test::metrics_line(
+      report_test::rank_resource(2),
+      {R"({"name":"h","histogram":{"aggregationTemporality":1,"dataPoints":[)" +
+           point(10, "2", "3", R"("0","2","0")") + "," + point(20, "4", "10", R"("0","0","4")") +
+           "]}}",
+       R"({"name":"e","exponentialHistogram":{"aggregationTemporality":1,"dataPoints":[)"
+       R"({"timeUnixNano":)" +
+           time_at(10) +
+           R"(,"count":"2","sum":5,"scale":0,"positive":{"offset":1,"bucketCounts":["2"]}},)"
+           R"({"timeUnixNano":)" +
+           time_at(20) + R"(,"count":"1","zeroCount":"1","sum":0}]}})",
+       R"({"name":"s","summary":{"dataPoints":[{"timeUnixNano":)" + time_at(10) +
+           R"(,"count":"3","sum":6},{"timeUnixNano":)" + time_at(20) +
+           R"(,"count":"5","sum":7,"quantileValues":[{"quantile":0.5,"value":1}]}]}})",
+       report_test::sum_metric(
+           "c", "1", 2, report_test::int_point(10, 50) + "," + report_test::int_point(20, 5))});
+  const std::string file = dir_ + "/series.jsonl";
+  report_test::write_file(file, line + "\n");
+  const auto r = lens({"report", file, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  json series = json::object();
+  const json report = json::parse(r.out);
+  for (const json& m : report["metrics"]) series[m["name"].get<std::string>()] = m;
+  // Delta: each point its interval. (1, 2] holds both values, then (2, max] all four (no max:
+  // the last bound, 2).
+  EXPECT_EQ(series["h"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+      [1718000010000000000, 2, 3.0, 1.5, 1.95], [1718000020000000000, 4, 10.0, 2.0, 2.0]]}])"));
+  EXPECT_EQ(series["h"]["count"], 6);
+  // Scale 0: both values in (2, 4], then one in the zero bucket.
+  EXPECT_EQ(series["e"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+      [1718000010000000000, 2, 5.0, 2.8284271247461903, 3.863745315699382],
+      [1718000020000000000, 1, 0.0, 0.0, 0.0]]}])"));
+  // A summary's points are cumulative: the second interval is 2 values and a sum of 1; it has
+  // no buckets, so no percentiles (its quantile values are not read).
+  EXPECT_EQ(series["s"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+      [1718000010000000000, 3, 6.0, null, null], [1718000020000000000, 2, 1.0, null, null]]}])"));
+  EXPECT_EQ(series["c"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+      [1718000010000000000, 50], [1718000020000000000, 5]]}])"));
+  EXPECT_EQ(series["c"]["value"], 5) << "the last point is the value";
 }
 
 TEST_F(ReportCli, MetricsLeaveTheSpanReportAsItWas) {

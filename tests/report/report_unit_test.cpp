@@ -1071,6 +1071,214 @@ TEST(MetricAggregator, HistogramsCumulativeAndDelta) {
   EXPECT_DOUBLE_EQ(*rows[1].p50, 1.0);  // rank 2: the top of (0, 1]
 }
 
+// ---- metric series over time ----
+
+// The points of a row's only series as (time, value) pairs.
+std::vector<std::pair<std::uint64_t, double>> values_of(const MetricRow& row) {
+  std::vector<std::pair<std::uint64_t, double>> out;
+  for (const SeriesPoint& p : row.timeseries.at(0).points) out.emplace_back(p.time_ns, p.value);
+  return out;
+}
+
+using Values = std::vector<std::pair<std::uint64_t, double>>;
+
+TEST(MetricSeries, SumsAndGaugesOverTime) {
+  MetricAggregator agg;
+  // Cumulative: each point's value, by time whatever the order read.
+  agg.add(metric_request(number_metric("c", MetricType::kSum, 2, {{"", 30, 9}}, true), 0));
+  agg.add(
+      metric_request(number_metric("c", MetricType::kSum, 2, {{"", 10, 5}, {"", 20, 7}}, true), 0));
+  // Delta: the running total, so that the last point is the row's value.
+  agg.add(metric_request(number_metric("d", MetricType::kSum, 1, {{"", 1, 0.5}, {"", 3, 1.0}}), 0));
+  agg.add(metric_request(number_metric("d", MetricType::kSum, 1, {{"", 2, 0.25}}), 0));
+  // Gauge: each series' points as they are.
+  agg.add(metric_request(
+      number_metric("g", MetricType::kGauge, 0, {{"gpu=0", 20, 1}, {"gpu=1", 10, 2}}), 0));
+  agg.add(metric_request(number_metric("g", MetricType::kGauge, 0, {{"gpu=1", 20, 3}}), 0));
+  const std::vector<MetricRow> rows = agg.finish();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(values_of(rows[0]), (Values{{10, 5}, {20, 7}, {30, 9}}));
+  EXPECT_TRUE(rows[0].timeseries[0].points[0].is_int);
+  EXPECT_EQ(rows[0].timeseries[0].points[2].int_value, 9);
+  EXPECT_EQ(values_of(rows[1]), (Values{{1, 0.5}, {2, 0.75}, {3, 1.75}}));
+  EXPECT_FALSE(rows[1].timeseries[0].points[0].is_int);
+  ASSERT_EQ(rows[2].timeseries.size(), 2u);
+  EXPECT_EQ(rows[2].timeseries[0].attributes, "gpu=0");
+  EXPECT_EQ(values_of(rows[2]), (Values{{20, 1}}));
+  EXPECT_EQ(rows[2].timeseries[1].attributes, "gpu=1");
+  ASSERT_EQ(rows[2].timeseries[1].points.size(), 2u);
+  EXPECT_EQ(rows[2].timeseries[1].points[1].value, 3.0);
+}
+
+MetricRecord histogram_metric(int temporality, std::uint64_t time,
+                              std::vector<std::uint64_t> counts, double sum) {
+  MetricRecord m;
+  m.name = "h";
+  m.type = MetricType::kHistogram;
+  m.temporality = temporality;
+  MetricPoint p = histogram_point(std::move(counts), {1, 2}, 0.0, 10.0);
+  p.time_ns = time;
+  p.sum = sum;
+  m.points.push_back(std::move(p));
+  return m;
+}
+
+TEST(MetricSeries, HistogramsGiveEachIntervalsCountSumAndPercentiles) {
+  MetricAggregator agg;
+  // Cumulative: each point minus the one before it; after a reset (fewer values), the point.
+  agg.add(metric_request(histogram_metric(2, 10, {2, 0, 0}, 1.0), 0));
+  agg.add(metric_request(histogram_metric(2, 20, {2, 4, 0}, 7.0), 0));
+  agg.add(metric_request(histogram_metric(2, 30, {1, 0, 1}, 4.0), 0));
+  // Delta: each point as it is.
+  agg.add(metric_request(histogram_metric(1, 10, {0, 2, 0}, 3.0), 1));
+  agg.add(metric_request(histogram_metric(1, 20, {0, 0, 2}, 8.0), 1));
+  const std::vector<MetricRow> rows = agg.finish();
+  ASSERT_EQ(rows.size(), 2u);
+  const std::vector<SeriesPoint>& c = rows[0].timeseries.at(0).points;
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].count, 2u);
+  EXPECT_EQ(c[0].sum, 1.0);
+  EXPECT_DOUBLE_EQ(*c[0].p50, 0.5);  // (0, 1], min 0
+  EXPECT_EQ(c[1].count, 4u);         // 6 - 2, all in (1, 2]
+  EXPECT_EQ(c[1].sum, 6.0);
+  EXPECT_DOUBLE_EQ(*c[1].p50, 1.5);
+  EXPECT_DOUBLE_EQ(*c[1].p95, 1.95);
+  EXPECT_EQ(c[2].count, 2u) << "a reset: the point itself";
+  EXPECT_EQ(c[2].sum, 4.0);
+  EXPECT_DOUBLE_EQ(*c[2].p95, 2 + 8 * 0.9);  // (2, max 10]: rank 1.9 is 0.9 into it
+  const std::vector<SeriesPoint>& d = rows[1].timeseries.at(0).points;
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].count, 2u);
+  EXPECT_DOUBLE_EQ(*d[0].p50, 1.5);
+  EXPECT_EQ(d[1].count, 2u);
+  EXPECT_EQ(d[1].sum, 8.0);
+}
+
+TEST(MetricSeries, ExponentialHistogramIntervalsAtTheCoarserScale) {
+  MetricAggregator agg;
+  auto metric = [](std::uint64_t time, MetricPoint p) {
+    MetricRecord m;
+    m.name = "e";
+    m.type = MetricType::kExponentialHistogram;
+    m.temporality = 2;
+    p.time_ns = time;
+    m.points.push_back(std::move(p));
+    return m;
+  };
+  // Scale 1 then scale 0: bucket 2 (scale 1) is bucket 1 (scale 0); 1 + 3 values in (2, 4].
+  agg.add(metric_request(metric(10, exponential_point(1, 2, {1})), 0));
+  agg.add(metric_request(metric(20, exponential_point(0, 1, {4})), 0));
+  const std::vector<MetricRow> rows = agg.finish();
+  const std::vector<SeriesPoint>& e = rows.at(0).timeseries.at(0).points;
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[1].count, 3u);
+  EXPECT_DOUBLE_EQ(*e[1].p50, std::pow(2.0, 1.5));
+}
+
+// Property: whatever the points and their order, the last point of a series is the row's value
+// (sums and gauges), and a histogram's intervals add up to its count; past kMaxSeriesPoints the
+// series is thinned and still ends there.
+TEST(MetricSeries, LastPointIsTheRowsValue) {
+  std::mt19937_64 rng(7);
+  for (const std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{300},
+                              MetricAggregator::kMaxSeriesPoints * 3 + 7}) {
+    for (const int temporality : {1, 2}) {
+      MetricAggregator agg;
+      std::vector<std::uint64_t> times(n);
+      for (std::size_t i = 0; i < n; ++i) times[i] = kT0 + (i + 1) * kMs;
+      std::shuffle(times.begin(), times.end(), rng);
+      for (const std::uint64_t t : times) {
+        const auto step = static_cast<double>(t - kT0) / kMs;
+        // Cumulative values grow with time; delta values are any.
+        const double v = temporality == 2 ? step * 3 : static_cast<double>(rng() % 100);
+        agg.add(metric_request(
+            number_metric("s", MetricType::kSum, temporality, {{"", t, v}}, true), 0));
+        agg.add(metric_request(number_metric("g", MetricType::kGauge, 0, {{"", t, v / 7}}), 0));
+        const auto k = static_cast<std::uint64_t>(step);
+        agg.add(metric_request(
+            histogram_metric(temporality, t,
+                             temporality == 2 ? std::vector<std::uint64_t>{k, k, 0}
+                                              : std::vector<std::uint64_t>{rng() % 3, 1, 0},
+                             static_cast<double>(k)),
+            0));
+      }
+      const std::vector<MetricRow> rows = agg.finish();
+      ASSERT_EQ(rows.size(), 3u);
+      const std::string what =
+          "n=" + std::to_string(n) + " temporality " + std::to_string(temporality);
+      for (const MetricRow& row : rows) {
+        const std::vector<SeriesPoint>& points = row.timeseries.at(0).points;
+        ASSERT_FALSE(points.empty()) << what;
+        EXPECT_LE(points.size(), MetricAggregator::kMaxSeriesPoints) << what;
+        EXPECT_GE(points.size(), std::min(n, MetricAggregator::kMaxSeriesPoints / 2)) << what;
+        EXPECT_TRUE(std::is_sorted(
+            points.begin(), points.end(),
+            [](const SeriesPoint& a, const SeriesPoint& b) { return a.time_ns < b.time_ns; }))
+            << what;
+        EXPECT_EQ(points.back().time_ns, kT0 + n * kMs) << what;
+        if (row.type == MetricType::kHistogram) {
+          std::uint64_t count = 0;
+          for (const SeriesPoint& p : points) count += p.count;
+          EXPECT_EQ(count, row.count) << what;
+        } else {
+          EXPECT_EQ(points.back().value, row.value) << row.name << " " << what;
+          EXPECT_EQ(points.back().is_int, row.is_int) << row.name << " " << what;
+        }
+      }
+    }
+  }
+}
+
+// Reads a Chrome trace written by `writer` fed `requests`.
+nlohmann::json chrome_trace_of(const std::vector<ParsedRequest>& requests) {
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  std::FILE* out = open_memstream(&buffer, &size);
+  {
+    ChromeTraceWriter writer(out, "memory");
+    for (const ParsedRequest& r : requests) writer.add(r);
+    writer.finish();
+  }
+  std::fclose(out);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  return nlohmann::json::parse(text);
+}
+
+TEST(ChromeTrace, MetricsBecomeCounterTracksOfTheirRank) {
+  const nlohmann::json trace = chrome_trace_of({
+      metric_request(number_metric("dl.loss", MetricType::kGauge, 0,
+                                   {{"", kT0 + 1500, 2.5}, {"", kT0 + 3000, 2.0}}),
+                     3),
+      metric_request(
+          number_metric("dl.samples", MetricType::kSum, 1,
+                        {{"phase=train", kT0 + 1000, 64}, {"phase=train", kT0 + 2000, 64}}, true),
+          3),
+      metric_request(histogram_metric(1, kT0 + 2000, {0, 2, 0}, 3.0), std::nullopt),
+  });
+  std::vector<nlohmann::json> counters, processes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "C") counters.push_back(e);
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.push_back(e);
+  }
+  ASSERT_EQ(counters.size(), 5u) << trace.dump();
+  // By name, then rank: dl.loss and dl.samples of rank 3, then h of the unknown rank.
+  EXPECT_EQ(counters[0], nlohmann::json::parse(R"({"name":"dl.loss","cat":"metric","ph":"C",
+      "pid":3,"tid":0,"ts":1718000000000001.5,"args":{"value":2.5}})"));
+  EXPECT_EQ(counters[1]["args"]["value"], 2.0);
+  EXPECT_EQ(counters[1]["ts"], 1718000000000003.0);
+  EXPECT_EQ(counters[2]["name"], "dl.samples {phase=train}");
+  EXPECT_EQ(counters[2]["args"]["value"], 64);
+  EXPECT_EQ(counters[3]["args"]["value"], 128) << "a delta sum's total then";
+  EXPECT_EQ(counters[4]["name"], "h");
+  EXPECT_EQ(counters[4]["pid"], kUnknownRankPid);
+  EXPECT_EQ(counters[4]["args"], nlohmann::json::parse(R"({"count":2,"p50":1.5,"p95":1.95})"));
+  // Processes that only have metrics are named too.
+  ASSERT_EQ(processes.size(), 2u);
+  EXPECT_EQ(processes[0]["args"]["name"], "rank 3");
+  EXPECT_EQ(processes[1]["args"]["name"], "rank unknown");
+}
+
 TEST(ChromeTrace, MicrosecondsAreExactDecimalText) {
   EXPECT_EQ(micros_text(0), "0");
   EXPECT_EQ(micros_text(999), "0.999");

@@ -1,6 +1,7 @@
 #include "report/convert_chrome.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "common/json_output.hpp"
@@ -45,19 +46,59 @@ void ChromeTraceWriter::write_event(const std::string& json) {
   ++events_;
 }
 
+void ChromeTraceWriter::name_process(std::int64_t pid, bool known_rank) {
+  if (!processes_.insert(pid).second) return;
+  const std::string name = known_rank ? "rank " + std::to_string(pid) : "rank unknown";
+  write_event("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+              ",\"tid\":0,\"args\":{\"name\":" + json_string(name) + "}}");
+  write_event("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+              ",\"tid\":0,\"args\":{\"sort_index\":" + std::to_string(pid) + "}}");
+}
+
+void ChromeTraceWriter::write_counters() {
+  for (const MetricRow& m : metrics_.finish()) {
+    // Metrics without dl.rank (a service.instance.id only) share the unknown rank's process.
+    const std::int64_t pid = m.rank.value_or(kUnknownRankPid);
+    name_process(pid, m.rank.has_value());
+    const bool distribution = m.type == MetricType::kHistogram ||
+                              m.type == MetricType::kExponentialHistogram ||
+                              m.type == MetricType::kSummary;
+    for (const TimeSeries& series : m.timeseries) {
+      // One track per series: Perfetto keys counter tracks by process and name.
+      std::string name = m.name;
+      if (!series.attributes.empty()) name += " {" + series.attributes + "}";
+      const std::string head = "{\"name\":" + json_string(name) +
+                               ",\"cat\":\"metric\",\"ph\":\"C\",\"pid\":" + std::to_string(pid) +
+                               ",\"tid\":0,\"ts\":";
+      for (const SeriesPoint& p : series.points) {
+        nlohmann::ordered_json args = nlohmann::ordered_json::object();
+        if (distribution) {
+          // Counters are numbers: an interval without an estimate has no p50 or p95 arg.
+          args["count"] = p.count;
+          if (p.p50 && std::isfinite(*p.p50)) args["p50"] = *p.p50;
+          if (p.p95 && std::isfinite(*p.p95)) args["p95"] = *p.p95;
+        } else if (p.is_int) {
+          args["value"] = p.int_value;
+        } else if (std::isfinite(p.value)) {
+          args["value"] = p.value;
+        } else {
+          continue;  // NaN and infinities are no counter value
+        }
+        write_event(head + micros_text(p.time_ns) + ",\"args\":" + dump_json(args) + "}");
+        ++counters_;
+      }
+    }
+  }
+}
+
 void ChromeTraceWriter::add(const ParsedRequest& request) {
+  if (!request.metrics.empty()) metrics_.add(request);
   for (const SpanRecord& span : request.spans()) {
     const SpanResource& resource = request.resources[span.resource];
     const std::int64_t pid = resource.rank.value_or(kUnknownRankPid);
     const std::int64_t tid = span.thread_id.value_or(0);
     const std::string ids = "\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
-    if (processes_.insert(pid).second) {
-      const std::string name = resource.rank ? "rank " + std::to_string(pid) : "rank unknown";
-      write_event("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-                  ",\"tid\":0,\"args\":{\"name\":" + json_string(name) + "}}");
-      write_event("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-                  ",\"tid\":0,\"args\":{\"sort_index\":" + std::to_string(pid) + "}}");
-    }
+    name_process(pid, resource.rank.has_value());
     if (threads_.insert({pid, tid}).second) {
       const std::string name = span.thread_id ? "thread " + std::to_string(tid) : "thread unknown";
       write_event("{\"name\":\"thread_name\",\"ph\":\"M\"," + ids +
@@ -91,6 +132,7 @@ void ChromeTraceWriter::add(const ParsedRequest& request) {
 }
 
 void ChromeTraceWriter::finish() {
+  write_counters();
   std::fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"lens convert\"}}\n",
              out_);
   if (std::fflush(out_) != 0 || std::ferror(out_)) {

@@ -26,9 +26,14 @@ one per rank; - is standard input) into a Chrome Trace Event Format file, which 
     trace_id, span_id, parent_span_id (and status "error" with its message);
   - each span event is an instant event ("ph":"i", thread scope) with its attributes as args;
   - pid = the rank (dl.rank; 2147483647 when absent), named "rank N"; tid = the thread.id
-    attribute (0 when absent), named "thread T".
-The input is streamed: events are written as lines are read. Malformed lines are skipped and
-listed on stderr.
+    attribute (0 when absent), named "thread T";
+  - each series of a metric (lines of OTLP metrics, as `lens collect --metrics-out` writes) is
+    a counter track ("ph":"C") of its rank's process, named after the metric (and the series'
+    attributes): args value (a gauge's value, a sum's total then), or count, p50 and p95 of
+    each interval of a histogram.
+The input is streamed: span events are written as lines are read; the metrics' points (at most
+1024 per series) are kept and written at the end. Malformed lines are skipped and listed on
+stderr.
 
 options:
   --to FORMAT        the output format; only chrome
@@ -69,7 +74,7 @@ int run_convert(std::span<const std::string_view> args) {
     } closer{out};
 
     ChromeTraceWriter writer(out, output);
-    SpanLineReader reader({.details = true});
+    SpanLineReader reader({.details = true, .metrics = true});
     for (InputFile& file : files) {
       reader.read(
           file, [&](const ParsedRequest& request) { writer.add(request); },

@@ -1,4 +1,5 @@
 // lens report: where the time went, from OTLP JSON Lines files.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -33,7 +34,8 @@ per rank, are read as one job; - is standard input) and prints where the time we
   - metrics (lines of OTLP metrics, as `lens collect --metrics-out` writes), per metric name and
     rank (dl.rank, else service.instance.id): a sum's last cumulative value (or its deltas
     added up), a gauge's last value, a histogram's count, sum, mean, and p50, p95 and max
-    estimated from its buckets. Lines of logs are counted and skipped.
+    estimated from its buckets; and every series over time (--json: timeseries). Lines of
+    logs are counted and skipped.
 Percentiles are exact up to 256 values, then within 1 %. The files are streamed: memory grows
 with the number of distinct groups, names, ranks and metric series, not with the number of
 spans or points.
@@ -44,8 +46,9 @@ options:
                              must be to make it a straggler, in percent (default 20)
   --top N                    the per-name table keeps the N rows with the most time (default 20
                              for the text and the HTML page, all in --json unless given; 0: all)
-  --html OUT.html            also write a self-contained HTML page: step timeline per rank, the
-                             step broken down by group, stragglers and the per-name table
+  --html OUT.html            also write a self-contained HTML page: step timeline per rank, a
+                             chart per metric on its time axis, the step broken down by group,
+                             stragglers and the per-name table
   --run RUN_ID               only the spans and metrics of that run (resource nemo.run.id; the
                              report's "runs:" line lists every run the files hold)
   -h, --help                 show this help and exit
@@ -92,7 +95,15 @@ int run_report(std::span<const std::string_view> args) {
     }
     const Report report = builder.finish(options, reader.counts());
     if (html_path) {
-      write_text_file(*html_path, html_report(report_json(report, static_cast<std::size_t>(top))));
+      // The page embeds the series: at most about kHtmlSeriesPoints points over all of them
+      // (but 64 per series), so that a job of many ranks still opens at once.
+      constexpr std::size_t kHtmlSeriesPoints = 200000;
+      std::size_t series = 0;
+      for (const MetricRow& m : report.metrics) series += m.timeseries.size();
+      const std::size_t per_series =
+          series == 0 ? 0 : std::max<std::size_t>(64, kHtmlSeriesPoints / series);
+      write_text_file(*html_path,
+                      html_report(report_json(report, static_cast<std::size_t>(top), per_series)));
     }
     if (flags.has("--json")) {
       const std::optional<std::size_t> json_top =

@@ -86,6 +86,26 @@ void ExponentialHistogram::merge(const ExponentialHistogram& other) {
   fit();
 }
 
+bool ExponentialHistogram::subtract(const ExponentialHistogram& earlier) {
+  if (earlier.empty) return true;
+  if (empty) return false;
+  ExponentialHistogram result = *this, old = earlier;
+  result.downscale(result.scale - std::min(result.scale, old.scale));
+  old.downscale(old.scale - result.scale);
+  if (old.zero_count > result.zero_count) return false;
+  result.zero_count -= old.zero_count;
+  for (auto [from, to] :
+       {std::pair{&old.positive, &result.positive}, std::pair{&old.negative, &result.negative}}) {
+    for (const auto& [k, c] : *from) {
+      auto it = to->find(k);
+      if (it == to->end() || it->second < c) return false;
+      if ((it->second -= c) == 0) to->erase(it);
+    }
+  }
+  *this = std::move(result);
+  return true;
+}
+
 std::uint64_t ExponentialHistogram::total() const {
   std::uint64_t n = zero_count;
   for (const auto& [k, c] : positive) n += c;
@@ -197,6 +217,27 @@ void BucketHistogram::merge(const BucketHistogram& other) {
   }
 }
 
+bool BucketHistogram::subtract(const BucketHistogram& earlier) {
+  if (earlier.empty) return true;
+  if (empty || earlier.count > count || earlier.bounds != bounds ||
+      earlier.counts.size() != counts.size()) {
+    return false;
+  }
+  std::vector<std::uint64_t> left = counts;
+  for (std::size_t i = 0; i < left.size(); ++i) {
+    if (earlier.counts[i] > left[i]) return false;
+    left[i] -= earlier.counts[i];
+  }
+  ExponentialHistogram exp = exponential;
+  if (!exp.subtract(earlier.exponential)) return false;
+  counts = std::move(left);
+  exponential = std::move(exp);
+  count -= earlier.count;
+  has_sum = has_sum && earlier.has_sum;
+  sum -= earlier.sum;
+  return true;
+}
+
 std::optional<double> BucketHistogram::quantile(double q) const {
   if (counts.empty() && !exponential.empty) return exponential.quantile(q, min, max);
   std::uint64_t total = 0;
@@ -301,6 +342,8 @@ void MetricAggregator::add(const ParsedRequest& request, std::string_view run_id
         if (!p.has_value) continue;
         Number n;
         n.add(p);
+        series.samples.push_back({p.time_ns, delta, n, {}});
+        if (series.samples.size() > kMaxSeriesPoints) thin(series.samples, true);
         if (delta) {
           series.has_delta = true;
           series.delta.add(n);
@@ -318,16 +361,96 @@ void MetricAggregator::add(const ParsedRequest& request, std::string_view run_id
         }
         continue;
       }
+      BucketHistogram h = BucketHistogram::of(p);
+      series.samples.push_back({p.time_ns, delta, {}, h});
+      if (series.samples.size() > kMaxSeriesPoints) thin(series.samples, false);
       if (delta) {
         series.has_delta = true;
-        series.delta_histogram.merge(BucketHistogram::of(p));
+        series.delta_histogram.merge(h);
       } else if (!series.has_latest || p.time_ns >= series.latest_time) {
         series.has_latest = true;
         series.latest_time = p.time_ns;
-        series.latest_histogram = BucketHistogram::of(p);
+        series.latest_histogram = std::move(h);
       }
     }
   }
+}
+
+void MetricAggregator::thin(std::vector<Sample>& samples, bool numbers) {
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  std::vector<Sample> kept;
+  kept.reserve(samples.size() / 2 + 1);
+  for (std::size_t i = 0; i < samples.size(); i += 2) {
+    if (i + 1 == samples.size()) {
+      kept.push_back(std::move(samples[i]));
+      break;
+    }
+    Sample& earlier = samples[i];
+    Sample& later = samples[i + 1];
+    // Two delta points hold the values of both intervals; a cumulative point (or a gauge's)
+    // already includes (or replaces) the one before it.
+    if (earlier.delta && later.delta) {
+      if (numbers) {
+        earlier.number.add(later.number);
+      } else {
+        earlier.histogram.merge(later.histogram);
+      }
+      earlier.time_ns = later.time_ns;
+      kept.push_back(std::move(earlier));
+    } else {
+      kept.push_back(std::move(later));
+    }
+  }
+  samples = std::move(kept);
+}
+
+std::vector<SeriesPoint> MetricAggregator::points_of(std::vector<Sample> samples, MetricType type) {
+  // Stable: of two points at one time, the one read last is the later, as for the row's value.
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  std::vector<SeriesPoint> points;
+  points.reserve(samples.size());
+  if (type == MetricType::kGauge || type == MetricType::kSum) {
+    bool has_cumulative = false;
+    Number cumulative, deltas;
+    for (const Sample& s : samples) {
+      Number v;
+      if (type == MetricType::kGauge) {
+        v = s.number;
+      } else {
+        if (s.delta) {
+          deltas.add(s.number);
+        } else {
+          cumulative = s.number;
+          has_cumulative = true;
+        }
+        if (has_cumulative) v.add(cumulative);
+        v.add(deltas);
+      }
+      SeriesPoint& p = points.emplace_back();
+      p.time_ns = s.time_ns;
+      p.is_int = v.is_int;
+      p.int_value = v.int_value;
+      p.value = v.is_int ? static_cast<double>(v.int_value) : v.value;
+    }
+    return points;
+  }
+  const BucketHistogram* previous = nullptr;  // the previous cumulative point
+  for (const Sample& s : samples) {
+    BucketHistogram interval = s.histogram;
+    if (!s.delta) {
+      if (previous != nullptr && !interval.subtract(*previous)) interval = s.histogram;
+      previous = &s.histogram;
+    }
+    SeriesPoint& p = points.emplace_back();
+    p.time_ns = s.time_ns;
+    p.count = interval.count;
+    if (interval.has_sum) p.sum = interval.sum;
+    p.p50 = interval.quantile(0.5);
+    p.p95 = interval.quantile(0.95);
+  }
+  return points;
 }
 
 std::vector<MetricRow> MetricAggregator::finish() const {
@@ -348,6 +471,10 @@ std::vector<MetricRow> MetricAggregator::finish() const {
     row.series = s.series.size();
     row.points = s.points;
     if (s.series.size() == 1) row.attributes = s.series.begin()->first;
+    for (const auto& [attributes, series] : s.series) {
+      if (series.samples.empty()) continue;
+      row.timeseries.push_back({attributes, points_of(series.samples, row.type)});
+    }
     if (row.type == MetricType::kGauge || row.type == MetricType::kSum) {
       Number total;
       if (row.type == MetricType::kGauge) {

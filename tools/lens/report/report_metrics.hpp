@@ -1,7 +1,7 @@
 // The metrics section of `lens report`: the OTLP metrics found in the input lines
-// (resourceMetrics), aggregated per metric name and rank. Memory grows with the number of distinct
-// series (metric, rank, attribute set) and their histogram buckets, never with the number of points
-// or lines.
+// (resourceMetrics), aggregated per metric name and rank, and each series over time. Memory grows
+// with the number of distinct series (metric, rank, attribute set), their histogram buckets and
+// the points kept for their curves (at most kMaxSeriesPoints each), never with the number of lines.
 //
 //   MetricAggregator metrics;
 //   reader.read(file, [&](const ParsedRequest& r) { metrics.add(r); }, ...);
@@ -10,7 +10,8 @@
 // Per series (one attribute set of one metric of one rank): a sum is its last cumulative value
 // (the point with the latest timeUnixNano) plus the sum of its delta points; a histogram the
 // same, bucket by bucket. A row adds up its series; a gauge row lists each series' latest value
-// (and, as its value, the latest point of any series). Rules and limits: docs/report.md.
+// (and, as its value, the latest point of any series). Each series' points, by time, are in
+// MetricRow::timeseries. Rules and limits: docs/report.md.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,26 @@ struct SeriesValue {
   double value = 0;
 };
 
+/// One point of a time series. Gauges: the point's value. Sums: the sum's value as of time_ns
+/// (the latest cumulative point then, plus the delta points up to then), so a series' last point
+/// is the row's value. Histograms and summaries: what was recorded in the interval ending at
+/// time_ns (a delta point; a cumulative point minus the series' previous one, or the whole point
+/// after a reset).
+struct SeriesPoint {
+  std::uint64_t time_ns = 0;
+  bool is_int = false;
+  std::int64_t int_value = 0;
+  double value = 0;
+  std::uint64_t count = 0;
+  std::optional<double> sum, p50, p95;
+};
+
+/// The points of one series (one attribute set) of a metric of one rank, by time.
+struct TimeSeries {
+  std::string attributes;  // as SeriesValue::attributes
+  std::vector<SeriesPoint> points;
+};
+
 /// One metric of one rank, over every point read.
 struct MetricRow {
   std::string name;
@@ -51,6 +72,9 @@ struct MetricRow {
   /// Gauges: each series' latest value, by attributes (a gauge's series are not added up).
   std::vector<SeriesValue> by_series;
   std::uint64_t points = 0;  // data points read
+  /// Every series over time, by attributes (see SeriesPoint; at most
+  /// MetricAggregator::kMaxSeriesPoints points each).
+  std::vector<TimeSeries> timeseries;
   // Gauges and sums: the value (an integer when every point contributing to it was asInt).
   bool has_value = false;
   bool is_int = false;
@@ -89,6 +113,10 @@ struct ExponentialHistogram {
   /// Adds another histogram's counts, both at the smaller of the two scales (bucket k at scale s
   /// is bucket floor(k / 2^(s - s')) at scale s' < s). The zero threshold is the larger one.
   void merge(const ExponentialHistogram& other);
+  /// Takes away the counts of `earlier`, an older cumulative point of the same series (both at
+  /// the coarser scale). False, leaving this unchanged, when some bucket would go negative (the
+  /// series was reset in between).
+  bool subtract(const ExponentialHistogram& earlier);
   /// The number of values in the buckets and the zero bucket.
   std::uint64_t total() const;
   /// The q-quantile (0 <= q <= 1): the bucket holding rank q·total, in value order (negative
@@ -124,6 +152,11 @@ struct BucketHistogram {
   /// one's: each incoming bucket goes whole to the bucket holding its upper bound.
   void merge(const BucketHistogram& other);
   static BucketHistogram of(const MetricPoint& point);
+  /// Becomes what was recorded since `earlier`, an older cumulative point of the same series:
+  /// count, sum and buckets minus its (min and max stay, as bounds of every value). False,
+  /// leaving this unchanged, when that cannot be told: fewer values than `earlier` (a reset),
+  /// other bounds, or a bucket that would go negative.
+  bool subtract(const BucketHistogram& earlier);
 
   /// The q-quantile (0 <= q <= 1) estimated from the buckets: the bucket holding rank q·count, by
   /// linear interpolation between its bounds. The first bucket starts at min (else 0, or its
@@ -139,6 +172,11 @@ struct BucketHistogram {
 /// Aggregates the metrics of the requests it is given. Not thread-safe.
 class MetricAggregator {
  public:
+  /// A series keeps at most this many points: one more merges each pair of neighbours into one
+  /// at the later time (delta values added, cumulative values and gauges the later one), so a
+  /// long run keeps between half and all of this many, evenly over its time.
+  static constexpr std::size_t kMaxSeriesPoints = 1024;
+
   /// Adds the metrics of `request`; with `run_id` not empty, only those whose resource has that
   /// nemo.run.id.
   void add(const ParsedRequest& request, std::string_view run_id = {});
@@ -154,8 +192,16 @@ class MetricAggregator {
     void add(const MetricPoint& p);
     void add(const Number& n);
   };
+  // A point as read, for the series over time.
+  struct Sample {
+    std::uint64_t time_ns = 0;
+    bool delta = false;
+    Number number;
+    BucketHistogram histogram;
+  };
   struct Series {
-    bool has_latest = false;  // the latest cumulative point (gauges: any point)
+    std::vector<Sample> samples;  // in input order, thinned (kMaxSeriesPoints)
+    bool has_latest = false;      // the latest cumulative point (gauges: any point)
     std::uint64_t latest_time = 0;
     Number latest;
     BucketHistogram latest_histogram;
@@ -177,6 +223,9 @@ class MetricAggregator {
     std::uint64_t latest_time = 0;
     Number latest;
   };
+
+  static void thin(std::vector<Sample>& samples, bool numbers);
+  static std::vector<SeriesPoint> points_of(std::vector<Sample> samples, MetricType type);
 
   std::map<Key, State> metrics_;
 };

@@ -1,5 +1,6 @@
 #include "report/report_output.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <utility>
@@ -143,7 +144,40 @@ std::string metrics_text(const std::vector<MetricRow>& metrics) {
 
 ojson optional_json(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
 
-ojson metrics_json(const std::vector<MetricRow>& metrics) {
+// Up to `max_points` of `points` (0: all), evenly spaced, the first and the last kept.
+std::vector<std::size_t> thinned_indices(std::size_t n, std::size_t max_points) {
+  std::vector<std::size_t> out;
+  if (max_points == 0 || n <= max_points) {
+    for (std::size_t i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  const std::size_t k = std::max<std::size_t>(max_points, 2);
+  for (std::size_t i = 0; i < k; ++i) out.push_back(i * (n - 1) / (k - 1));
+  return out;
+}
+
+// A series over time: [time, value] per point (gauges and sums), [time, count, sum, p50, p95]
+// per interval (histograms and summaries).
+ojson timeseries_json(const MetricRow& m, std::size_t max_points) {
+  ojson out = ojson::array();
+  const bool distribution = is_distribution(m);
+  for (const TimeSeries& series : m.timeseries) {
+    ojson points = ojson::array();
+    for (const std::size_t i : thinned_indices(series.points.size(), max_points)) {
+      const SeriesPoint& p = series.points[i];
+      if (distribution) {
+        points.push_back(
+            {p.time_ns, p.count, optional_json(p.sum), optional_json(p.p50), optional_json(p.p95)});
+      } else {
+        points.push_back({p.time_ns, p.is_int ? ojson(p.int_value) : ojson(p.value)});
+      }
+    }
+    out.push_back({{"attributes", series.attributes}, {"points", std::move(points)}});
+  }
+  return out;
+}
+
+ojson metrics_json(const std::vector<MetricRow>& metrics, std::size_t max_points) {
   ojson rows = ojson::array();
   for (const MetricRow& m : metrics) {
     ojson row = {{"name", m.name},
@@ -174,6 +208,7 @@ ojson metrics_json(const std::vector<MetricRow>& metrics) {
       row["p95"] = optional_json(m.p95);
       row["max"] = optional_json(m.max);
     }
+    row["timeseries"] = timeseries_json(m, max_points);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -343,7 +378,7 @@ std::string report_text(const Report& r, std::size_t top) {
   return out;
 }
 
-ojson report_json(const Report& r, std::optional<std::size_t> top) {
+ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t max_series_points) {
   ojson j;
   j["format"] = "lens.report";
   j["version"] = 1;
@@ -453,7 +488,7 @@ ojson report_json(const Report& r, std::optional<std::size_t> top) {
   j["ancestry"] = {{"evicted", r.ancestry.evicted},
                    {"unresolved", r.ancestry.unresolved},
                    {"peak_pending", r.ancestry.peak_pending}};
-  j["metrics"] = metrics_json(r.metrics);
+  j["metrics"] = metrics_json(r.metrics, max_series_points);
   return j;
 }
 
