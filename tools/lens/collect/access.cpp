@@ -1,8 +1,12 @@
 // ReceiverAccess helpers (see access.hpp).
 #include "collect/access.hpp"
 
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -123,6 +127,41 @@ std::string read_pem(const std::string& path, std::string_view option) {
                      "' is not a PEM file (no -----BEGIN line)");
   }
   return pem;
+}
+
+void check_key_pair(const std::string& cert_pem, const std::string& cert_path,
+                    const std::string& key_pem, const std::string& key_path) {
+  // A password callback that declines: OpenSSL would otherwise prompt on the terminal for the
+  // passphrase of an encrypted key, which neither libmicrohttpd nor gRPC can use.
+  auto no_password = [](char*, int, int, void*) { return 0; };
+  BIO* cert_bio = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  X509* cert =
+      cert_bio == nullptr ? nullptr : PEM_read_bio_X509(cert_bio, nullptr, no_password, nullptr);
+  BIO_free(cert_bio);
+  BIO* key_bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  EVP_PKEY* key = key_bio == nullptr
+                      ? nullptr
+                      : PEM_read_bio_PrivateKey(key_bio, nullptr, no_password, nullptr);
+  BIO_free(key_bio);
+  const bool match = cert != nullptr && key != nullptr && X509_check_private_key(cert, key) == 1;
+  ERR_clear_error();  // the reasons are told below; leave no error queued for the TLS libraries
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  if (cert == nullptr) {
+    throw UsageError("--tls-cert '" + cert_path +
+                     "' does not start with a PEM certificate (-----BEGIN CERTIFICATE-----) that "
+                     "OpenSSL can read");
+  }
+  if (key == nullptr) {
+    throw UsageError(
+        "--tls-key '" + key_path +
+        "' is not an unencrypted PEM private key (-----BEGIN PRIVATE KEY-----, or RSA/EC "
+        "PRIVATE KEY) that OpenSSL can read");
+  }
+  if (!match) {
+    throw UsageError("--tls-key '" + key_path + "' is not the private key of --tls-cert '" +
+                     cert_path + "': the certificate holds another public key");
+  }
 }
 
 }  // namespace nemo::lens::cli

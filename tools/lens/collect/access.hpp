@@ -37,4 +37,11 @@ std::string read_token(const std::string* file, const std::string* variable);
 /// Reads a PEM file for --tls-cert or --tls-key (named `option`). Throws UsageError naming it.
 std::string read_pem(const std::string& path, std::string_view option);
 
+/// Checks, before anything listens, that `cert_pem` (from --tls-cert `cert_path`) starts with a
+/// certificate and that `key_pem` (from --tls-key `key_path`) is an unencrypted private key whose
+/// public half is the certificate's. Throws UsageError saying which of these fails, so that a
+/// wrong pair is not taken for a port in use.
+void check_key_pair(const std::string& cert_pem, const std::string& cert_path,
+                    const std::string& key_pem, const std::string& key_path);
+
 }  // namespace nemo::lens::cli

@@ -79,6 +79,7 @@ ReceiverAccess access_from(const ParsedFlags& flags) {
   if (cert) {
     access.cert_pem = read_pem(*cert, "--tls-cert");
     access.key_pem = read_pem(*key, "--tls-key");
+    check_key_pair(access.cert_pem, *cert, access.key_pem, *key);
   }
   return access;
 }
