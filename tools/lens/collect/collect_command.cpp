@@ -1,6 +1,8 @@
 // `lens collect`: an OTLP receiver for people who have no collector.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -17,6 +19,7 @@ constexpr std::string_view kHelp =
     "usage: lens collect [--out FILE] [--metrics-out FILE] [--logs-out FILE]\n"
     "                    [--listen HOST:PORT] [--grpc-listen HOST:PORT|off] [--max-body BYTES]\n"
     "                    [--token-file FILE | --token-env VAR] [--tls-cert FILE --tls-key FILE]\n"
+    "                    [--header-timeout SECONDS]\n"
     "\n"
     "Receives spans, metrics and logs over OTLP and appends every request to its signal's file\n"
     "as one line of OTLP/JSON (the format of the file exporters, which `lens report` reads).\n"
@@ -42,6 +45,8 @@ constexpr std::string_view kHelp =
     "                           (never on the command line, where ps shows it)\n"
     "  --tls-cert FILE          serve HTTPS and gRPC over TLS with this PEM certificate (chain)\n"
     "  --tls-key FILE           and its PEM private key\n"
+    "  --header-timeout SECONDS how long a new HTTP connection has to send its request headers\n"
+    "                           (TLS handshake included) before it is closed (default 10)\n"
     "\n"
     "Both addresses are loopback by default, so only this machine can send; give 0.0.0.0:PORT\n"
     "to accept other machines, with a token and TLS on a shared network (a warning says when\n"
@@ -52,12 +57,16 @@ constexpr std::string_view kHelp =
     "Answers: 200 with an empty OTLP response; 400 for an undecodable body, 401 without the\n"
     "token, 404 for another path or a signal without output, 405 for another method, 413 for a\n"
     "body over the limit, 415 for an unsupported Content-Type or Content-Encoding. None of these\n"
-    "stops the receiver.\n";
+    "stops the receiver.\n"
+    "\n"
+    "A file whose last line was torn by a crash during a write is cut back to its last whole\n"
+    "line at start (a line on stderr says how many bytes went), so new lines start whole.\n";
 
 constexpr FlagSpec kFlags[] = {
-    {"--out", true},         {"--metrics-out", true}, {"--logs-out", true},   {"--listen", true},
-    {"--grpc-listen", true}, {"--max-body", true},    {"--token-file", true}, {"--token-env", true},
-    {"--tls-cert", true},    {"--tls-key", true},     {"--token", true}};
+    {"--out", true},        {"--metrics-out", true}, {"--logs-out", true},
+    {"--listen", true},     {"--grpc-listen", true}, {"--max-body", true},
+    {"--token-file", true}, {"--token-env", true},   {"--tls-cert", true},
+    {"--tls-key", true},    {"--token", true},       {"--header-timeout", true}};
 
 // The token, certificate and key the flags name. Throws UsageError.
 ReceiverAccess access_from(const ParsedFlags& flags) {
@@ -120,7 +129,29 @@ int run_collect(std::span<const std::string_view> args) {
     }
     max_body = parsed;
   }
+  HttpLimits limits;
+  if (auto v = flags.value("--header-timeout")) {
+    unsigned long parsed = 0;
+    std::size_t used = 0;
+    try {
+      parsed = std::stoul(*v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v->size() || parsed == 0 || parsed > 3600) {
+      throw UsageError("invalid --header-timeout '" + *v +
+                       "': expected a number of seconds from 1 to 3600");
+    }
+    limits.header_timeout_s = static_cast<unsigned>(parsed);
+  }
   const ReceiverAccess access = access_from(flags);
+  // Every connection is a descriptor: take all the process may have (the soft limit is often
+  // 1024 of a hard one far higher), so that the connection limit derived from it is not small.
+  if (rlimit nofile{};
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 1 << 16);
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   // SIGINT and SIGTERM are taken by sigwait() below, so every thread started from here on (the
   // servers') must leave them blocked.
@@ -131,7 +162,8 @@ int run_collect(std::span<const std::string_view> args) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   CollectorSink sink(outputs, max_body);
-  HttpReceiver http(http_address, sink, access);
+  for (const std::string& notice : sink.notices()) std::cerr << "lens collect: " << notice << "\n";
+  HttpReceiver http(http_address, sink, access, limits);
   // One line per signal collected: the first says "OTLP/HTTP on" (what scripts look for; with
   // spans, the /v1/traces URL as it always was), the others "OTLP/HTTP also on".
   const std::string base = std::string(access.tls() ? "https://" : "http://") +

@@ -5,10 +5,14 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -16,6 +20,10 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "common/cli.hpp"
 #include "common/otlp_transcode.hpp"
@@ -73,6 +81,56 @@ bool gunzip(std::string_view in, std::size_t cap, std::string& out, bool& too_la
   }
   inflateEnd(&zs);
   return rc == Z_STREAM_END;
+}
+
+// Cuts the regular file `path`, open as `fd` for appending, back to just after its last newline
+// when its last byte is not one: the fragment a crash left mid-write. Returns the bytes removed;
+// throws ConfigError naming `option` when the file cannot be read or cut.
+std::uint64_t cut_torn_tail(int fd, const std::string& path, std::string_view option) {
+  auto fail = [&](const char* what) {
+    return ConfigError("Cannot " + std::string(what) + " " + std::string(option) + " file '" +
+                       path + "' to remove a torn last line: " + std::strerror(errno) + ".");
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw fail("inspect");
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) return 0;  // a pipe or a device: nothing to mend
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw fail("read");
+  // Backwards in chunks from the end, to the last newline (a torn line may be megabytes long).
+  off_t end = st.st_size;
+  off_t keep = 0;
+  bool last = true;
+  char chunk[64 * 1024];
+  while (end > 0) {
+    const off_t start =
+        end > static_cast<off_t>(sizeof chunk) ? end - static_cast<off_t>(sizeof chunk) : 0;
+    const ssize_t n = ::pread(in, chunk, static_cast<std::size_t>(end - start), start);
+    if (n != end - start) {
+      ::close(in);
+      throw fail("read");
+    }
+    if (last && chunk[n - 1] == '\n') {
+      ::close(in);
+      return 0;  // whole lines
+    }
+    last = false;
+    if (const void* nl = ::memrchr(chunk, '\n', static_cast<std::size_t>(n))) {
+      keep = start + (static_cast<const char*>(nl) - chunk) + 1;
+      break;
+    }
+    end = start;
+  }
+  ::close(in);
+  if (::ftruncate(fd, keep) != 0) throw fail("cut");
+  return static_cast<std::uint64_t>(st.st_size - keep);
+}
+
+// Whether the peer of `fd` is still there to read an answer: false once it closed its side (or
+// the connection broke). A request read whole from a client that then gave up is still queued in
+// the socket; this tells it apart from one whose client waits.
+bool peer_connected(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0;
 }
 
 }  // namespace
@@ -145,12 +203,19 @@ CollectorSink::CollectorSink(const CollectorOutputs& outputs, std::size_t max_bo
       throw ConfigError("Cannot open " + std::string(output_option(signal)) + " file '" + o.path +
                         "' for appending: " + std::strerror(errno) + ".");
     }
+    if (const std::uint64_t cut = cut_torn_tail(o.fd, o.path, output_option(signal)); cut != 0) {
+      notices_.push_back(std::string(output_option(signal)) + " '" + o.path + "': removed the " +
+                         std::to_string(cut) +
+                         " bytes of a torn last line (a crash during a write left it without its "
+                         "newline), so that new lines do not append onto it");
+    }
   }
 }
 
 CollectorSink::~CollectorSink() = default;
 
-Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json, bool gzip) {
+Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json, bool gzip,
+                                 const std::function<bool()>& still_wanted) {
   Acceptance a;
   Output& output = out_[index(signal)];
   if (output.fd < 0) {
@@ -211,15 +276,26 @@ Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json
   }
   line.push_back('\n');
   {
-    // One write() per request on an O_APPEND descriptor: a reader (or a crash) sees whole lines.
+    // One write() per request on an O_APPEND descriptor: a reader sees whole lines (a crash
+    // mid-write may leave a torn last one, which the next start cuts off).
     std::lock_guard lock(write_mu_);
+    // Last: whatever came before took time, in which the client may have given up.
+    if (still_wanted && !still_wanted()) {
+      a.status = 499;
+      a.error = "the client closed the connection before the answer: the request was not written";
+      rejected_.fetch_add(1);
+      return a;
+    }
     std::string_view rest = line;
+    const off_t before = ::lseek(output.fd, 0, SEEK_END);  // -1 for a pipe
     while (!rest.empty()) {
       const ssize_t n = ::write(output.fd, rest.data(), rest.size());
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         a.status = 500;
         a.error = std::string("cannot write the output file: ") + std::strerror(errno);
+        // A part written (the disk filled up): take it back, so the next line starts whole.
+        if (before >= 0 && rest.size() != line.size()) (void)::ftruncate(output.fd, before);
         rejected_.fetch_add(1);
         return a;
       }
@@ -358,19 +434,128 @@ MHD_Result respond_error(MHD_Connection* connection, int status, const std::stri
 }  // namespace
 
 struct HttpReceiver::Impl {
+  using Clock = std::chrono::steady_clock;
+
+  // One TCP connection, from MHD's STARTED notification to its CLOSED one (its socket context).
+  struct Connection {
+    int fd = -1;
+    std::string address;         // the peer's, without the port
+    Clock::time_point deadline;  // for the next request's headers
+    bool awaiting_headers = true;
+    bool proven = false;  // sent a request with the token (without a token: any request)
+    bool shut = false;    // the watchdog shut it down
+  };
+
   CollectorSink& sink;
   const ReceiverAccess access;
+  const HttpLimits limits;
   MHD_Daemon* daemon = nullptr;
   std::mutex mu;
   std::condition_variable idle;
   int in_flight = 0;
   std::atomic<bool> stopping{false};  // stop() began: new connections are closed at once
 
-  Impl(CollectorSink& s, ReceiverAccess a) : sink(s), access(std::move(a)) {}
+  // The connections and the unproven ones' counts. The watchdog shuts a socket down only under
+  // conn_mu and only while it is in `connections`; MHD notifies CLOSED (which takes conn_mu and
+  // removes it) before it closes the descriptor, so a descriptor number reused by a new
+  // connection is never shut by mistake.
+  std::mutex conn_mu;
+  std::unordered_set<Connection*> connections;
+  std::unordered_map<std::string, unsigned> unproven_by_address;
+  unsigned unproven = 0;
+  bool watchdog_stop = false;
+  std::condition_variable watchdog_wake;
+  std::thread watchdog;
 
-  // MHD's accept policy: every connection until stop(), none after.
-  static MHD_Result admit(void* cls, const sockaddr*, socklen_t) {
-    return static_cast<Impl*>(cls)->stopping.load(std::memory_order_relaxed) ? MHD_NO : MHD_YES;
+  Impl(CollectorSink& s, ReceiverAccess a, const HttpLimits& l)
+      : sink(s), access(std::move(a)), limits(l) {}
+
+  static std::string address_of(const sockaddr* addr) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (addr == nullptr) return text;
+    if (addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
+    } else if (addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text,
+                sizeof text);
+    }
+    return text;
+  }
+
+  // MHD's accept policy: none after stop(); else none from an address that holds as many
+  // unproven connections as allowed, nor beyond half the limit of unproven ones in all: what
+  // idle or slow clients can hold is bounded, the rest stays for writers.
+  static MHD_Result admit(void* cls, const sockaddr* addr, socklen_t) {
+    auto* self = static_cast<Impl*>(cls);
+    if (self->stopping.load(std::memory_order_relaxed)) return MHD_NO;
+    const std::string address = address_of(addr);
+    std::lock_guard lock(self->conn_mu);
+    if (self->unproven >= self->limits.max_connections / 2) return MHD_NO;
+    const auto it = self->unproven_by_address.find(address);
+    return it != self->unproven_by_address.end() &&
+                   it->second >= self->limits.max_unproven_per_address
+               ? MHD_NO
+               : MHD_YES;
+  }
+
+  // Under conn_mu: `c` has proven itself, or is gone unproven.
+  void forget_unproven(Connection& c) {
+    if (c.proven) return;
+    c.proven = true;
+    --unproven;
+    const auto it = unproven_by_address.find(c.address);
+    if (it != unproven_by_address.end() && --it->second == 0) unproven_by_address.erase(it);
+  }
+
+  static void notify_connection(void* cls, MHD_Connection* connection, void** socket_context,
+                                MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<Impl*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      auto* c = new Connection();
+      const MHD_ConnectionInfo* fd =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      const MHD_ConnectionInfo* addr =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+      c->fd = fd == nullptr ? -1 : fd->connect_fd;
+      c->address = address_of(addr == nullptr ? nullptr : addr->client_addr);
+      c->deadline = Clock::now() + std::chrono::seconds(self->limits.header_timeout_s);
+      *socket_context = c;
+      std::lock_guard lock(self->conn_mu);
+      self->connections.insert(c);
+      ++self->unproven;
+      ++self->unproven_by_address[c->address];
+      return;
+    }
+    auto* c = static_cast<Connection*>(*socket_context);
+    if (c == nullptr) return;
+    {
+      std::lock_guard lock(self->conn_mu);
+      self->forget_unproven(*c);
+      self->connections.erase(c);
+    }
+    delete c;
+    *socket_context = nullptr;
+  }
+
+  static Connection* connection_of(MHD_Connection* connection) {
+    const MHD_ConnectionInfo* info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == nullptr ? nullptr : static_cast<Connection*>(info->socket_context);
+  }
+
+  // Shuts down every connection past its deadline for headers, until stop(). shutdown(), never
+  // close(): MHD owns the descriptor, sees the end of the connection and closes it itself.
+  void watch() {
+    std::unique_lock lock(conn_mu);
+    while (!watchdog_stop) {
+      watchdog_wake.wait_for(lock, std::chrono::milliseconds(200));
+      const Clock::time_point now = Clock::now();
+      for (Connection* c : connections) {
+        if (!c->awaiting_headers || c->shut || now < c->deadline || c->fd < 0) continue;
+        ::shutdown(c->fd, SHUT_RDWR);
+        c->shut = true;
+      }
+    }
   }
 
   static MHD_Result handle(void* cls, MHD_Connection* connection, const char* url,
@@ -385,6 +570,7 @@ struct HttpReceiver::Impl {
         std::lock_guard lock(self->mu);
         ++self->in_flight;
       }
+      Connection* c = connection_of(connection);
       const char* type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Type");
       const std::string content_type = nemo::lens::detail::to_lower(type == nullptr ? "" : type);
       const std::string media = content_type.substr(0, content_type.find(';'));
@@ -398,9 +584,16 @@ struct HttpReceiver::Impl {
       const bool has_length = length_header != nullptr;
       const std::uint64_t length = has_length ? std::strtoull(length_header, nullptr, 10) : 0;
       const std::optional<Signal> signal = signal_at(url);
-      if (!self->access.token.empty() &&
-          !bearer_matches(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization"),
-                          self->access.token)) {
+      const bool authenticated =
+          self->access.token.empty() ||
+          bearer_matches(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization"),
+                         self->access.token);
+      if (c != nullptr) {
+        std::lock_guard lock(self->conn_mu);
+        c->awaiting_headers = false;
+        if (authenticated) self->forget_unproven(*c);
+      }
+      if (!authenticated) {
         // First: a writer without the token learns nothing about what is served here.
         request->refuse_status = 401;
         request->refuse_reason = std::string(kUnauthenticatedMessage);
@@ -462,16 +655,29 @@ struct HttpReceiver::Impl {
       return respond_error(connection, request->refuse_status, request->refuse_reason,
                            request->json);
     }
+    const MHD_ConnectionInfo* fd =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const int socket = fd == nullptr ? -1 : fd->connect_fd;
     const Acceptance a =
-        self->sink.accept(request->signal, request->body, request->json, request->gzip);
+        self->sink.accept(request->signal, request->body, request->json, request->gzip,
+                          [socket] { return socket < 0 || peer_connected(socket); });
     if (a.status != 200) return respond_error(connection, a.status, a.error, request->json);
     // The OTLP success answer: an empty Export<Signal>ServiceResponse in the request's encoding.
     return request->json ? respond(connection, 200, "{}", "application/json")
                          : respond(connection, 200, "", "application/x-protobuf");
   }
 
-  static void completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+  static void completed(void* cls, MHD_Connection* connection, void** con_cls,
+                        MHD_RequestTerminationCode) {
     auto* self = static_cast<Impl*>(cls);
+    if (Connection* c = connection_of(connection)) {
+      // Kept alive, it has the idle timeout for the next request's headers (an unproven one, the
+      // header timeout: a client without the token cannot hold a connection by repeating 401s).
+      std::lock_guard lock(self->conn_mu);
+      c->awaiting_headers = true;
+      c->deadline = Clock::now() + std::chrono::seconds(c->proven ? self->limits.idle_timeout_s
+                                                                  : self->limits.header_timeout_s);
+    }
     auto* request = static_cast<Request*>(*con_cls);
     if (request == nullptr) return;
     delete request;
@@ -481,9 +687,41 @@ struct HttpReceiver::Impl {
   }
 };
 
+namespace {
+
+// The default connection limit: half the descriptors this process may open (the other half for
+// gRPC, the output files and libraries), less a reserve, at most 4096.
+unsigned default_connection_limit() {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return 4096;
+  const rlim_t half = nofile.rlim_cur > 128 ? (nofile.rlim_cur - 128) / 2 : 32;
+  return static_cast<unsigned>(std::clamp<rlim_t>(half, 32, 4096));
+}
+
+// Whether something else listens on `storage` already: a bind there fails with EADDRINUSE.
+bool address_in_use(const sockaddr_storage& storage) {
+  const int fd = ::socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as MHD binds
+  const socklen_t size = storage.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  const bool in_use =
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&storage), size) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  return in_use;
+}
+
+}  // namespace
+
 HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
-                           const ReceiverAccess& access)
-    : impl_(std::make_unique<Impl>(sink, access)) {
+                           const ReceiverAccess& access, const HttpLimits& limits)
+    : impl_(std::make_unique<Impl>(sink, access, [&] {
+        HttpLimits l = limits;
+        if (l.max_connections == 0) l.max_connections = default_connection_limit();
+        l.header_timeout_s = std::max(l.header_timeout_s, 1u);
+        l.idle_timeout_s = std::max(l.idle_timeout_s, 1u);
+        return l;
+      }())) {
   sockaddr_storage storage{};
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_EPOLL;
   if (access.tls()) {
@@ -513,24 +751,34 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
   }
   // The certificate and key options end the list for plain HTTP (MHD_OPTION_END in their place).
   const MHD_OPTION cert_option = access.tls() ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END;
+  // With a pool, MHD splits the connection limit between its threads.
+  const HttpLimits& l = impl_->limits;
   impl_->daemon = MHD_start_daemon(
       flags, address.port, &Impl::admit, impl_.get(), &Impl::handle, impl_.get(),
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&storage), MHD_OPTION_NOTIFY_COMPLETED,
-      &Impl::completed, impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT,
-      60U, MHD_OPTION_CONNECTION_LIMIT, 256U,
+      &Impl::completed, impl_.get(), MHD_OPTION_NOTIFY_CONNECTION, &Impl::notify_connection,
+      impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT, l.idle_timeout_s,
+      MHD_OPTION_CONNECTION_LIMIT, l.max_connections,
       // Bodies arrive in pieces of at most this buffer: 1 MiB keeps a batch to a few pieces.
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20), cert_option,
       impl_->access.cert_pem.c_str(), MHD_OPTION_HTTPS_MEM_KEY, impl_->access.key_pem.c_str(),
       MHD_OPTION_END);
-  if (impl_->daemon == nullptr && access.tls()) {
-    throw ConfigError("Cannot serve OTLP/HTTPS on " + address.to_string() +
-                      ": the port is in use, or --tls-cert and --tls-key are not a certificate "
-                      "and its private key.");
-  }
   if (impl_->daemon == nullptr) {
-    throw ConfigError("Cannot listen for OTLP/HTTP on " + address.to_string() +
-                      " (is the port in use? pick another with --listen).");
+    const int error = errno;
+    if (address.port != 0 && address_in_use(storage)) {
+      throw ConfigError("Cannot listen for OTLP/HTTP on " + address.to_string() +
+                        ": the port is in use (pick another with --listen).");
+    }
+    if (access.tls()) {
+      // The pair was checked with OpenSSL before (check_key_pair); GnuTLS refused it anyway.
+      throw ConfigError("Cannot serve OTLP/HTTPS on " + address.to_string() +
+                        ": libmicrohttpd's TLS (GnuTLS) does not accept --tls-cert and --tls-key "
+                        "(a key type or certificate format it cannot use?).");
+    }
+    throw ConfigError("Cannot listen for OTLP/HTTP on " + address.to_string() + ": " +
+                      std::strerror(error) + ".");
   }
+  impl_->watchdog = std::thread([impl = impl_.get()] { impl->watch(); });
 }
 
 HttpReceiver::~HttpReceiver() { stop(0); }
@@ -555,6 +803,12 @@ void HttpReceiver::stop(int timeout_ms) {
   }
   MHD_stop_daemon(impl_->daemon);
   impl_->daemon = nullptr;
+  {
+    std::lock_guard lock(impl_->conn_mu);
+    impl_->watchdog_stop = true;
+  }
+  impl_->watchdog_wake.notify_all();
+  impl_->watchdog.join();
 }
 
 }  // namespace nemo::lens::cli

@@ -6,10 +6,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "collect/access.hpp"
 #include "common/otlp_transcode.hpp"
@@ -55,8 +57,10 @@ std::string not_collected_message(Signal signal);
 /// Decodes requests and appends them to their signal's file. Thread-safe.
 class CollectorSink {
  public:
-  /// Opens each given path for appending (creating it). Throws ConfigError naming the option,
-  /// the path and the error.
+  /// Opens each given path for appending (creating it). A regular file whose last byte is not a
+  /// newline (a line torn by a crash during its write) is first cut back to its last newline, so
+  /// that the next line does not append onto the fragment; notices() says so. Throws ConfigError
+  /// naming the option, the path and the error.
   CollectorSink(const CollectorOutputs& outputs, std::size_t max_body);
   ~CollectorSink();
   CollectorSink(const CollectorSink&) = delete;
@@ -69,7 +73,14 @@ class CollectorSink {
   /// the body is gzip-compressed (its decompressed size is bounded by max_body too). The signal
   /// must be collected (collects()). Writes the request's line only when lens report and lens
   /// convert read it without error (SpanLineReader::parse_line); else answers 400 with why.
-  Acceptance accept(Signal signal, std::string_view body, bool json, bool gzip);
+  /// `still_wanted`, when given, is asked just before the write: false (the client has gone, so
+  /// no answer can reach it) writes nothing and answers 499, counted as rejected.
+  Acceptance accept(Signal signal, std::string_view body, bool json, bool gzip,
+                    const std::function<bool()>& still_wanted = {});
+
+  /// What opening the outputs repaired, one sentence each ("--out 'f': removed the 17 bytes of a
+  /// torn last line ..."); empty when nothing was.
+  const std::vector<std::string>& notices() const { return notices_; }
 
   /// Counts a request refused before its body was read (413 on Content-Length, 404, 415...).
   void count_rejected() { rejected_.fetch_add(1); }
@@ -98,6 +109,7 @@ class CollectorSink {
   static std::size_t index(Signal signal) { return static_cast<std::size_t>(signal); }
 
   std::array<Output, 3> out_;
+  std::vector<std::string> notices_;
   std::size_t max_body_;
   std::mutex write_mu_;  // one for every file: two signals may share one
   std::atomic<std::uint64_t> rejected_{0};
@@ -117,14 +129,31 @@ struct ListenAddress {
 /// `flag` and the value.
 ListenAddress parse_listen_address(std::string_view value, std::string_view flag);
 
+/// How the OTLP/HTTP front-end shares its connections, so that idle or slow clients cannot lock
+/// out writers (docs/otlp.md, "Connections").
+struct HttpLimits {
+  /// Open connections at most; 0: from RLIMIT_NOFILE (half the soft limit less 64, at most 4096).
+  unsigned max_connections = 0;
+  /// Seconds a new connection has to deliver its first request's headers (TLS handshake
+  /// included) before it is shut down.
+  unsigned header_timeout_s = 10;
+  /// Seconds of inactivity after which a connection is closed: a keep-alive connection between
+  /// requests (counted from the last answer), or a body that stops arriving.
+  unsigned idle_timeout_s = 30;
+  /// Connections from one address that have not yet sent a request with the token (without a
+  /// token: any request headers) at most; beyond it, new ones from that address are closed at
+  /// once. Such connections from all addresses are held to half of max_connections.
+  unsigned max_unproven_per_address = 256;
+};
+
 /// The OTLP/HTTP front-end: POST /v1/traces, /v1/metrics, /v1/logs. With a token, a request
 /// without "Authorization: Bearer <token>" gets 401 (and WWW-Authenticate: Bearer) before any
 /// other check; with a certificate, it serves HTTPS only.
 class HttpReceiver {
  public:
   /// Starts listening. Throws ConfigError when it cannot (the address is in use, a bad key...).
-  HttpReceiver(const ListenAddress& address, CollectorSink& sink,
-               const ReceiverAccess& access = {});
+  HttpReceiver(const ListenAddress& address, CollectorSink& sink, const ReceiverAccess& access = {},
+               const HttpLimits& limits = {});
   ~HttpReceiver();
   /// The port actually bound (the chosen one when the address said 0).
   std::uint16_t port() const;
