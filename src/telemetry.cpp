@@ -99,6 +99,25 @@ std::vector<std::string> redacted_keys(const NemoLensConfig& config, const Setup
   return keys;
 }
 
+// Under single_rank, an export_rank at or beyond the world size means that no rank exports. NeMo
+// Lens decides the same without a word; lens keeps the decision (C++ and Python pick the same
+// ranks) but says so once, on rank 0, naming where the rank came from.
+void warn_if_no_rank_exports(const NemoLensConfig& config, int rank, int world_size,
+                             const SetupOptions& options) {
+  if (options.strategy || config.export_strategy != "single_rank" || rank != 0 ||
+      config.export_rank < world_size) {
+    return;
+  }
+  std::string source = "export_rank";
+  if (auto variable = config.env_variable("EXPORT_RANK")) {
+    if (parse_int(*config.env("EXPORT_RANK")) == config.export_rank) source = *variable;
+  }
+  std::fprintf(stderr,
+               "lens: %s is %d, but the world size is %d: with export_strategy single_rank no "
+               "rank exports. Give a rank from 0 to %d, or -1 for the last rank.\n",
+               source.c_str(), config.export_rank, world_size, world_size - 1);
+}
+
 // The one-line summary shutdown prints last, when any signal lost something.
 void print_summary(const TelemetryState& s, const TelemetryStats& st) {
   const std::uint64_t dropped =
@@ -390,6 +409,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     detail::g_logs_recording.store(true, std::memory_order_relaxed);
   }
   detail::active_state() = state;
+  detail::warn_if_no_rank_exports(config, rank, world_size, options);
   return TelemetryHandle(std::move(state));
 }
 

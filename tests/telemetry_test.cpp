@@ -83,6 +83,51 @@ TEST_F(Setup, EnabledButNotExportingLeavesEveryGroupOff) {
   last.shutdown();
 }
 
+// NeMo Lens' single_rank exports from no rank when export_rank is not below the world size, and
+// so does lens (both languages pick the same ranks), but rank 0 says so once at set-up.
+TEST_F(Setup, AnExportRankBeyondTheWorldSizeExportsNothingAndRankZeroSaysSo) {
+  env_.set("NEMO_LENS_CONTROL", "off");  // nothing else on stderr
+  env_.set("NEMO_LENS_EXPORT_RANK", "2147483647");
+  NemoLensConfig c = NemoLensConfig::from_env();
+  c.enabled = true;
+  c.exporter = "console";
+  testing::internal::CaptureStderr();
+  auto h = setup_telemetry(c, 0, 1);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "lens: NEMO_LENS_EXPORT_RANK is 2147483647, but the world size is 1: with "
+            "export_strategy single_rank no rank exports. Give a rank from 0 to 0, or -1 for the "
+            "last rank.\n");
+  EXPECT_FALSE(h.is_exporting());
+  EXPECT_TRUE(enabled_span_groups().empty());
+  h.shutdown();
+
+  NemoLensConfig d = enabled_config("all");  // set in the program: named as the field
+  d.export_strategy = "single_rank";
+  d.export_rank = 4;
+  for (int rank = 0; rank < 4; ++rank) {
+    testing::internal::CaptureStderr();
+    auto r = setup_telemetry(d, rank, 4);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(),
+              rank == 0 ? "lens: export_rank is 4, but the world size is 4: with export_strategy "
+                          "single_rank no rank exports. Give a rank from 0 to 3, or -1 for the "
+                          "last rank.\n"
+                        : "")
+        << rank;
+    EXPECT_FALSE(r.is_exporting());
+    r.shutdown();
+  }
+  d.export_rank = 3;  // in range, or another strategy: nothing to say
+  testing::internal::CaptureStderr();
+  auto last = setup_telemetry(d, 0, 4);
+  last.shutdown();
+  d.export_strategy = "all_ranks";
+  d.export_rank = 9;
+  auto all = setup_telemetry(d, 0, 4);
+  EXPECT_TRUE(all.is_exporting());
+  all.shutdown();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
 TEST_F(Setup, SecondEnabledSetupThrowsUnlessAllowReinit) {
   auto first = setup_telemetry(enabled_config("default"));
   try {

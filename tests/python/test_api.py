@@ -281,6 +281,32 @@ def test_metrics_and_logs_reach_the_file_exporter(tmp_path):
     assert {"code.filepath", "code.lineno", "code.function"} <= keys
 
 
+def test_an_export_rank_beyond_the_world_size_exports_nothing_and_rank_zero_says_so(
+        monkeypatch, capfd):
+    # As NeMo Lens, single_rank exports from no rank; as the C++ library, rank 0 says so once.
+    monkeypatch.setenv("NEMO_LENS_CONTROL", "off")
+    monkeypatch.setenv("NEMO_LENS_EXPORT_RANK", "2147483647")
+    config = lens.NemoLensConfig.from_env()
+    config.enabled = True
+    config.exporter = "console"
+    capfd.readouterr()
+    h = lens.setup_telemetry(config, 0, 1, _allow_reinit=True)
+    try:
+        assert not h.is_exporting
+    finally:
+        h.shutdown()
+    assert capfd.readouterr().err == (
+        "lens: NEMO_LENS_EXPORT_RANK is 2147483647, but the world size is 1: with export_strategy "
+        "single_rank no rank exports. Give a rank from 0 to 0, or -1 for the last rank.\n")
+    config = lens.NemoLensConfig(enabled=True, exporter="console", export_rank=4)
+    for rank in range(2):
+        h = lens.setup_telemetry(config, rank, 4, _allow_reinit=True)
+        h.shutdown()
+        assert capfd.readouterr().err == ("" if rank else (
+            "lens: export_rank is 4, but the world size is 4: with export_strategy single_rank "
+            "no rank exports. Give a rank from 0 to 3, or -1 for the last rank.\n"))
+
+
 def test_bad_ranks_and_strategy_results_are_named_not_pybind11s_messages():
     config = lens.NemoLensConfig(enabled=True, export_strategy="all_ranks", exporter="console")
     with pytest.raises(TypeError, match=r"rank must be an int, got '1' \(str\)"):
