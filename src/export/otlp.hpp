@@ -76,8 +76,10 @@ struct OtlpSettings {
 
 /// Reads OtlpSettings from the environment. Throws ConfigError naming the variable, its value and
 /// what is valid: an unknown protocol (or "grpc" in a build without it), an endpoint that is not
-/// an http(s) URL, a malformed header list, a timeout that is not a whole number of milliseconds,
-/// an unknown compression, a certificate file that cannot be read.
+/// an http(s) URL with a host and a port from 1 to 65535, a malformed header list or a header that
+/// would break every request (Content-Length, Content-Type, ...; for gRPC also grpc-*, host,
+/// user-agent), a timeout that is not a whole number of milliseconds, an unknown compression, a
+/// certificate file that cannot be read.
 OtlpSettings otlp_settings_from_env(OtlpSignal signal = OtlpSignal::kTraces);
 
 /// What the receiver said about a batch it accepted: the partial_success of the signal's export
