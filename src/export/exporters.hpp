@@ -1,11 +1,13 @@
 // The built-in span exporters and the OTLP/JSON encoding they share. Internal.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "export/json_writer.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/exporter.hpp"
 
@@ -91,12 +93,18 @@ class JsonLinesOutput {
   bool line_open_ = false;  // a failed write left a partial line in the file
 };
 
-/// Appends one OTLP/JSON line per batch to a file (a JsonLinesOutput).
+/// Appends one OTLP/JSON line per batch to a file (a JsonLinesOutput), each at most
+/// `max_line_bytes` long (json::kMaxLineBytes, what lens report reads): a batch whose line would
+/// be longer is written as one line per span, and a span whose line alone would be longer has its
+/// longest strings cut (each ending in "…[lens: cut from N bytes]") until it fits. Such spans
+/// are counted (spans_cut()), and reported on stderr the first time and at shutdown.
 class FileSpanExporter : public SpanExporter {
  public:
   /// Opens (creating, mode 0644) `path` for appending. Throws ConfigError naming the path, where
   /// it came from (`origin`, e.g. export_path_origin(); left out when empty) and the OS error.
-  explicit FileSpanExporter(std::string path, std::string_view origin = {});
+  /// `max_line_bytes` other than the default is for tests.
+  explicit FileSpanExporter(std::string path, std::string_view origin = {},
+                            std::size_t max_line_bytes = json::kMaxLineBytes);
   FileSpanExporter(const FileSpanExporter&) = delete;
   FileSpanExporter& operator=(const FileSpanExporter&) = delete;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
@@ -104,10 +112,18 @@ class FileSpanExporter : public SpanExporter {
   bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override;
   void shutdown(std::chrono::steady_clock::time_point deadline) noexcept override;
   const std::string& path() const noexcept;
+  /// Spans written with strings cut to fit max_line_bytes.
+  std::uint64_t spans_cut() const noexcept { return spans_cut_; }
 
  private:
+  // The one span's line in buffer_, its strings cut until it fits; false when even strings of a
+  // few bytes do not make it fit (a span with millions of attributes).
+  bool encode_cut(const SpanData& span, const Resource& resource);
+
   JsonLinesOutput out_;
   std::string buffer_;
+  std::size_t max_line_bytes_;
+  std::uint64_t spans_cut_ = 0;
 };
 
 /// The file exporter's path for `rank`: `<PREFIX>_EXPORT_PATH` (default
@@ -125,9 +141,9 @@ std::string rank_path(const NemoLensConfig& config, int rank, std::string_view k
 std::string path_origin(const NemoLensConfig& config, std::string_view key);
 
 /// The exporter config.exporter names (trimmed, any case): "console" (stdout), "file"
-/// (export_path(config, rank)) or "otlp" (make_otlp_exporter(), settings from OTEL_EXPORTER_OTLP_*). Throws ConfigError naming the
-/// variable (or NemoLensConfig::exporter when it was not read from one), the value and the valid
-/// exporters.
+/// (export_path(config, rank)) or "otlp" (make_otlp_exporter(), settings from
+/// OTEL_EXPORTER_OTLP_*). Throws ConfigError naming the variable (or NemoLensConfig::exporter when
+/// it was not read from one), the value and the valid exporters.
 std::shared_ptr<SpanExporter> make_exporter(const NemoLensConfig& config, int rank);
 
 }  // namespace nemo::lens::detail

@@ -3,14 +3,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <span>
 #include <string>
 #include <system_error>
+#include <variant>
+#include <vector>
 
 #include "export/exporters.hpp"
 #include "nemo/lens/errors.hpp"
+#include "strings.hpp"
 
 namespace nemo::lens::detail {
 
@@ -83,31 +88,174 @@ bool JsonLinesOutput::write_line(std::string& line) noexcept {
   return done == line.size();
 }
 
-FileSpanExporter::FileSpanExporter(std::string path, std::string_view origin)
-    : out_(std::move(path), "trace file", origin) {}
+FileSpanExporter::FileSpanExporter(std::string path, std::string_view origin,
+                                   std::size_t max_line_bytes)
+    : out_(std::move(path), "trace file", origin), max_line_bytes_(max_line_bytes) {}
 
 const std::string& FileSpanExporter::path() const noexcept { return out_.path(); }
+
+namespace {
+
+// Strings longer than `cap` bytes are cut to it (at a UTF-8 character boundary) and marked with
+// their length, so that a reader sees both that and how much was lost.
+struct Cutter {
+  std::size_t cap;
+  bool cut = false;
+
+  std::string operator()(const std::string& s) {
+    if (s.size() <= cap) return s;
+    cut = true;
+    std::string out(s, 0, cut_length(s, cap));
+    out += "\xE2\x80\xA6[lens: cut from " + std::to_string(s.size()) + " bytes]";
+    return out;
+  }
+  AttributeValue operator()(const AttributeValue& v) {
+    if (const auto* s = std::get_if<std::string>(&v)) return (*this)(*s);
+    if (const auto* a = std::get_if<std::vector<std::string>>(&v)) {
+      std::vector<std::string> out;
+      out.reserve(a->size());
+      for (const std::string& e : *a) out.push_back((*this)(e));
+      return out;
+    }
+    return v;
+  }
+  std::vector<KeyValue> operator()(const std::vector<KeyValue>& attributes) {
+    std::vector<KeyValue> out;
+    out.reserve(attributes.size());
+    for (const KeyValue& kv : attributes) out.push_back({(*this)(kv.key), (*this)(kv.value)});
+    return out;
+  }
+
+  // A copy of `span` with every string of it cut: built field by field, so that the long strings
+  // are never copied whole.
+  SpanData operator()(const SpanData& span) {
+    SpanData c;
+    c.name = (*this)(span.name);
+    c.group = (*this)(span.group);
+    c.context = span.context;
+    c.parent_span_id = span.parent_span_id;
+    c.parent_is_remote = span.parent_is_remote;
+    c.kind = span.kind;
+    c.start_time_unix_nano = span.start_time_unix_nano;
+    c.end_time_unix_nano = span.end_time_unix_nano;
+    c.attributes = (*this)(span.attributes);
+    c.dropped_attributes_count = span.dropped_attributes_count;
+    for (const SpanEvent& e : span.events) {
+      c.events.push_back(
+          {(*this)(e.name), e.time_unix_nano, (*this)(e.attributes), e.dropped_attributes_count});
+    }
+    c.dropped_events_count = span.dropped_events_count;
+    for (const SpanLink& l : span.links) {
+      c.links.push_back({l.context, (*this)(l.attributes), l.dropped_attributes_count});
+    }
+    c.dropped_links_count = span.dropped_links_count;
+    c.status_code = span.status_code;
+    c.status_message = (*this)(span.status_message);
+    c.thread_id = span.thread_id;
+    c.truncated = span.truncated;
+    return c;
+  }
+};
+
+std::size_t longest_string(const std::vector<KeyValue>& attributes) {
+  std::size_t n = 0;
+  for (const KeyValue& kv : attributes) {
+    n = std::max(n, kv.key.size());
+    if (const auto* s = std::get_if<std::string>(&kv.value)) n = std::max(n, s->size());
+    if (const auto* a = std::get_if<std::vector<std::string>>(&kv.value)) {
+      for (const std::string& e : *a) n = std::max(n, e.size());
+    }
+  }
+  return n;
+}
+
+std::size_t longest_string(const SpanData& span) {
+  std::size_t n = std::max({span.name.size(), span.group.size(), span.status_message.size(),
+                            longest_string(span.attributes)});
+  for (const SpanEvent& e : span.events) {
+    n = std::max({n, e.name.size(), longest_string(e.attributes)});
+  }
+  for (const SpanLink& l : span.links) n = std::max(n, longest_string(l.attributes));
+  return n;
+}
+
+}  // namespace
+
+bool FileSpanExporter::encode_cut(const SpanData& span, const Resource& resource) {
+  // Start from the longest string shrunk by the factor the line is over, with a margin, then
+  // halve: a few encodings in all, the first usually enough (one huge value dominates).
+  constexpr std::size_t kMinCap = 64;
+  const double over = static_cast<double>(max_line_bytes_) / static_cast<double>(buffer_.size());
+  std::size_t cap =
+      static_cast<std::size_t>(static_cast<double>(longest_string(span)) * over * 0.9);
+  for (;;) {
+    cap = std::max(cap, kMinCap);
+    Cutter cutter{cap};
+    const SpanData copy = cutter(span);
+    const SpanData* one = &copy;
+    buffer_.clear();
+    append_otlp_json(buffer_, std::span(&one, 1), resource);
+    if (buffer_.size() <= max_line_bytes_) return true;
+    if (cap == kMinCap) return false;
+    cap /= 2;
+  }
+}
 
 ExportResult FileSpanExporter::export_spans(std::span<const SpanData* const> spans,
                                             const Resource& resource,
                                             std::chrono::steady_clock::time_point) noexcept {
-  bool any = false;
-  for (const SpanData* span : spans) any = any || span != nullptr;
-  if (!any) return ExportResult::kSuccess;
+  std::size_t count = 0;
+  for (const SpanData* span : spans) count += span != nullptr ? 1 : 0;
+  if (count == 0) return ExportResult::kSuccess;
+  bool ok = true;
   try {
     buffer_.clear();
     append_otlp_json(buffer_, spans, resource);
+    if (buffer_.size() <= max_line_bytes_) {
+      return out_.write_line(buffer_) ? ExportResult::kSuccess : ExportResult::kFailure;
+    }
+    // Longer than lens report reads: a line per span, each cut to fit when it alone is too long.
+    for (const SpanData* span : spans) {
+      if (span == nullptr) continue;
+      if (count > 1) {
+        buffer_.clear();
+        append_otlp_json(buffer_, std::span(&span, 1), resource);
+      }
+      if (buffer_.size() > max_line_bytes_) {
+        if (!encode_cut(*span, resource)) {
+          ok = false;  // not written: the batch counts as failed
+          continue;
+        }
+        if (spans_cut_++ == 0) {
+          std::fprintf(stderr,
+                       "lens: a span's OTLP/JSON line in '%s' would exceed %zu bytes, the longest "
+                       "line lens report reads: its longest strings were cut to fit, each ending "
+                       "in \"\xE2\x80\xA6[lens: cut from N bytes]\". Later cuts are counted, not "
+                       "printed.\n",
+                       out_.path().c_str(), max_line_bytes_);
+        }
+      }
+      ok = out_.write_line(buffer_) && ok;
+    }
   } catch (const std::exception&) {
-    return ExportResult::kFailure;  // out of memory
+    ok = false;  // out of memory
   }
-  return out_.write_line(buffer_) ? ExportResult::kSuccess : ExportResult::kFailure;
+  // Do not keep the memory of a line that long for the next, ordinary batches.
+  std::string().swap(buffer_);
+  return ok ? ExportResult::kSuccess : ExportResult::kFailure;
 }
 
 bool FileSpanExporter::force_flush(std::chrono::steady_clock::time_point) noexcept {
   return out_.is_open();  // nothing is buffered in the process (see JsonLinesOutput)
 }
 
-void FileSpanExporter::shutdown(std::chrono::steady_clock::time_point) noexcept { out_.close(); }
+void FileSpanExporter::shutdown(std::chrono::steady_clock::time_point) noexcept {
+  out_.close();
+  if (spans_cut_ > 1) {
+    std::fprintf(stderr, "lens: %llu spans in '%s' were written with strings cut to fit a line.\n",
+                 static_cast<unsigned long long>(spans_cut_), out_.path().c_str());
+  }
+}
 
 std::string export_path(const NemoLensConfig& config, int rank) {
   return rank_path(config, rank, "EXPORT_PATH", kDefaultExportPath);

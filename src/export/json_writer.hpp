@@ -23,6 +23,10 @@
 
 namespace nemo::lens::detail::json {
 
+/// The longest line of OTLP/JSON that lens writes (the `file` exporter, `lens collect`) and that
+/// `lens report` reads: every line lens writes is one lens report can read.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{256} << 20;
+
 /// Appends `s` as is (for keys and punctuation known to need no escaping).
 inline void append_raw(std::string& out, std::string_view s) { out.append(s.data(), s.size()); }
 
