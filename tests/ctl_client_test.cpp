@@ -739,7 +739,7 @@ TEST(CtlTrust, ADirectoryOfAnotherUserIsRefusedAndItsEndpointsGetNoRequest) {
     EXPECT_EQ(r.status, 2) << args[0];
     EXPECT_EQ(r.out, "") << args[0];
     EXPECT_EQ(r.err, "lens ctl: refusing the control directory " + dir +
-                         ": it belongs to uid 65534, not to you (uid 0), so its endpoints may "
+                         ": it belongs to uid 65534, not to this user (uid 0), so its endpoints may "
                          "pose as your processes; remove it if it is not yours, or give your "
                          "jobs and lens ctl a directory of your own with NEMO_LENS_CONTROL_DIR "
                          "(lens ctl also takes --dir)\n")

@@ -215,7 +215,7 @@ TEST(ExportBufferSettings, ASpoolDirectoryOthersCanEnterIsRefused) {
   } catch (const ConfigError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("NEMO_LENS_EXPORT_SPOOL_DIR"), std::string::npos) << what;
-    EXPECT_NE(what.find("mode 777"), std::string::npos) << what;
+    EXPECT_NE(what.find("mode 0777"), std::string::npos) << what;
   }
   // The default directory, when another user owns it, only turns the spool off.
   if (::geteuid() != 0) GTEST_SKIP() << "giving a directory to another user needs root";

@@ -25,6 +25,7 @@
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
+#include "private_dir.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
 
@@ -75,29 +76,20 @@ std::string prepare_dir(const std::string& dir, const std::string& variable) {
                                            : "and give lens ctl the same with "
                                              "NEMO_LENS_CONTROL_DIR or --dir") +
       ")";
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return "cannot create " + dir + ": " + std::strerror(errno) + "; " + elsewhere;
+  const PrivateDir checked = make_private_dir(dir);
+  switch (checked.problem) {
+    case PrivateDir::Problem::kNone:
+      return {};
+    case PrivateDir::Problem::kCannotCreate:
+      return checked.why + "; " + elsewhere;
+    case PrivateDir::Problem::kNotADirectory:
+      return checked.why + "; remove it, or " + elsewhere;
+    case PrivateDir::Problem::kForeign:
+      return checked.why + ", so it may not be trusted; have it removed, or " + elsewhere;
+    case PrivateDir::Problem::kOpen:
+      break;
   }
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) {
-    return "cannot inspect " + dir + ": " + std::strerror(errno) + "; " + elsewhere;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return dir + " is not a directory (lens makes it; a symbolic link is not followed); remove " +
-           "it, or " + elsewhere;
-  }
-  if (st.st_uid != ::geteuid()) {
-    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
-           std::to_string(::geteuid()) + "), so it may not be trusted; have it removed, or " +
-           elsewhere;
-  }
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return dir + " is accessible to other users (mode " + mode + "); it must be 0700: chmod 700 " +
-           dir + ", or " + elsewhere;
-  }
-  return {};
+  return checked.why + "; it must be 0700: chmod 700 " + dir + ", or " + elsewhere;
 }
 
 // Writes all of `data` to a non-blocking socket before `deadline`.

@@ -16,6 +16,7 @@
 #include "env.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/errors.hpp"
+#include "private_dir.hpp"
 #include "strings.hpp"
 
 namespace nemo::lens::detail {
@@ -83,25 +84,6 @@ std::string default_spool_dir() {
   return tmp + "/lens-spool-" + std::to_string(::geteuid());
 }
 
-std::string prepare_private_dir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return "cannot create " + dir + ": " + std::strerror(errno);
-  }
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) return "cannot inspect " + dir + ": " + std::strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
-  if (st.st_uid != ::geteuid()) {
-    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
-           std::to_string(::geteuid()) + ")";
-  }
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
-    return dir + " is open to other users (mode " + mode + "; expected 700)";
-  }
-  return {};
-}
-
 ExportBufferSettings export_buffer_settings(const NemoLensConfig& config) {
   ExportBufferSettings s;
   s.env_prefix = config.env_prefix;
@@ -111,7 +93,7 @@ ExportBufferSettings export_buffer_settings(const NemoLensConfig& config) {
   if (dir && to_lower(*dir) == "off") s.spool_bytes = 0;
   if (s.spool_bytes == 0) return s;
   s.spool_dir = dir.value_or(default_spool_dir());
-  if (const std::string why = prepare_private_dir(s.spool_dir); !why.empty()) {
+  if (const std::string why = make_private_dir(s.spool_dir).why; !why.empty()) {
     if (dir) {
       throw ConfigError("Invalid value for " + *config.env_variable("EXPORT_SPOOL_DIR") + ": '" +
                         *dir + "': " + why +

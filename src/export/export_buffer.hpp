@@ -41,10 +41,6 @@ std::string default_spool_dir();
 /// Throws ConfigError naming the variable, the value and what is valid.
 ExportBufferSettings export_buffer_settings(const NemoLensConfig& config);
 
-/// Creates `dir` (mode 0700) when it does not exist and checks that it is a directory of this
-/// user that no other user can enter. Empty when it is usable, else what is wrong.
-std::string prepare_private_dir(const std::string& dir);
-
 /// A first-in first-out queue of encoded requests: in memory while they fit its bound, then in
 /// spool files (unnamed: O_TMPFILE, or removed once opened, so that the space is freed when the
 /// process ends however it ends) while they fit theirs. Not thread-safe: its owner locks.

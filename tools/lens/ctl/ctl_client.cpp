@@ -18,6 +18,7 @@
 
 #include "control/settings.hpp"
 #include "env.hpp"
+#include "private_dir.hpp"
 
 namespace nemo::lens::cli::ctl {
 namespace {
@@ -292,19 +293,15 @@ constexpr std::string_view kDirectoryFix =
 /// Why a control directory with status `st` cannot be trusted, or empty. Anyone who can write
 /// into it, or who owns it, could put a socket there that poses as one of our processes.
 std::string untrusted_directory(const struct stat& st) {
+  const std::string why = detail::not_private(st);
+  if (why.empty()) return {};
   if (st.st_uid != ::geteuid()) {
-    return "it belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " +
-           std::to_string(::geteuid()) + "), so its endpoints may pose as your processes; " +
+    return "it " + why + ", so its endpoints may pose as your processes; " +
            std::string(kDirectoryFix);
   }
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return std::string("it is open to other users (mode ") + mode +
-           "), so its endpoints may pose as your processes; lens makes it with mode 0700: check "
-           "what is in it, then chmod 700 it";
-  }
-  return {};
+  return "it " + why +
+         ", so its endpoints may pose as your processes; lens makes it with mode 0700: check "
+         "what is in it, then chmod 700 it";
 }
 
 }  // namespace
