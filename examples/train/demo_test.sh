@@ -2,7 +2,7 @@
 # The README's first command in a short configuration (label "example"): scripts/demo with this
 # build's binaries on 4 ranks, 8 steps of the C++ job and, with "torch", 3 of the PyTorch job. The
 # report of each job must name every rank with its steps, and the HTML pages and the Chrome trace
-# must be written.
+# must be written, the trace with each rank's dl.loss counter track.
 #
 #   demo_test.sh SCRIPTS_DEMO BUILD_DIR OUT_DIR torch|no-torch
 set -u
@@ -33,6 +33,13 @@ if [ "$torch" = torch ]; then
 else
   check_steps report.txt 8
 fi
+# The metrics as counter tracks beside each rank's spans (docs/report.md#lens-convert).
+for rank in 0 1 2 3; do
+  if ! grep -q "\"name\":\"dl.loss\",\"cat\":\"metric\",\"ph\":\"C\",\"pid\":$rank," "$out/trace.json"; then
+    echo "FAIL: no dl.loss counter track for rank $rank in trace.json"
+    status=1
+  fi
+done
 for file in $files; do
   [ -s "$out/$file" ] || { echo "FAIL: $out/$file is missing or empty"; status=1; }
 done

@@ -192,25 +192,28 @@ Malformed lines: none
 // a cumulative histogram's intervals (the first point, then the second minus the first: 4 values
 // in (0.05, 0.1] and 1 in (0.1, 0.25] each time, clamped to the recorded min and max).
 constexpr const char* kExpectedFixtureSeries = R"({
-  "gpu.memory rank 0": [{"attributes": "gpu=0", "points": [[1718000010000000000, 1000.0]]},
-                        {"attributes": "gpu=1", "points": [[1718000020000000000, 2000.0]]}],
-  "latency rank null": [{"attributes": "", "points": [[1718000005000000000, 4, 10.0,
-                          2.1189261887185906, 2.3510958125672174]]}],
-  "loss rank 0": [{"attributes": "", "points": [[1718000010000000000, 2.5],
-                                                [1718000020000000000, 2.25]]}],
-  "loss rank 1": [{"attributes": "", "points": [[1718000020000000000, 2.3]]}],
-  "queue.depth rank null": [{"attributes": "", "points": [[1718000005000000000, 3]]}],
-  "samples rank 0": [{"attributes": "phase=train", "points": [[1718000010000000000, 64],
-                                                              [1718000020000000000, 128]]}],
-  "step.duration rank 0": [{"attributes": "", "points": [
+  "gpu.memory rank 0": [
+      {"attributes": "gpu=0", "run_id": "run-42", "points": [[1718000010000000000, 1000.0]]},
+      {"attributes": "gpu=1", "run_id": "run-42", "points": [[1718000020000000000, 2000.0]]}],
+  "latency rank null": [{"attributes": "", "run_id": "", "points": [
+      [1718000005000000000, 4, 10.0, 2.1189261887185906, 2.3510958125672174]]}],
+  "loss rank 0": [{"attributes": "", "run_id": "run-42", "points": [
+      [1718000010000000000, 2.5], [1718000020000000000, 2.25]]}],
+  "loss rank 1": [{"attributes": "", "run_id": "run-42", "points": [
+      [1718000020000000000, 2.3]]}],
+  "queue.depth rank null": [{"attributes": "", "run_id": "", "points": [
+      [1718000005000000000, 3]]}],
+  "samples rank 0": [{"attributes": "phase=train", "run_id": "run-42", "points": [
+      [1718000010000000000, 64], [1718000020000000000, 128]]}],
+  "step.duration rank 0": [{"attributes": "", "run_id": "run-42", "points": [
       [1718000010000000000, 5, 0.45, 0.0925, 0.1375],
       [1718000020000000000, 5, 0.45, 0.0925, 0.17500000000000002]]}],
-  "step.duration rank 1": [{"attributes": "", "points": [
+  "step.duration rank 1": [{"attributes": "", "run_id": "run-42", "points": [
       [1718000020000000000, 10, 1.6, 0.175, 0.8125]]}],
-  "tokens rank 0": [{"attributes": "", "points": [[1718000010000000000, 1000],
-                                                  [1718000020000000000, 2500]]}],
-  "tokens rank 1": [{"attributes": "", "points": [[1718000010000000000, 1100],
-                                                  [1718000020000000000, 2400]]}]
+  "tokens rank 0": [{"attributes": "", "run_id": "run-42", "points": [
+      [1718000010000000000, 1000], [1718000020000000000, 2500]]}],
+  "tokens rank 1": [{"attributes": "", "run_id": "run-42", "points": [
+      [1718000010000000000, 1100], [1718000020000000000, 2400]]}]
 })";
 
 TEST_F(ReportCli, MetricsAndLogsLines) {
@@ -353,18 +356,18 @@ TEST_F(ReportCli, SeriesOfDeltaHistogramsAndSummaries) {
   for (const json& m : report["metrics"]) series[m["name"].get<std::string>()] = m;
   // Delta: each point its interval. (1, 2] holds both values, then (2, max] all four (no max:
   // the last bound, 2).
-  EXPECT_EQ(series["h"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+  EXPECT_EQ(series["h"]["timeseries"], json::parse(R"([{"attributes":"","run_id":"run-42","points":[
       [1718000010000000000, 2, 3.0, 1.5, 1.95], [1718000020000000000, 4, 10.0, 2.0, 2.0]]}])"));
   EXPECT_EQ(series["h"]["count"], 6);
   // Scale 0: both values in (2, 4], then one in the zero bucket.
-  EXPECT_EQ(series["e"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+  EXPECT_EQ(series["e"]["timeseries"], json::parse(R"([{"attributes":"","run_id":"run-42","points":[
       [1718000010000000000, 2, 5.0, 2.8284271247461903, 3.863745315699382],
       [1718000020000000000, 1, 0.0, 0.0, 0.0]]}])"));
   // A summary's points are cumulative: the second interval is 2 values and a sum of 1; it has
   // no buckets, so no percentiles (its quantile values are not read).
-  EXPECT_EQ(series["s"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+  EXPECT_EQ(series["s"]["timeseries"], json::parse(R"([{"attributes":"","run_id":"run-42","points":[
       [1718000010000000000, 3, 6.0, null, null], [1718000020000000000, 2, 1.0, null, null]]}])"));
-  EXPECT_EQ(series["c"]["timeseries"], json::parse(R"([{"attributes":"","points":[
+  EXPECT_EQ(series["c"]["timeseries"], json::parse(R"([{"attributes":"","run_id":"run-42","points":[
       [1718000010000000000, 50], [1718000020000000000, 5]]}])"));
   EXPECT_EQ(series["c"]["value"], 5) << "the last point is the value";
 }

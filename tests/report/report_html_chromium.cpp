@@ -1,8 +1,11 @@
 // The page `lens report --html` writes, rendered by headless Chromium: its script must have run
 // (data-lens-rendered="ok" and the #lens-rendered marker) and drawn one timeline row per rank,
-// the straggler row, the per-name rows and the step breakdown; a screenshot of it must not be
-// blank, and the page must log nothing to its console. Exits 77 (ctest: skipped) when no
-// Chromium is installed; the CHROMIUM variable names one explicitly.
+// the straggler row, the per-name rows, the step breakdown, and a chart per metric with a line
+// per rank (on the timeline's axis: a point at the first step's start is drawn where that step's
+// bar starts); a screenshot of it must not be blank, and the page must log nothing to its
+// console. A second page, of 40 ranks' metrics, must draw the aggregate (median, min-max band,
+// the ranks furthest from the median named). Exits 77 (ctest: skipped) when no Chromium is
+// installed; the CHROMIUM variable names one explicitly.
 //
 //   report_html_chromium LENS_BINARY WORK_DIR
 #include <fcntl.h>
@@ -10,18 +13,20 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
 #include <zlib.h>
 
 #include <chrono>
-#include <cstring>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "metrics_fixture.hpp"
 #include "report_fixture.hpp"
 
 namespace {
@@ -36,8 +41,8 @@ int distinct_pixel_bytes(const std::string& png) {
   std::string idat;
   for (std::size_t at = 8; at + 12 <= png.size();) {
     const auto* p = reinterpret_cast<const unsigned char*>(png.data() + at);
-    const std::size_t length = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
-                               (std::size_t{p[2]} << 8) | p[3];
+    const std::size_t length =
+        (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
     if (at + 12 + length > png.size()) return -1;
     if (std::memcmp(p + 4, "IDAT", 4) == 0) idat.append(png, at + 8, length);
     at += 12 + length;
@@ -119,6 +124,42 @@ int run_with_timeout(const std::vector<std::string>& argv, const std::string& ou
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The dl.* metrics of a job as lens exports them: per rank, a gauge (dl.loss) and a cumulative
+// histogram (dl.step.duration, seconds), `points` exports 100 ms apart from `t0`.
+std::string metric_lines(int rank, int points, std::uint64_t t0, double loss_scale) {
+  std::string out;
+  for (int i = 0; i < points; ++i) {
+    const std::string at = "\"" + std::to_string(t0 + std::uint64_t(i) * 100'000'000) + "\"";
+    const std::string loss = std::to_string(loss_scale * (3.0 - 0.5 * i));
+    const std::string n = std::to_string(4 * (i + 1));
+    out += report_test::metrics_line(
+               report_test::rank_resource(rank),
+               {report_test::gauge_metric(
+                    "dl.loss", "1", "{\"timeUnixNano\":" + at + ",\"asDouble\":" + loss + "}"),
+                "{\"name\":\"dl.step.duration\",\"unit\":\"s\",\"histogram\":{"
+                "\"aggregationTemporality\":2,\"dataPoints\":[{\"timeUnixNano\":" +
+                    at + ",\"count\":\"" + n + "\",\"sum\":" + std::to_string(0.1 * (i + 1) * 4) +
+                    ",\"bucketCounts\":[\"0\",\"" + n +
+                    "\",\"0\"],\"explicitBounds\":[0.05,0.2]}]}}"}) +
+           "\n";
+  }
+  return out;
+}
+
+// The value of attribute `name` of the first element that has `marker` in its tag.
+std::string attribute_after(const std::string& dom, const std::string& marker,
+                            const std::string& name) {
+  const std::size_t at = dom.find(marker);
+  if (at == std::string::npos) return {};
+  const std::size_t tag_start = dom.rfind('<', at);
+  const std::size_t tag_end = dom.find('>', at);
+  const std::string tag = dom.substr(tag_start, tag_end - tag_start);
+  const std::size_t a = tag.find(" " + name + "=\"");
+  if (a == std::string::npos) return {};
+  const std::size_t v = a + name.size() + 3;
+  return tag.substr(v, tag.find('"', v) - v);
+}
+
 std::size_t count(const std::string& text, const std::string& needle) {
   std::size_t n = 0;
   for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size())
@@ -146,8 +187,14 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   const report_test::Fixture fixture = report_test::write_fixture(dir);
   const std::string html = dir + "/report.html";
+  // Each rank's metrics: 4 exports, the first at the first step's start (the timeline's origin).
+  std::string metrics;
+  for (int rank = 0; rank < 3; ++rank) {
+    metrics += metric_lines(rank, 4, report_test::kT0, 1.0 + 0.1 * rank);
+  }
+  report_test::write_file(dir + "/metrics.jsonl", metrics);
 
-  std::vector<std::string> report = {lens, "report", "--html", html};
+  std::vector<std::string> report = {lens, "report", "--html", html, dir + "/metrics.jsonl"};
   report.insert(report.end(), fixture.files.begin(), fixture.files.end());
   if (const int status = run_with_timeout(report, dir + "/report.txt", dir + "/report.err",
                                           std::chrono::seconds(60));
@@ -181,8 +228,9 @@ int main(int argc, char** argv) {
          "the script ran to its end (data-lens-rendered=\"ok\")");
   expect(dom.find("id=\"lens-error\"") == std::string::npos, "no rendering error shown");
   expect(dom.find("<div id=\"lens-rendered\" hidden=\"\" data-ranks=\"3\" data-stragglers=\"1\" "
-                  "data-names=\"8\" data-steps=\"9\">") != std::string::npos,
-         "the marker counts 3 ranks, 1 straggler, 8 names, 9 steps");
+                  "data-names=\"8\" data-steps=\"9\" data-charts=\"2\" "
+                  "data-chart-points=\"24\">") != std::string::npos,
+         "the marker counts 3 ranks, 1 straggler, 8 names, 9 steps, 2 charts of 24 points");
   expect(count(dom, "class=\"rank-row\"") == 3, "3 timeline rows");
   for (int rank = 0; rank < 3; ++rank) {
     const std::string row = "class=\"rank-row\" data-rank=\"" + std::to_string(rank) +
@@ -197,6 +245,26 @@ int main(int argc, char** argv) {
   expect(count(dom, "class=\"group-share\"") == 4, "4 groups in the step breakdown");
   expect(count(dom, "class=\"rank-step-row") == 3, "3 rows in the per-rank step table");
   expect(dom.find(">150.0ms<") != std::string::npos, "durations formatted (150.0ms)");
+  // The metric charts: one per metric, a line per rank of 4 points; the histogram's p50-p95 band.
+  expect(count(dom, "class=\"metric-chart\"") == 2, "2 metric charts");
+  for (const char* name : {"dl.loss", "dl.step.duration"}) {
+    const std::string chart = "data-metric=\"" + std::string(name) + "\"";
+    expect(attribute_after(dom, chart, "data-mode") == "lines" &&
+               attribute_after(dom, chart, "data-lines") == "3" &&
+               attribute_after(dom, chart, "data-points") == "12",
+           std::string(name) + ": a chart of 3 lines, 12 points");
+  }
+  expect(count(dom, "class=\"metric-line\"") == 6 &&
+             count(dom, "class=\"metric-line\" data-rank=\"2\"") == 2,
+         "6 lines, one per rank and metric");
+  expect(count(dom, "class=\"metric-band\"") == 3, "3 p50-p95 bands (the histogram's ranks)");
+  expect(count(dom, "data-points=\"4\"") == 6, "every line has its 4 points");
+  // The first step bar (rank 0's, at the origin) and rank 0's first loss point share an x.
+  const std::string bar_x = attribute_after(dom, "class=\"step-bar\"", "x");
+  const std::string line = attribute_after(dom, "class=\"metric-line\" data-rank=\"0\"", "points");
+  const double first_x = line.empty() ? -1 : std::atof(line.substr(0, line.find(',')).c_str());
+  expect(!bar_x.empty() && std::abs(first_x - std::atof(bar_x.c_str())) < 0.1,
+         "the first point is drawn at the first step's x (" + bar_x + "): " + line.substr(0, 20));
   if (failures > 0) std::printf("the DOM Chromium produced is in %s/dom.html\n", dir.c_str());
 
   // A second rendering: a screenshot, with the page's console sent to Chromium's log.
@@ -216,5 +284,37 @@ int main(int argc, char** argv) {
   expect(distinct >= 32, "the screenshot is not blank (" + std::to_string(distinct) +
                              " distinct bytes in its decoded rows; a blank page has a handful)");
   if (failures > 0) std::printf("Chromium's log is in %s/shot.err\n", dir.c_str());
+
+  // 40 ranks' metrics, rank 39's loss twice the others': the aggregate view.
+  std::string many;
+  for (int rank = 0; rank < 40; ++rank) {
+    many += metric_lines(rank, 3, report_test::kT0, rank == 39 ? 2.0 : 1.0 + 0.001 * rank);
+  }
+  report_test::write_file(dir + "/many.jsonl", many);
+  const std::string many_html = dir + "/many.html";
+  if (run_with_timeout({lens, "report", "--html", many_html, dir + "/many.jsonl"},
+                       dir + "/many.txt", dir + "/many.err", std::chrono::seconds(60)) != 0) {
+    std::printf("FAIL: lens report --html of 40 ranks: %s\n",
+                report_test::read_file(dir + "/many.err").c_str());
+    return 1;
+  }
+  const int many_status = run_with_timeout(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+       "--disable-component-update", "--disable-sync", "--no-first-run",
+       "--user-data-dir=" + dir + "/profile3", "--dump-dom", "file://" + many_html},
+      dir + "/many-dom.html", dir + "/many-chromium.err", std::chrono::seconds(90));
+  const std::string many_dom = report_test::read_file(dir + "/many-dom.html");
+  expect(many_status == 0 && many_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the page of 40 ranks rendered");
+  const std::string loss = "data-metric=\"dl.loss\"";
+  expect(attribute_after(many_dom, loss, "data-mode") == "aggregate" &&
+             attribute_after(many_dom, loss, "data-lines") == "40",
+         "40 lines of dl.loss drawn as an aggregate");
+  expect(count(many_dom, "class=\"metric-median\"") == 2, "a median line per chart");
+  expect(count(many_dom, "class=\"metric-line metric-outlier\"") == 6,
+         "the 3 lines furthest from the median drawn, per chart");
+  expect(many_dom.find("furthest from the median: rank 39 (") != std::string::npos,
+         "rank 39 named first as furthest from the median");
+  if (failures > 0) std::printf("the DOM of 40 ranks is in %s/many-dom.html\n", dir.c_str());
   return failures == 0 ? 0 : 1;
 }

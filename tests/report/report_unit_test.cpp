@@ -1110,6 +1110,25 @@ TEST(MetricSeries, SumsAndGaugesOverTime) {
   EXPECT_EQ(rows[2].timeseries[1].points[1].value, 3.0);
 }
 
+// Two runs in one receiver's files (two jobs, or a restart with a new run id): two curves of the
+// rank's metric, not one that jumps back.
+TEST(MetricSeries, EachRunIsASeriesOfItsOwn) {
+  MetricAggregator agg;
+  for (const char* run : {"b", "a"}) {
+    ParsedRequest r =
+        metric_request(number_metric("c", MetricType::kSum, 2, {{"", 10, 5}, {"", 20, 7}}), 0);
+    r.resources[0].run_id = run;
+    agg.add(r);
+  }
+  const std::vector<MetricRow> rows = agg.finish();
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows[0].timeseries.size(), 2u);
+  EXPECT_EQ(rows[0].timeseries[0].run_id, "a");
+  EXPECT_EQ(rows[0].timeseries[1].run_id, "b");
+  EXPECT_EQ(values_of(rows[0]), (Values{{10, 5}, {20, 7}}));
+  EXPECT_EQ(rows[0].timeseries[1].points.size(), 2u);
+}
+
 MetricRecord histogram_metric(int temporality, std::uint64_t time,
                               std::vector<std::uint64_t> counts, double sum) {
   MetricRecord m;

@@ -38,6 +38,8 @@ svg .rank-label { fill: var(--fg); }
                       vertical-align: -2px; border-radius: 2px; }
 #lens-error { color: var(--slow); white-space: pre-wrap; }
 .scroll { overflow-x: auto; }
+h3.metric-title { font-size: 14px; margin: 14px 0 2px; }
+.metric-readout { min-height: 1.45em; font-variant-numeric: tabular-nums; }
 </style>
 </head>
 <body>
@@ -140,31 +142,62 @@ constexpr std::string_view kTail = R"html(</script>
     return rank.steps.some(function (s) { return s.straggler; });
   }
 
-  function timeline(d) {
+  // The time axis the step timeline and the metric charts share: nanoseconds from the first
+  // step's start (else the first metric point), over every step and every point.
+  var LEFT = 70, WIDTH = 1100, PLOT = WIDTH - LEFT - 10;
+  function timeAxis(d) {
+    var a = {origin: null, lo: 0, hi: 0};
+    d.ranks.forEach(function (r) {
+      r.timeline.offset_and_duration_ns.forEach(function (p) {
+        a.origin = d.timeline_origin_unix_ns;
+        a.hi = Math.max(a.hi, p[0] + p[1]);
+      });
+    });
+    (d.metrics || []).forEach(function (m) {
+      m.timeseries.forEach(function (ts) {
+        ts.points.forEach(function (p) {
+          if (a.origin === null) a.origin = p[0];
+          var off = p[0] - a.origin;
+          a.lo = Math.min(a.lo, off);
+          a.hi = Math.max(a.hi, off);
+        });
+      });
+    });
+    if (a.hi <= a.lo) a.hi = a.lo + 1;
+    a.x = function (ns) { return LEFT + (ns - a.lo) / (a.hi - a.lo) * PLOT; };
+    a.ns = function (px) { return a.lo + (px - LEFT) / PLOT * (a.hi - a.lo); };
+    a.label = function (ns) { return (ns < 0 ? "-" : "+") + fmt(Math.abs(ns)); };
+    return a;
+  }
+  function timeTicks(svg, a, top, bottom) {
+    for (var t = 0; t <= 5; t++) {
+      var at = a.lo + (a.hi - a.lo) * t / 5, px = a.x(at);
+      svg.appendChild(svgEl("line", {x1: px, x2: px, y1: top, y2: bottom, stroke: "#e3e7ee"}));
+      svg.appendChild(svgEl("text", {x: px, y: bottom + 14, "text-anchor": t === 0 ? "start" : t === 5 ? "end" : "middle"},
+                            a.label(at)));
+    }
+  }
+
+  function timeline(d, axis) {
     var s = section("Step timeline per rank", "timeline");
-    var end = 0, shown = 0, total = 0;
+    var shown = 0, total = 0;
     d.ranks.forEach(function (r) {
       shown += r.timeline.shown;
       total += r.timeline.steps;
-      r.timeline.offset_and_duration_ns.forEach(function (p) { end = Math.max(end, p[0] + p[1]); });
     });
     if (total === 0) { s.appendChild(el("p", {"class": "note"}, "No spans of group step.")); return; }
     s.appendChild(el("p", {"class": "note"},
         "One row per rank; each bar is a top-level step span" +
         (shown < total ? " (" + shown + " of " + total + " drawn, evenly thinned)" : "") +
-        ". Ranks flagged as stragglers are drawn in red. Time from the first step's start."));
+        ". Ranks flagged as stragglers are drawn in red. Time from the first step's start; the " +
+        "metric charts below share this axis."));
     var rowH = Math.max(4, Math.min(18, Math.floor(600 / d.ranks.length))), gap = rowH > 8 ? 4 : 1;
-    var left = 70, width = 1100, plot = width - left - 10, top = 6;
+    var left = LEFT, width = WIDTH, plot = PLOT, top = 6;
     var height = top + d.ranks.length * (rowH + gap) + 24;
     var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + height, width: "100%", role: "img",
                             "aria-label": "step timeline", id: "timeline-svg"});
-    var x = function (ns) { return left + (end > 0 ? ns / end * plot : 0); };
-    for (var t = 0; t <= 5; t++) {
-      var at = end * t / 5, px = x(at);
-      svg.appendChild(svgEl("line", {x1: px, x2: px, y1: top, y2: height - 20, stroke: "#e3e7ee"}));
-      svg.appendChild(svgEl("text", {x: px, y: height - 6, "text-anchor": t === 0 ? "start" : t === 5 ? "end" : "middle"},
-                            "+" + fmt(at)));
-    }
+    var x = axis.x;
+    timeTicks(svg, axis, top, height - 20);
     d.ranks.forEach(function (r, i) {
       var y = top + i * (rowH + gap), slow = isStraggler(r);
       var g = svgEl("g", {"class": "rank-row", "data-rank": rankLabel(r.rank),
@@ -179,12 +212,215 @@ constexpr std::string_view kTail = R"html(</script>
         var bar = svgEl("rect", {"class": "step-bar", x: x(p[0]), y: y, width: w, height: rowH,
                                  fill: slow ? "#d9482b" : "#3b73c4", "fill-opacity": "0.85"});
         bar.appendChild(svgEl("title", {}, "rank " + rankLabel(r.rank) + ": " + fmt(p[1]) +
-                                           " at +" + fmt(p[0])));
+                                           " at " + axis.label(p[0])));
         g.appendChild(bar);
       });
       svg.appendChild(g);
     });
     s.appendChild(svg);
+  }
+
+  // One chart per metric on the timeline's axis: a line per rank and series (sums: the total as
+  // of each point; gauges: the value; histograms: each interval's p50, with its p50-p95 band).
+  // Past MAX_LINES lines, the median across them with the min-max band, and the lines furthest
+  // from the median drawn and named.
+  var MAX_LINES = 12, BINS = 120;
+  function num(v) {
+    if (v === null || v === undefined) return "-";
+    var a = Math.abs(v);
+    if (a === 0) return "0";
+    if (a >= 1e6 || a < 1e-3) return v.toExponential(2);
+    if (a >= 1000) return String(Math.round(v));
+    return String(Number(v.toPrecision(4)));
+  }
+  function clip(text, n) { return text.length > n ? text.slice(0, n - 1) + "\u2026" : text; }
+  function metricKind(m) {
+    if (m.type === "gauge") return "gauge";
+    if (m.type === "sum") return m.temporality === "delta" ? "sum (deltas added up)" : "sum";
+    return m.type.replace("_", " ") + ": p50 per interval, p50-p95 band";
+  }
+  function metricCharts(d, axis) {
+    var out = {charts: 0, points: 0};
+    var metrics = (d.metrics || []).filter(function (m) {
+      return m.timeseries.some(function (ts) { return ts.points.length > 0; });
+    });
+    if (metrics.length === 0) return out;
+    var s = section("Metrics over time", "metrics");
+    s.appendChild(el("p", {"class": "note"},
+        "One chart per metric, on the step timeline's axis. Hover a chart for the values at that " +
+        "time. With more than " + MAX_LINES + " lines, the median across them with their min-max " +
+        "band, and the three furthest from the median named."));
+    var byName = {}, names = [];
+    metrics.forEach(function (m) {
+      var key = m.name + "\u0000" + m.type;
+      if (!byName[key]) { byName[key] = []; names.push(key); }
+      byName[key].push(m);
+    });
+    names.forEach(function (key) {
+      var rows = byName[key], m0 = rows[0], dist = m0.type !== "gauge" && m0.type !== "sum";
+      var lines = [], runs = {};
+      rows.forEach(function (m) { m.timeseries.forEach(function (ts) { runs[ts.run_id] = true; }); });
+      var severalRuns = Object.keys(runs).length > 1;
+      rows.forEach(function (m) {
+        var who = m.rank !== null ? "rank " + m.rank : m.instance_id || "rank ?";
+        m.timeseries.forEach(function (ts) {
+          var pts = [];
+          ts.points.forEach(function (p) {
+            var v = dist ? p[3] : p[1];
+            if (typeof v !== "number") return;  // no estimate, or NaN written as a string
+            pts.push({t: p[0] - axis.origin, v: v, hi: dist && typeof p[4] === "number" ? p[4] : v,
+                      count: dist ? p[1] : null});
+          });
+          // A line per rank, series and run; the runs of one rank and series share a colour.
+          var key = who + (ts.attributes ? " {" + ts.attributes + "}" : "");
+          if (pts.length) lines.push({key: key, label: key + (severalRuns ? " \u00b7 " + (ts.run_id || "no run id") : ""),
+                                      rank: m.rank === null ? "?" : String(m.rank), pts: pts});
+        });
+      });
+      if (lines.length === 0) return;
+      var lo = Infinity, hi = -Infinity;
+      lines.forEach(function (l) {
+        l.pts.forEach(function (p) { lo = Math.min(lo, p.v); hi = Math.max(hi, p.hi); });
+      });
+      if (hi <= lo) { var pad = Math.abs(hi) * 0.1 || 1; lo -= pad; hi += pad; }
+      var top = 8, plotH = 96, height = top + plotH + 22;
+      var y = function (v) { return top + plotH - (v - lo) / (hi - lo) * plotH; };
+      var aggregate = lines.length > MAX_LINES;
+      var box = el("div", {"class": "metric"});
+      box.appendChild(el("h3", {"class": "metric-title"}, m0.name + (m0.unit ? " [" + m0.unit + "]" : "") +
+                                                        " \u00b7 " + metricKind(m0)));
+      var svg = svgEl("svg", {viewBox: "0 0 " + WIDTH + " " + height, width: "100%", role: "img",
+                              "class": "metric-chart", "data-metric": m0.name,
+                              "data-mode": aggregate ? "aggregate" : "lines",
+                              "data-lines": String(lines.length), "aria-label": m0.name});
+      timeTicks(svg, axis, top, top + plotH);
+      [lo, (lo + hi) / 2, hi].forEach(function (v) {
+        svg.appendChild(svgEl("text", {x: LEFT - 6, y: y(v) + 4, "text-anchor": "end"}, num(v)));
+      });
+      var drawn = 0;
+      function polyline(pts, attrs, title) {
+        var line = svgEl("polyline", attrs);
+        line.setAttribute("points", pts.map(function (p) {
+          return axis.x(p.t).toFixed(1) + "," + y(p.v).toFixed(1);
+        }).join(" "));
+        line.setAttribute("data-points", String(pts.length));
+        if (title) line.appendChild(svgEl("title", {}, title));
+        svg.appendChild(line);
+        drawn += pts.length;
+        if (pts.length <= 60) {  // a lone point has no line: dots show where the points are
+          pts.forEach(function (p) {
+            svg.appendChild(svgEl("circle", {cx: axis.x(p.t).toFixed(1), cy: y(p.v).toFixed(1), r: 2,
+                                              fill: attrs.stroke, "class": "metric-dot"}));
+          });
+        }
+      }
+      function band(pts, color) {
+        var upper = pts.map(function (p) { return axis.x(p.t).toFixed(1) + "," + y(p.hi).toFixed(1); });
+        var lower = pts.slice().reverse().map(function (p) {
+          return axis.x(p.t).toFixed(1) + "," + y(p.v).toFixed(1);
+        });
+        svg.appendChild(svgEl("polygon", {"class": "metric-band", points: upper.concat(lower).join(" "),
+                                          fill: color, "fill-opacity": "0.18", stroke: "none"}));
+      }
+      var legend = el("div", {"class": "legend"}), readout = el("div", {"class": "metric-readout note"});
+      var hover;  // ns -> text
+      if (!aggregate) {
+        var colors = {}, ncolors = 0;
+        lines.forEach(function (l) {
+          var last = l.pts[l.pts.length - 1];
+          if (!(l.key in colors)) {
+            colors[l.key] = PALETTE[ncolors++ % PALETTE.length];
+            var item = el("span", {title: l.key});
+            item.appendChild(el("span", {"class": "swatch", style: "background:" + colors[l.key]}));
+            item.appendChild(document.createTextNode(clip(l.key, 70)));
+            legend.appendChild(item);
+          }
+          var color = colors[l.key];
+          if (dist) band(l.pts, color);
+          polyline(l.pts, {"class": "metric-line", "data-rank": l.rank, fill: "none", stroke: color,
+                           "stroke-width": 1.6}, l.label + ": " + num(last.v) + " at " + axis.label(last.t));
+        });
+        hover = function (ns) {
+          return lines.map(function (l) {
+            var best = l.pts[0];
+            l.pts.forEach(function (p) { if (Math.abs(p.t - ns) < Math.abs(best.t - ns)) best = p; });
+            return l.label + " " + num(best.v) + (dist ? " (p95 " + num(best.hi) + ", " + best.count +
+                                                        " values)" : "") + " at " + axis.label(best.t);
+          }).join(" \u00b7 ");
+        };
+      } else {
+        // Each line's last value in each bin; per bin the median, min and max across lines.
+        var bins = [];
+        lines.forEach(function (l) {
+          var seen = {};
+          l.pts.forEach(function (p) {
+            var b = Math.min(BINS - 1, Math.max(0, Math.floor((p.t - axis.lo) / (axis.hi - axis.lo) * BINS)));
+            seen[b] = p.v;
+          });
+          for (var b in seen) (bins[b] = bins[b] || []).push(seen[b]);
+        });
+        var median = [], spread = [];
+        bins.forEach(function (vals, b) {
+          if (!vals) return;
+          vals.sort(function (p, q) { return p - q; });
+          var n = vals.length, mid = n % 2 ? vals[(n - 1) / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
+          var t = axis.lo + (b + 0.5) / BINS * (axis.hi - axis.lo);
+          median.push({t: t, v: mid});
+          spread.push({t: t, v: vals[0], hi: vals[n - 1], n: n});
+        });
+        band(spread, "#3b73c4");
+        polyline(median, {"class": "metric-median", fill: "none", stroke: "#1d2330", "stroke-width": 1.6},
+                 "median across " + lines.length + " lines");
+        var means = lines.map(function (l) {
+          return l.pts.reduce(function (a, p) { return a + p.v; }, 0) / l.pts.length;
+        });
+        var sorted = means.slice().sort(function (p, q) { return p - q; }), n = sorted.length;
+        var mm = n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+        var order = lines.map(function (l, i) { return i; }).sort(function (i, j) {
+          return Math.abs(means[j] - mm) - Math.abs(means[i] - mm);
+        }).slice(0, 3);
+        var worst = [];
+        order.forEach(function (i, k) {
+          var l = lines[i], color = ["#d9482b", "#e69f00", "#c4458a"][k];
+          var dev = mm !== 0 ? (means[i] - mm) / Math.abs(mm) * 100 : 0;
+          var text = l.label + " (mean " + num(means[i]) + (mm !== 0 ? ", " + (dev >= 0 ? "+" : "") +
+                                                           dev.toFixed(1) + "%" : "") + ")";
+          polyline(l.pts, {"class": "metric-line metric-outlier", "data-rank": l.rank, fill: "none",
+                           stroke: color, "stroke-width": 1}, text);
+          worst.push(text);
+        });
+        legend.appendChild(el("span", {"class": "metric-worst"},
+            lines.length + " lines: median and min-max band; furthest from the median: " + worst.join(", ")));
+        hover = function (ns) {
+          var best = spread[0], mid = median[0];
+          spread.forEach(function (p, i) {
+            if (Math.abs(p.t - ns) < Math.abs(best.t - ns)) { best = p; mid = median[i]; }
+          });
+          return axis.label(best.t) + ": median " + num(mid.v) + ", min " + num(best.v) + ", max " +
+                 num(best.hi) + " over " + best.n + " lines";
+        };
+      }
+      var rule = svgEl("line", {y1: top, y2: top + plotH, stroke: "#5b6475", "stroke-dasharray": "3,3",
+                                visibility: "hidden"});
+      svg.appendChild(rule);
+      svg.addEventListener("mousemove", function (e) {
+        var r = svg.getBoundingClientRect();
+        var px = (e.clientX - r.left) / r.width * WIDTH;
+        if (px < LEFT || px > LEFT + PLOT) return;
+        rule.setAttribute("x1", px);
+        rule.setAttribute("x2", px);
+        rule.setAttribute("visibility", "visible");
+        readout.textContent = hover(axis.ns(px));
+      });
+      svg.setAttribute("data-points", String(drawn));
+      box.appendChild(svg);
+      box.appendChild(legend);
+      box.appendChild(readout);
+      s.appendChild(box);
+      out.charts += 1;
+      out.points += drawn;
+    });
+    return out;
   }
 
   function breakdown(d) {
@@ -297,8 +533,10 @@ constexpr std::string_view kTail = R"html(</script>
 
   try {
     var d = JSON.parse(document.getElementById("lens-data").textContent);
+    var axis = timeAxis(d);
     summary(d);
-    timeline(d);
+    timeline(d, axis);
+    var charts = metricCharts(d, axis);
     breakdown(d);
     stragglers(d);
     rankSteps(d);
@@ -306,7 +544,8 @@ constexpr std::string_view kTail = R"html(</script>
     truncatedAndMalformed(d);
     document.body.appendChild(el("div", {id: "lens-rendered", hidden: "",
         "data-ranks": String(d.ranks.length), "data-stragglers": String(d.stragglers.ranks.length),
-        "data-names": String(d.names.length), "data-steps": String(d.step.count)}));
+        "data-names": String(d.names.length), "data-steps": String(d.step.count),
+        "data-charts": String(charts.charts), "data-chart-points": String(charts.points)}));
     document.documentElement.setAttribute("data-lens-rendered", "ok");
   } catch (e) {
     document.documentElement.setAttribute("data-lens-rendered", "error");

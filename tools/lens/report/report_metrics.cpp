@@ -342,8 +342,9 @@ void MetricAggregator::add(const ParsedRequest& request, std::string_view run_id
         if (!p.has_value) continue;
         Number n;
         n.add(p);
-        series.samples.push_back({p.time_ns, delta, n, {}});
-        if (series.samples.size() > kMaxSeriesPoints) thin(series.samples, true);
+        std::vector<Sample>& samples = series.samples[r.run_id];
+        samples.push_back({p.time_ns, delta, n, {}});
+        if (samples.size() > kMaxSeriesPoints) thin(samples, true);
         if (delta) {
           series.has_delta = true;
           series.delta.add(n);
@@ -362,8 +363,9 @@ void MetricAggregator::add(const ParsedRequest& request, std::string_view run_id
         continue;
       }
       BucketHistogram h = BucketHistogram::of(p);
-      series.samples.push_back({p.time_ns, delta, {}, h});
-      if (series.samples.size() > kMaxSeriesPoints) thin(series.samples, false);
+      std::vector<Sample>& samples = series.samples[r.run_id];
+      samples.push_back({p.time_ns, delta, {}, h});
+      if (samples.size() > kMaxSeriesPoints) thin(samples, false);
       if (delta) {
         series.has_delta = true;
         series.delta_histogram.merge(h);
@@ -472,8 +474,9 @@ std::vector<MetricRow> MetricAggregator::finish() const {
     row.points = s.points;
     if (s.series.size() == 1) row.attributes = s.series.begin()->first;
     for (const auto& [attributes, series] : s.series) {
-      if (series.samples.empty()) continue;
-      row.timeseries.push_back({attributes, points_of(series.samples, row.type)});
+      for (const auto& [run_id, samples] : series.samples) {
+        row.timeseries.push_back({attributes, run_id, points_of(samples, row.type)});
+      }
     }
     if (row.type == MetricType::kGauge || row.type == MetricType::kSum) {
       Number total;

@@ -47,9 +47,11 @@ struct SeriesPoint {
   std::optional<double> sum, p50, p95;
 };
 
-/// The points of one series (one attribute set) of a metric of one rank, by time.
+/// The points of one series (one attribute set) of a metric of one rank in one run, by time.
+/// Runs are apart so that two jobs of one receiver's files are two curves, not one joined up.
 struct TimeSeries {
   std::string attributes;  // as SeriesValue::attributes
+  std::string run_id;      // the resource's nemo.run.id (empty without one)
   std::vector<SeriesPoint> points;
 };
 
@@ -200,8 +202,9 @@ class MetricAggregator {
     BucketHistogram histogram;
   };
   struct Series {
-    std::vector<Sample> samples;  // in input order, thinned (kMaxSeriesPoints)
-    bool has_latest = false;      // the latest cumulative point (gauges: any point)
+    // By run id: in input order, thinned (kMaxSeriesPoints each).
+    std::map<std::string, std::vector<Sample>> samples;
+    bool has_latest = false;  // the latest cumulative point (gauges: any point)
     std::uint64_t latest_time = 0;
     Number latest;
     BucketHistogram latest_histogram;

@@ -172,7 +172,9 @@ ojson timeseries_json(const MetricRow& m, std::size_t max_points) {
         points.push_back({p.time_ns, p.is_int ? ojson(p.int_value) : ojson(p.value)});
       }
     }
-    out.push_back({{"attributes", series.attributes}, {"points", std::move(points)}});
+    out.push_back({{"attributes", series.attributes},
+                   {"run_id", series.run_id},
+                   {"points", std::move(points)}});
   }
   return out;
 }
