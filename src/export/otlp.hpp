@@ -248,9 +248,6 @@ class OtlpSpanExporter final : public SpanExporter,
 
   /// Attempts made so far (first tries and retries), for tests.
   std::uint64_t attempts() const noexcept { return sender_->attempts(); }
-  /// Bytes of the outage buffer in memory and in spool files now, for tests and stats.
-  std::uint64_t buffered_memory_bytes() const noexcept;
-  std::uint64_t spooled_bytes() const noexcept;
 
  private:
   ExportResult deliver(std::size_t items, std::chrono::steady_clock::time_point deadline) noexcept;

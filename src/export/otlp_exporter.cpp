@@ -29,6 +29,14 @@ namespace {
 constexpr std::chrono::milliseconds kInitialBackOff{250};
 constexpr std::chrono::milliseconds kMaxBackOff{5'000};
 
+// The wait before the next attempt: what the receiver asked for, else full jitter over the upper
+// half of the current back-off.
+std::chrono::milliseconds retry_wait(const AttemptResult& r, std::chrono::milliseconds back_off,
+                                     std::minstd_rand& rng) {
+  return r.retry_after.value_or(std::chrono::milliseconds(
+      std::uniform_int_distribution<std::int64_t>(back_off.count() / 2, back_off.count())(rng)));
+}
+
 }  // namespace
 
 bool gzip_compress(std::string_view in, std::string& out) {
@@ -174,10 +182,7 @@ bool OtlpSender::send(const std::string& encoded, std::size_t items,
       const AttemptResult r = attempt(encoded, items, deadline);
       if (r.kind == AttemptResult::Kind::kSuccess) return true;
       if (r.kind == AttemptResult::Kind::kRetryable) {
-        // Full jitter over the upper half of the current back-off, unless the receiver said when.
-        std::chrono::milliseconds wait = r.retry_after.value_or(std::chrono::milliseconds(
-            std::uniform_int_distribution<std::int64_t>(delay.count() / 2, delay.count())(rng_)));
-        const Clock::time_point wake = Clock::now() + wait;
+        const Clock::time_point wake = Clock::now() + retry_wait(r, delay, rng_);
         if (wake < transport_->cap(deadline)) {
           transport_->sleep_until(wake);
           delay = std::min(kMaxBackOff, 2 * delay);
@@ -245,16 +250,6 @@ DeferredSpanExporter::DeferredCounts OtlpSpanExporter::deferred_spans() const no
   c.pending = buffer_.items();
   c.dropped = dropped_later_.load(std::memory_order_relaxed);
   return c;
-}
-
-std::uint64_t OtlpSpanExporter::buffered_memory_bytes() const noexcept {
-  std::lock_guard lock(mu_);
-  return buffer_.memory_bytes();
-}
-
-std::uint64_t OtlpSpanExporter::spooled_bytes() const noexcept {
-  std::lock_guard lock(mu_);
-  return buffer_.spool_bytes();
 }
 
 void OtlpSpanExporter::interrupt_by(Clock::time_point deadline) noexcept {
@@ -364,10 +359,7 @@ bool OtlpSpanExporter::enqueue_locked(std::size_t items) noexcept {
 }
 
 void OtlpSpanExporter::schedule_retry_locked(const AttemptResult& r) noexcept {
-  // Full jitter over the upper half of the current back-off, unless the receiver said when.
-  const auto wait = r.retry_after.value_or(std::chrono::milliseconds(
-      std::uniform_int_distribution<std::int64_t>(back_off_.count() / 2, back_off_.count())(rng_)));
-  next_attempt_ = Clock::now() + wait;
+  next_attempt_ = Clock::now() + retry_wait(r, back_off_, rng_);
   back_off_ = std::min(kMaxBackOff, 2 * back_off_);
 }
 
