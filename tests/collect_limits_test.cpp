@@ -318,4 +318,15 @@ TEST_F(CollectLimits, APortInUseIsSaidToBeInUse) {
   ASSERT_EQ(collect->stop(), 0);
 }
 
+TEST_F(CollectLimits, ABadHeaderTimeoutIsRefusedNamingTheFlagAndTheRange) {
+  for (const std::string value : {"0", "abc", "-1", "3601", "5s", ""}) {
+    ChildProcess child({LENS_BINARY, "collect", "--out", out_, "--header-timeout", value});
+    EXPECT_EQ(child.wait(), 2) << value;
+    EXPECT_NE(child.stderr_text().find("invalid --header-timeout '" + value +
+                                       "': expected a number of seconds from 1 to 3600"),
+              std::string::npos)
+        << child.stderr_text();
+  }
+}
+
 }  // namespace
