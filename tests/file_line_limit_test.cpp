@@ -117,6 +117,29 @@ TEST(FileLineLimit, BatchOverTheLimitIsALinePerSpan) {
   EXPECT_EQ(exporter.spans_cut(), 0u);
 }
 
+TEST(FileLineLimit, SpansOfABatchOverTheLimitShareLinesThatFit) {
+  TempDir dir;
+  const std::string path = dir.file("spans.jsonl");
+  FileSpanExporter exporter(path, {}, kLimit);
+  std::vector<SpanData> spans;
+  for (int i = 0; i < 8; ++i) spans.push_back(span_with(i, {{"text", std::string(400, 'a')}}));
+  ASSERT_EQ(export_all(exporter, spans), ExportResult::kSuccess);
+  exporter.shutdown(std::chrono::steady_clock::now());
+  const std::vector<std::string> lines = lines_of(path);
+  EXPECT_GT(lines.size(), 1u);
+  EXPECT_LT(lines.size(), spans.size());
+  int next = 0;
+  for (const std::string& line : lines) {
+    EXPECT_LE(line.size(), kLimit);
+    for (const Json& span : spans_of(line)) {
+      EXPECT_EQ(span["name"], "step " + std::to_string(next++));
+      EXPECT_EQ(string_attribute(span, "text"), std::string(400, 'a'));
+    }
+  }
+  EXPECT_EQ(next, 8);
+  EXPECT_EQ(exporter.spans_cut(), 0u);
+}
+
 TEST(FileLineLimit, SpanOverTheLimitHasItsLongStringsCutAndMarked) {
   TempDir dir;
   const std::string path = dir.file("spans.jsonl");
@@ -162,7 +185,8 @@ TEST(FileLineLimit, TwoHundredMegabyteAttributeIsReadByLensReport) {
     // letters, which keeps lens report's reading below short.)
     std::string blob(200'000'000, 'a');
     std::fill(blob.end() - 70'000'000, blob.end(), '"');
-    std::vector<SpanData> spans{span_with(0, {{"blob", std::move(blob)}})};
+    std::vector<SpanData> spans(1, span_with(0, {}));  // moved in: one copy of the 200 MB
+    spans[0].attributes.push_back({"blob", std::move(blob)});
     ASSERT_EQ(export_all(exporter, spans), ExportResult::kSuccess);
     EXPECT_EQ(exporter.spans_cut(), 1u);
     exporter.shutdown(std::chrono::steady_clock::now());

@@ -94,10 +94,10 @@ class JsonLinesOutput {
 };
 
 /// Appends one OTLP/JSON line per batch to a file (a JsonLinesOutput), each at most
-/// `max_line_bytes` long (json::kMaxLineBytes, what lens report reads): a batch whose line would
-/// be longer is written as one line per span, and a span whose line alone would be longer has its
-/// longest strings cut (each ending in "…[lens: cut from N bytes]") until it fits. Such spans
-/// are counted (spans_cut()), and reported on stderr the first time and at shutdown.
+/// `max_line_bytes` long (json::kMaxLineBytes, what lens report reads): a batch whose line might
+/// be longer is written as several lines of whole spans, and a span whose line alone would be
+/// longer has its longest strings cut (each ending in "…[lens: cut from N bytes]") until it fits.
+/// Such spans are counted (spans_cut()), and reported on stderr the first time and at shutdown.
 class FileSpanExporter : public SpanExporter {
  public:
   /// Opens (creating, mode 0644) `path` for appending. Throws ConfigError naming the path, where
@@ -116,9 +116,12 @@ class FileSpanExporter : public SpanExporter {
   std::uint64_t spans_cut() const noexcept { return spans_cut_; }
 
  private:
-  // The one span's line in buffer_, its strings cut until it fits; false when even strings of a
-  // few bytes do not make it fit (a span with millions of attributes).
-  bool encode_cut(const SpanData& span, const Resource& resource);
+  // Writes `span` with its strings cut until its line fits (`estimate`: its line's length uncut);
+  // false when even strings of a few bytes do not make it fit (millions of attributes) or the
+  // write failed.
+  bool write_cut(const SpanData& span, const Resource& resource, std::size_t estimate);
+  // Writes `spans` as one line, expected to fit.
+  bool write_group(std::span<const SpanData* const> spans, const Resource& resource);
 
   JsonLinesOutput out_;
   std::string buffer_;

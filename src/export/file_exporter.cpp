@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -105,8 +106,11 @@ struct Cutter {
   std::string operator()(const std::string& s) {
     if (s.size() <= cap) return s;
     cut = true;
-    std::string out(s, 0, cut_length(s, cap));
-    out += "\xE2\x80\xA6[lens: cut from " + std::to_string(s.size()) + " bytes]";
+    const std::string mark = "\xE2\x80\xA6[lens: cut from " + std::to_string(s.size()) + " bytes]";
+    const std::size_t n = cut_length(s, cap);
+    std::string out;
+    out.reserve(n + mark.size());  // one allocation of the (still long) result
+    out.append(s, 0, n).append(mark);
     return out;
   }
   AttributeValue operator()(const AttributeValue& v) {
@@ -157,35 +161,112 @@ struct Cutter {
   }
 };
 
-std::size_t longest_string(const std::vector<KeyValue>& attributes) {
-  std::size_t n = 0;
+// Calls f(string) for every string of `attributes`, and counts its attributes and elements.
+template <class F>
+void for_each_string(const std::vector<KeyValue>& attributes, std::size_t& items, F&& f) {
   for (const KeyValue& kv : attributes) {
-    n = std::max(n, kv.key.size());
-    if (const auto* s = std::get_if<std::string>(&kv.value)) n = std::max(n, s->size());
+    ++items;
+    f(kv.key);
+    if (const auto* s = std::get_if<std::string>(&kv.value)) f(*s);
     if (const auto* a = std::get_if<std::vector<std::string>>(&kv.value)) {
-      for (const std::string& e : *a) n = std::max(n, e.size());
+      for (const std::string& e : *a) f(e);
     }
+    std::visit(
+        [&](const auto& v) {  // an array's elements
+          if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, std::string> &&
+                        requires { v.size(); }) {
+            items += v.size();
+          }
+        },
+        kv.value);
   }
-  return n;
+}
+
+// Calls f(string) for every string of `span` that the encoder writes; returns how many other
+// items (attributes, array elements, events, links) it holds.
+template <class F>
+std::size_t for_each_string(const SpanData& span, F&& f) {
+  std::size_t items = 0;
+  f(span.name);
+  f(span.group);
+  f(span.status_message);
+  f(span.context.trace_state);
+  for_each_string(span.attributes, items, f);
+  for (const SpanEvent& e : span.events) {
+    ++items;
+    f(e.name);
+    for_each_string(e.attributes, items, f);
+  }
+  for (const SpanLink& l : span.links) {
+    items += 2;  // a link's ids and flags take about two attributes' room
+    f(l.context.trace_state);
+    for_each_string(l.attributes, items, f);
+  }
+  return items;
+}
+
+// Room for everything of a span but its strings' text (ids, times, keys of the encoding, numbers,
+// the attributes the encoder adds), and for each further item: generous, so that the sums below
+// are upper bounds.
+constexpr std::size_t kSpanRoom = 1024;
+constexpr std::size_t kItemRoom = 64;
+constexpr std::size_t kStringRoom = 4;  // quotes and a separator
+// The request around the spans (resourceSpans, scope) without the resource's attributes.
+constexpr std::size_t kFrameRoom = 512;
+
+// The length of `s` escaped as the JSON writer escapes it, without its quotes; computed a chunk at
+// a time so that a long string costs no memory. (A chunk boundary inside invalid UTF-8 may shift
+// a replacement character or two: the slack covers it.)
+std::size_t escaped_size(std::string_view s) {
+  constexpr std::size_t kChunk = 64 * 1024;
+  thread_local std::string scratch;
+  std::size_t total = 0;
+  while (!s.empty()) {
+    std::size_t n = cut_length(s, kChunk);
+    if (n == 0) n = std::min(kChunk, s.size());
+    scratch.clear();
+    json::append_string(scratch, s.substr(0, n));
+    total += scratch.size() - 2 + 8;
+    s.remove_prefix(n);
+  }
+  return total;
+}
+
+// An upper bound of the length of `span` in a line: with `exact`, from its strings' escaped
+// lengths; else from six bytes per byte of text (\u00XX, the longest escape), which costs no
+// pass over the text.
+std::size_t span_size(const SpanData& span, bool exact) {
+  std::size_t text = 0;
+  const std::size_t items = for_each_string(span, [&](const std::string& s) {
+    text += kStringRoom + (exact ? escaped_size(s) : 6 * s.size());
+  });
+  return kSpanRoom + items * kItemRoom + text;
+}
+
+std::size_t frame_size(const Resource& resource, bool exact) {
+  std::size_t text = 0;
+  std::size_t items = 0;
+  for_each_string(resource.attributes, items, [&](const std::string& s) {
+    text += kStringRoom + (exact ? escaped_size(s) : 6 * s.size());
+  });
+  return kFrameRoom + items * kItemRoom + text;
 }
 
 std::size_t longest_string(const SpanData& span) {
-  std::size_t n = std::max({span.name.size(), span.group.size(), span.status_message.size(),
-                            longest_string(span.attributes)});
-  for (const SpanEvent& e : span.events) {
-    n = std::max({n, e.name.size(), longest_string(e.attributes)});
-  }
-  for (const SpanLink& l : span.links) n = std::max(n, longest_string(l.attributes));
+  std::size_t n = 0;
+  for_each_string(span, [&](const std::string& s) { n = std::max(n, s.size()); });
   return n;
 }
 
 }  // namespace
 
-bool FileSpanExporter::encode_cut(const SpanData& span, const Resource& resource) {
+bool FileSpanExporter::write_cut(const SpanData& span, const Resource& resource,
+                                 std::size_t estimate) {
   // Start from the longest string shrunk by the factor the line is over, with a margin, then
-  // halve: a few encodings in all, the first usually enough (one huge value dominates).
+  // halve: a few encodings in all, the first usually enough (one huge value dominates). The span
+  // is never encoded whole: its line could be six times its text.
   constexpr std::size_t kMinCap = 64;
-  const double over = static_cast<double>(max_line_bytes_) / static_cast<double>(buffer_.size());
+  const double over = static_cast<double>(max_line_bytes_) / static_cast<double>(estimate);
   std::size_t cap =
       static_cast<std::size_t>(static_cast<double>(longest_string(span)) * over * 0.9);
   for (;;) {
@@ -194,53 +275,90 @@ bool FileSpanExporter::encode_cut(const SpanData& span, const Resource& resource
     const SpanData copy = cutter(span);
     const SpanData* one = &copy;
     buffer_.clear();
+    buffer_.reserve(max_line_bytes_ + 1);  // address space: no doubling of a line this long
     append_otlp_json(buffer_, std::span(&one, 1), resource);
-    if (buffer_.size() <= max_line_bytes_) return true;
-    if (cap == kMinCap) return false;
+    if (buffer_.size() <= max_line_bytes_) break;
+    if (cap == kMinCap) return false;  // not written: a span of millions of attributes
     cap /= 2;
   }
+  if (spans_cut_++ == 0) {
+    std::fprintf(stderr,
+                 "lens: a span's OTLP/JSON line in '%s' would exceed %zu bytes, the longest "
+                 "line lens report reads: its longest strings were cut to fit, each ending "
+                 "in \"\xE2\x80\xA6[lens: cut from N bytes]\". Later cuts are counted, not "
+                 "printed.\n",
+                 out_.path().c_str(), max_line_bytes_);
+  }
+  return out_.write_line(buffer_);
+}
+
+bool FileSpanExporter::write_group(std::span<const SpanData* const> spans,
+                                   const Resource& resource) {
+  if (spans.empty()) return true;
+  buffer_.clear();
+  append_otlp_json(buffer_, spans, resource);
+  if (buffer_.size() <= max_line_bytes_) return out_.write_line(buffer_);
+  // Not reached while span_size() is an upper bound; if it ever is not, a line per span.
+  bool ok = true;
+  for (const SpanData* span : spans) {
+    buffer_.clear();
+    append_otlp_json(buffer_, std::span(&span, 1), resource);
+    ok = (buffer_.size() <= max_line_bytes_ ? out_.write_line(buffer_)
+                                            : write_cut(*span, resource, buffer_.size())) &&
+         ok;
+  }
+  return ok;
 }
 
 ExportResult FileSpanExporter::export_spans(std::span<const SpanData* const> spans,
                                             const Resource& resource,
                                             std::chrono::steady_clock::time_point) noexcept {
-  std::size_t count = 0;
-  for (const SpanData* span : spans) count += span != nullptr ? 1 : 0;
-  if (count == 0) return ExportResult::kSuccess;
   bool ok = true;
   try {
-    buffer_.clear();
-    append_otlp_json(buffer_, spans, resource);
-    if (buffer_.size() <= max_line_bytes_) {
-      return out_.write_line(buffer_) ? ExportResult::kSuccess : ExportResult::kFailure;
-    }
-    // Longer than lens report reads: a line per span, each cut to fit when it alone is too long.
+    std::size_t count = 0;
+    std::size_t bound = frame_size(resource, false);
     for (const SpanData* span : spans) {
       if (span == nullptr) continue;
-      if (count > 1) {
-        buffer_.clear();
-        append_otlp_json(buffer_, std::span(&span, 1), resource);
-      }
-      if (buffer_.size() > max_line_bytes_) {
-        if (!encode_cut(*span, resource)) {
-          ok = false;  // not written: the batch counts as failed
-          continue;
-        }
-        if (spans_cut_++ == 0) {
-          std::fprintf(stderr,
-                       "lens: a span's OTLP/JSON line in '%s' would exceed %zu bytes, the longest "
-                       "line lens report reads: its longest strings were cut to fit, each ending "
-                       "in \"\xE2\x80\xA6[lens: cut from N bytes]\". Later cuts are counted, not "
-                       "printed.\n",
-                       out_.path().c_str(), max_line_bytes_);
-        }
-      }
-      ok = out_.write_line(buffer_) && ok;
+      ++count;
+      bound += span_size(*span, false);
     }
+    if (count == 0) return ExportResult::kSuccess;
+    if (bound <= max_line_bytes_) {  // the usual case: one line, no pass over the text
+      buffer_.clear();
+      append_otlp_json(buffer_, spans, resource);
+      return out_.write_line(buffer_) ? ExportResult::kSuccess : ExportResult::kFailure;
+    }
+    // Perhaps longer than lens report reads: spans packed into lines by their escaped sizes, and
+    // a span too long alone written cut.
+    std::vector<const SpanData*> present;
+    present.reserve(count);
+    for (const SpanData* span : spans) {
+      if (span != nullptr) present.push_back(span);
+    }
+    const std::size_t frame = frame_size(resource, true);
+    std::size_t begin = 0;
+    std::size_t size = frame;
+    for (std::size_t i = 0; i < present.size(); ++i) {
+      const std::size_t s = span_size(*present[i], true);
+      if (frame + s > max_line_bytes_) {
+        ok = write_group(std::span(present).subspan(begin, i - begin), resource) && ok;
+        ok = write_cut(*present[i], resource, frame + s) && ok;
+        begin = i + 1;
+        size = frame;
+        continue;
+      }
+      if (size + s > max_line_bytes_) {
+        ok = write_group(std::span(present).subspan(begin, i - begin), resource) && ok;
+        begin = i;
+        size = frame;
+      }
+      size += s;
+    }
+    ok = write_group(std::span(present).subspan(begin), resource) && ok;
   } catch (const std::exception&) {
     ok = false;  // out of memory
   }
-  // Do not keep the memory of a line that long for the next, ordinary batches.
+  // Do not keep the memory of lines that long for the next, ordinary batches.
   std::string().swap(buffer_);
   return ok ? ExportResult::kSuccess : ExportResult::kFailure;
 }
