@@ -284,21 +284,34 @@ TEST_F(ReportCli, MetricsAndLogsLines) {
       "series":1,"points":2,"value":2500})"));
   EXPECT_EQ(j["metrics"][9]["value"], 2400);  // the latest point, not the last line
 
-  // lens convert: a counter track per rank, metric and series, read back; the logs are skipped.
+  // The line of logs: its record, for the HTML page's markers.
+  EXPECT_EQ(j["logs"], json::parse(R"({"count":1,"records":[{"rank":0,
+      "time_unix_nano":1718000000000000000,"severity_number":9,"severity_text":"INFO",
+      "body":"checkpoint saved"}]})"));
+
+  // lens convert: a counter track per rank, metric and series, read back; the log record an
+  // instant event of its rank.
   r = lens({"convert", "--to", "chrome", files[0], files[2], "-o", "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
   std::map<std::string, json> tracks;  // "pid name" -> [[ts, args]...]
   std::set<std::int64_t> named;
+  int instants = 0;
   const json trace = json::parse(r.out);
   for (const json& e : trace["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "process_name") named.insert(e["pid"].get<std::int64_t>());
+    if (e["ph"] == "i") {
+      EXPECT_EQ(e, json::parse(R"({"name":"INFO","cat":"log","ph":"i","s":"p","pid":0,"tid":0,
+          "ts":1718000000000000,"args":{"body":"checkpoint saved","severity_number":9}})"));
+      ++instants;
+    }
     if (e["ph"] != "C") continue;
     EXPECT_EQ(e["cat"], "metric");
     EXPECT_EQ(e["tid"], 0);
     tracks[e["pid"].dump() + " " + e["name"].get<std::string>()].push_back({e["ts"], e["args"]});
   }
   EXPECT_EQ(named, (std::set<std::int64_t>{0, 2147483647}));
+  EXPECT_EQ(instants, 1);
   EXPECT_EQ(json(tracks), json::parse(R"({
     "0 gpu.memory {gpu=0}": [[1718000010000000, {"value": 1000.0}]],
     "0 gpu.memory {gpu=1}": [[1718000020000000, {"value": 2000.0}]],

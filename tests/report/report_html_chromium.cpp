@@ -192,7 +192,14 @@ int main(int argc, char** argv) {
   for (int rank = 0; rank < 3; ++rank) {
     metrics += metric_lines(rank, 4, report_test::kT0, 1.0 + 0.1 * rank);
   }
-  report_test::write_file(dir + "/metrics.jsonl", metrics);
+  // A warning of rank 1 at +50 ms: a marker on its timeline row.
+  std::string warning = report_test::logs_line(report_test::rank_resource(1), "loss scale halved");
+  const std::string info = "\"severityNumber\":9,\"severityText\":\"INFO\"";
+  warning.replace(warning.find(info), info.size(),
+                  "\"severityNumber\":13,\"severityText\":\"WARN\"");
+  warning.replace(warning.find(std::to_string(report_test::kT0)), 19,
+                  std::to_string(report_test::kT0 + 50'000'000));
+  report_test::write_file(dir + "/metrics.jsonl", metrics + warning + "\n");
 
   std::vector<std::string> report = {lens, "report", "--html", html, dir + "/metrics.jsonl"};
   report.insert(report.end(), fixture.files.begin(), fixture.files.end());
@@ -245,6 +252,12 @@ int main(int argc, char** argv) {
   expect(count(dom, "class=\"group-share\"") == 4, "4 groups in the step breakdown");
   expect(count(dom, "class=\"rank-step-row") == 3, "3 rows in the per-rank step table");
   expect(dom.find(">150.0ms<") != std::string::npos, "durations formatted (150.0ms)");
+  expect(count(dom, "class=\"log-marker\"") == 1 &&
+             dom.find("class=\"log-marker\" data-severity=\"13\" data-rank=\"1\"") !=
+                 std::string::npos &&
+             dom.find("rank 1 \u00b7 WARN at +50.00ms: loss scale halved</title>") !=
+                 std::string::npos,
+         "the warning of rank 1 is a marker on its row, with its message");
   // The metric charts: one per metric, a line per rank of 4 points; the histogram's p50-p95 band.
   expect(count(dom, "class=\"metric-chart\"") == 2, "2 metric charts");
   for (const char* name : {"dl.loss", "dl.step.duration"}) {

@@ -603,6 +603,69 @@ TEST(SpanLineReader, LinesOfEachSignalAreCounted) {
   }
 }
 
+TEST(SpanLineReader, ReadsLogRecordsLeniently) {
+  const std::string line = R"({"resourceLogs":[{"resource":{"attributes":[
+      {"key":"dl.rank","value":{"intValue":"3"}},{"key":"nemo.run.id","value":{"stringValue":"r"}}]},
+    "scopeLogs":[{"logRecords":[
+      {"timeUnixNano":"1500","severityNumber":17,"severityText":"ERROR",
+       "body":{"stringValue":"nan loss"}},
+      {"observedTimeUnixNano":"2500","severityNumber":"x","body":{"kvlistValue":{"values":[
+       {"key":"step","value":{"intValue":"7"}}]}}},
+      "not a record",
+      {"timeUnixNano":"0","observedTimeUnixNano":"9","body":{"stringValue":")" +
+                           std::string(1500, 'a') + R"("}}]},
+      {"logRecords":{}}]},
+    {"resource":[],"scopeLogs":[{"logRecords":[{"timeUnixNano":"4"}]}]}]})";
+  SpanLineReader reader({.threads = 1, .logs = true});
+  ParsedRequest out;
+  ASSERT_EQ(reader.parse_line(line, out), "");
+  EXPECT_TRUE(out.has_logs);
+  ASSERT_EQ(out.logs.size(), 4u);
+  EXPECT_EQ(out.resources.at(out.logs[0].resource).rank, 3);
+  EXPECT_EQ(out.resources.at(out.logs[0].resource).run_id, "r");
+  EXPECT_EQ(out.logs[0].time_ns, 1500u);
+  EXPECT_EQ(out.logs[0].severity_number, 17);
+  EXPECT_EQ(out.logs[0].severity_text, "ERROR");
+  EXPECT_EQ(out.logs[0].body, "nan loss");
+  EXPECT_EQ(out.logs[1].time_ns, 2500u) << "the observed time without a time";
+  EXPECT_EQ(out.logs[1].severity_number, 0) << "a severity that is not a number is skipped";
+  EXPECT_EQ(out.logs[1].body, R"({"step":7})");
+  EXPECT_EQ(out.logs[2].time_ns, 9u) << "a zero time is no time";
+  EXPECT_EQ(out.logs[2].body.size(), 1000u) << "bodies are cut at 1000 bytes";
+  EXPECT_FALSE(out.resources.at(out.logs[3].resource).rank) << "a resource not an object";
+  // Without the option the records are not read, and the line is the same line.
+  SpanLineReader plain({.threads = 1});
+  ASSERT_EQ(plain.parse_line(line, out), "");
+  EXPECT_TRUE(out.has_logs);
+  EXPECT_TRUE(out.logs.empty());
+}
+
+TEST(ReportBuilder, LogRecordsKeptForThePageWarningsFirst) {
+  ReportBuilder builder;
+  ParsedRequest r;
+  r.resources.emplace_back().rank = 1;
+  r.has_logs = true;
+  const std::size_t n = ReportBuilder::kMaxLogRows + 10;
+  auto log = [&](std::uint64_t time, int severity) {
+    LogEntry& l = r.logs.emplace_back();
+    l.time_ns = time;
+    l.severity_number = severity;
+  };
+  for (std::size_t i = 0; i < n; ++i) log(n - i, 9);
+  for (std::uint64_t i = 0; i < 5; ++i) log(100 + i, 17);
+  builder.add(r);
+  const Report report = builder.finish({}, {});
+  EXPECT_EQ(report.log_count, n + 5);
+  ASSERT_EQ(report.logs.size(), ReportBuilder::kMaxLogRows);
+  EXPECT_EQ(std::count_if(report.logs.begin(), report.logs.end(),
+                          [](const LogRow& l) { return l.severity_number == 17; }),
+            5);
+  EXPECT_TRUE(
+      std::is_sorted(report.logs.begin(), report.logs.end(),
+                     [](const LogRow& a, const LogRow& b) { return a.time_ns < b.time_ns; }));
+  EXPECT_EQ(report.logs.front().rank, 1);
+}
+
 TEST(SpanLineReader, MalformedMetricsLinesSayWhy) {
   struct Case {
     std::string line;

@@ -136,11 +136,17 @@ bool is_blank(std::string_view line) {
 }  // namespace
 
 std::string SpanLineReader::parse_line(std::string_view line, ParsedRequest& out) const {
-  ojson resource_metrics;
-  if (std::string e =
-          reader::read_span_line(line, out, options_.details, options_.metrics, resource_metrics);
+  ojson resource_metrics, resource_logs;
+  if (std::string e = reader::read_span_line(line, out, options_.details, options_.metrics,
+                                             options_.logs, resource_metrics, resource_logs);
       !e.empty()) {
     return e;
+  }
+  if (resource_logs.is_array()) {
+    try {
+      reader::read_logs(resource_logs, out);
+    } catch (const std::exception&) {  // out of memory: the records read so far stand
+    }
   }
   if (resource_metrics.is_array()) {
     try {

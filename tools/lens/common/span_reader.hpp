@@ -141,6 +141,16 @@ struct MetricRecord {
   std::vector<MetricPoint> points;
 };
 
+/// One log record of a line (read only with ReaderOptions::logs).
+struct LogEntry {
+  std::size_t resource = 0;   // index into ParsedRequest::resources
+  std::uint64_t time_ns = 0;  // timeUnixNano, else observedTimeUnixNano; 0 without either
+  int severity_number = 0;    // OTLP SeverityNumber: 1-4 trace, 5-8 debug, 9-12 info, 13-16 warn,
+                              // 17-20 error, 21-24 fatal; 0 unspecified
+  std::string severity_text;
+  std::string body;  // a stringValue as it is, another AnyValue as plain JSON; at most 1000 bytes
+};
+
 /// The spans (and metrics) of one line, valid until the next line is read.
 struct ParsedRequest {
   std::vector<SpanResource> resources;
@@ -150,10 +160,11 @@ struct ParsedRequest {
   bool has_spans = false;
   /// The line has a resourceMetrics member; its metrics (ReaderOptions::metrics) follow.
   bool has_metrics = false;
-  /// The line has a resourceLogs member (log records are not read).
+  /// The line has a resourceLogs member; its log records (ReaderOptions::logs) are in `logs`.
   bool has_logs = false;
   std::vector<MetricRecord> metrics;
   std::size_t data_points = 0;  // in `metrics`
+  std::vector<LogEntry> logs;
 
   std::span<const SpanRecord> spans() const { return {span_storage.data(), span_count}; }
 };
@@ -175,6 +186,10 @@ struct ReaderOptions {
   /// Also read the metrics of lines with resourceMetrics (ParsedRequest::metrics). Without it
   /// such lines are only checked to be JSON and counted.
   bool metrics = false;
+  /// Also read the log records of lines with resourceLogs (ParsedRequest::logs). A record or
+  /// field of an unexpected shape is skipped: a line of logs is malformed only when it is not
+  /// JSON, its resourceLogs is not an array, or it is nested more than 64 levels deep.
+  bool logs = false;
 };
 
 /// What a reader has seen so far, over every file it read.

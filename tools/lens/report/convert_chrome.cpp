@@ -93,6 +93,17 @@ void ChromeTraceWriter::write_counters() {
 
 void ChromeTraceWriter::add(const ParsedRequest& request) {
   if (!request.metrics.empty()) metrics_.add(request);
+  for (const LogEntry& log : request.logs) {
+    const SpanResource& resource = request.resources[log.resource];
+    const std::int64_t pid = resource.rank.value_or(kUnknownRankPid);
+    name_process(pid, resource.rank.has_value());
+    nlohmann::ordered_json args = {{"body", log.body}, {"severity_number", log.severity_number}};
+    // A process-scoped instant: a marker across the rank's tracks, its message in args.
+    write_event("{\"name\":" + json_string(log.severity_text.empty() ? "log" : log.severity_text) +
+                ",\"cat\":\"log\",\"ph\":\"i\",\"s\":\"p\",\"pid\":" + std::to_string(pid) +
+                ",\"tid\":0,\"ts\":" + micros_text(log.time_ns) + ",\"args\":" + dump_json(args) +
+                "}");
+  }
   for (const SpanRecord& span : request.spans()) {
     const SpanResource& resource = request.resources[span.resource];
     const std::int64_t pid = resource.rank.value_or(kUnknownRankPid);

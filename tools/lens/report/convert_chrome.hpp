@@ -1,7 +1,8 @@
 // Spans as a Chrome Trace Event Format file (`{"traceEvents":[...]}`), which chrome://tracing and
 // the Perfetto UI open: each span a complete event ("X"), each span event an instant event
 // ("i"), one process per rank and one thread per thread.id, named by metadata events ("M"); and
-// each metric series of a rank as a counter track ("C") of that rank's process. Span events are
+// each metric series of a rank as a counter track ("C") of that rank's process; each log record
+// as a process-scoped instant event. Span events are
 // written as requests arrive; the metrics' points (at most MetricAggregator::kMaxSeriesPoints per
 // series) and the set of ranks and threads seen are kept, and the counters written at the end.
 //
@@ -32,8 +33,8 @@ class ChromeTraceWriter {
   /// Writes to `out` (not closed); `path` names it in errors. Writes the opening at once.
   ChromeTraceWriter(std::FILE* out, std::string path);
 
-  /// Writes the events of the spans of `request` (read with ReaderOptions::details) and keeps its
-  /// metrics (read with ReaderOptions::metrics).
+  /// Writes the events of the spans of `request` (read with ReaderOptions::details) and of its
+  /// log records (ReaderOptions::logs), and keeps its metrics (ReaderOptions::metrics).
   void add(const ParsedRequest& request);
 
   /// Writes the counter events of the metrics, the closing, and flushes. Throws FileError when

@@ -30,7 +30,9 @@ one per rank; - is standard input) into a Chrome Trace Event Format file, which 
   - each series of a metric (lines of OTLP metrics, as `lens collect --metrics-out` writes) is
     a counter track ("ph":"C") of its rank's process, named after the metric (and the series'
     attributes): args value (a gauge's value, a sum's total then), or count, p50 and p95 of
-    each interval of a histogram.
+    each interval of a histogram;
+  - each log record is an instant event of its rank's process ("ph":"i", "s":"p", "cat":"log"),
+    named by its severity text, with its body and severity number as args.
 The input is streamed: span events are written as lines are read; the metrics' points (at most
 1024 per series) are kept and written at the end. Malformed lines are skipped and listed on
 stderr.
@@ -74,7 +76,7 @@ int run_convert(std::span<const std::string_view> args) {
     } closer{out};
 
     ChromeTraceWriter writer(out, output);
-    SpanLineReader reader({.details = true, .metrics = true});
+    SpanLineReader reader({.details = true, .metrics = true, .logs = true});
     for (InputFile& file : files) {
       reader.read(
           file, [&](const ParsedRequest& request) { writer.add(request); },

@@ -163,6 +163,14 @@ constexpr std::string_view kTail = R"html(</script>
         });
       });
     });
+    if (a.origin !== null && d.logs) {
+      d.logs.records.forEach(function (l) {
+        if (!l.time_unix_nano) return;
+        var off = l.time_unix_nano - a.origin;
+        a.lo = Math.min(a.lo, off);
+        a.hi = Math.max(a.hi, off);
+      });
+    }
     if (a.hi <= a.lo) a.hi = a.lo + 1;
     a.x = function (ns) { return LEFT + (ns - a.lo) / (a.hi - a.lo) * PLOT; };
     a.ns = function (px) { return a.lo + (px - LEFT) / PLOT * (a.hi - a.lo); };
@@ -186,8 +194,13 @@ constexpr std::string_view kTail = R"html(</script>
       total += r.timeline.steps;
     });
     if (total === 0) { s.appendChild(el("p", {"class": "note"}, "No spans of group step.")); return; }
+    var logs = (d.logs ? d.logs.records : []).filter(function (l) { return l.time_unix_nano; });
     s.appendChild(el("p", {"class": "note"},
         "One row per rank; each bar is a top-level step span" +
+        (logs.length ? "; each tick a log record of the rank (grey debug, green info, orange " +
+                       "warning, red error; hover for the message" +
+                       (d.logs.records.length < d.logs.count ? ", " + d.logs.records.length + " of " +
+                        d.logs.count + " records drawn, warnings first" : "") + ")" : "") +
         (shown < total ? " (" + shown + " of " + total + " drawn, evenly thinned)" : "") +
         ". Ranks flagged as stragglers are drawn in red. Time from the first step's start; the " +
         "metric charts below share this axis."));
@@ -196,7 +209,7 @@ constexpr std::string_view kTail = R"html(</script>
     var height = top + d.ranks.length * (rowH + gap) + 24;
     var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + height, width: "100%", role: "img",
                             "aria-label": "step timeline", id: "timeline-svg"});
-    var x = axis.x;
+    var x = axis.x, rowOf = {};
     timeTicks(svg, axis, top, height - 20);
     d.ranks.forEach(function (r, i) {
       var y = top + i * (rowH + gap), slow = isStraggler(r);
@@ -215,7 +228,22 @@ constexpr std::string_view kTail = R"html(</script>
                                            " at " + axis.label(p[0])));
         g.appendChild(bar);
       });
+      rowOf[rankLabel(r.rank)] = {g: g, y: y};
       svg.appendChild(g);
+    });
+    logs.forEach(function (l) {
+      var row = rowOf[rankLabel(l.rank)];
+      if (!row) return;  // a rank without steps has no row
+      var sev = l.severity_number, color = sev >= 17 ? "#d9482b" : sev >= 13 ? "#e69f00" :
+                                           sev >= 9 ? "#2a9d8f" : "#8a93a3";
+      var at = l.time_unix_nano - axis.origin;
+      var mark = svgEl("rect", {"class": "log-marker", "data-severity": String(sev),
+                                "data-rank": rankLabel(l.rank), x: axis.x(at) - 1, y: row.y - 2,
+                                width: 2, height: rowH + 4, fill: color});
+      mark.appendChild(svgEl("title", {}, "rank " + rankLabel(l.rank) + " \u00b7 " +
+                                          (l.severity_text || "severity " + sev) + " at " +
+                                          axis.label(at) + ": " + l.body));
+      row.g.appendChild(mark);
     });
     s.appendChild(svg);
   }

@@ -66,6 +66,28 @@ std::uint32_t ReportBuilder::name_id(const SpanRecord& span) {
   return id;
 }
 
+void ReportBuilder::add_log(const LogEntry& log, const SpanResource& resource) {
+  if (!run_filter_.empty() && resource.run_id != run_filter_) return;
+  ++log_count_;
+  constexpr int kWarn = 13;
+  LogRow row{resource.rank, log.time_ns, log.severity_number, log.severity_text, log.body};
+  if (logs_.size() < kMaxLogRows) {
+    if (row.severity_number < kWarn) ++logs_below_warn_;
+    logs_.push_back(std::move(row));
+    return;
+  }
+  // Full: a warning or worse takes the place of the latest record below WARN, so that errors
+  // are shown even after thousands of info lines.
+  if (row.severity_number < kWarn || logs_below_warn_ == 0) return;
+  for (auto it = logs_.rbegin(); it != logs_.rend(); ++it) {
+    if (it->severity_number < kWarn) {
+      *it = std::move(row);
+      --logs_below_warn_;
+      return;
+    }
+  }
+}
+
 void ReportBuilder::add(const ParsedRequest& request) {
   for (const SpanResource& r : request.resources) {
     if (!r.run_id.empty() && run_ids_.size() < kMaxRunIds &&
@@ -74,6 +96,7 @@ void ReportBuilder::add(const ParsedRequest& request) {
     }
   }
   if (!request.metrics.empty()) metrics_.add(request, run_filter_);
+  for (const LogEntry& log : request.logs) add_log(log, request.resources[log.resource]);
   for (const SpanRecord& span : request.spans()) {
     const SpanResource& resource = request.resources[span.resource];
     if (!run_filter_.empty() && resource.run_id != run_filter_) continue;
@@ -249,6 +272,10 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
   report.malformed = malformed_;
   report.ancestry = ancestry_;
   report.metrics = metrics_.finish();
+  report.log_count = log_count_;
+  report.logs = logs_;
+  std::stable_sort(report.logs.begin(), report.logs.end(),
+                   [](const LogRow& a, const LogRow& b) { return a.time_ns < b.time_ns; });
 
   std::map<std::string, GroupRow> groups;
   for (const NameStats& s : names_) {

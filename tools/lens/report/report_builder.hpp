@@ -141,6 +141,15 @@ struct AncestryCounts {
   std::uint64_t peak_pending = 0;  // the most pending parents held at once
 };
 
+/// A log record kept for the HTML page's markers.
+struct LogRow {
+  std::optional<std::int64_t> rank;  // dl.rank of the record's resource
+  std::uint64_t time_ns = 0;
+  int severity_number = 0;
+  std::string severity_text;
+  std::string body;
+};
+
 struct Report {
   std::vector<std::string> files;
   ReaderCounts input;
@@ -159,6 +168,8 @@ struct Report {
   std::vector<MalformedRow> malformed;  // the first kMaxMalformedRows
   AncestryCounts ancestry;
   std::vector<MetricRow> metrics;  // the metrics of the input's metrics lines (report_metrics.hpp)
+  std::uint64_t log_count = 0;     // log records read (of the --run run)
+  std::vector<LogRow> logs;        // the first kMaxLogRows, by time
 };
 
 /// Aggregates requests into a Report. Not thread-safe.
@@ -167,14 +178,17 @@ class ReportBuilder {
   static constexpr std::size_t kMaxTruncatedRows = 1000;
   static constexpr std::size_t kMaxMalformedRows = 100;
   static constexpr std::size_t kMaxRunIds = 16;
+  /// Log records kept for the HTML page (the rest are counted): the first ones read, except that
+  /// records of severity WARN or above replace lower ones once the list is full.
+  static constexpr std::size_t kMaxLogRows = 2000;
   /// Pending parents kept before the oldest is given up (resolved as a root).
   static constexpr std::size_t kMaxPendingParents = 100000;
   /// Recently seen spans remembered so that a child arriving after its parent is still placed.
   static constexpr std::size_t kRecentSpans = 65536;
 
   ReportBuilder();
-  /// Keeps only the spans and metrics whose resource has nemo.run.id `run_id` (empty: all); the
-  /// report still lists every run id it saw.
+  /// Keeps only the spans, metrics and logs whose resource has nemo.run.id `run_id` (empty: all);
+  /// the report still lists every run id it saw.
   explicit ReportBuilder(std::string run_id);
 
   void add_file(const std::string& path) { files_.push_back(path); }
@@ -187,6 +201,8 @@ class ReportBuilder {
   using RankKey = std::int64_t;  // dl.rank, or kUnknownRank
   static constexpr RankKey kUnknownRank = INT64_MIN;
   std::string run_filter_;  // --run: the only nemo.run.id reported (empty: every one)
+
+  void add_log(const LogEntry& log, const SpanResource& resource);
 
   struct PendingKey {
     RankKey rank;
@@ -266,6 +282,9 @@ class ReportBuilder {
   std::vector<MalformedRow> malformed_;
   AncestryCounts ancestry_;
   MetricAggregator metrics_;
+  std::uint64_t log_count_ = 0;
+  std::vector<LogRow> logs_;
+  std::size_t logs_below_warn_ = 0;  // of logs_, the ones a warning may replace
 };
 
 }  // namespace nemo::lens::cli

@@ -34,8 +34,8 @@ per rank, are read as one job; - is standard input) and prints where the time we
   - metrics (lines of OTLP metrics, as `lens collect --metrics-out` writes), per metric name and
     rank (dl.rank, else service.instance.id): a sum's last cumulative value (or its deltas
     added up), a gauge's last value, a histogram's count, sum, mean, and p50, p95 and max
-    estimated from its buckets; and every series over time (--json: timeseries). Lines of
-    logs are counted and skipped.
+    estimated from its buckets; and every series over time (--json: timeseries);
+  - log records (lines of OTLP logs), marked on the HTML page's timeline (--json: logs).
 Percentiles are exact up to 256 values, then within 1 %. The files are streamed: memory grows
 with the number of distinct groups, names, ranks and metric series, not with the number of
 spans or points.
@@ -85,7 +85,7 @@ int run_report(std::span<const std::string_view> args) {
     files.reserve(in.files.size());
     for (const std::string& path : in.files) files.emplace_back(path);
 
-    SpanLineReader reader({.metrics = true});
+    SpanLineReader reader({.metrics = true, .logs = true});
     ReportBuilder builder(run);
     for (InputFile& file : files) {
       builder.add_file(file.path());

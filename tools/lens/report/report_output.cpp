@@ -491,6 +491,15 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                    {"unresolved", r.ancestry.unresolved},
                    {"peak_pending", r.ancestry.peak_pending}};
   j["metrics"] = metrics_json(r.metrics, max_series_points);
+  ojson logs = ojson::array();
+  for (const LogRow& l : r.logs) {
+    logs.push_back({{"rank", rank_json(l.rank)},
+                    {"time_unix_nano", l.time_ns},
+                    {"severity_number", l.severity_number},
+                    {"severity_text", l.severity_text},
+                    {"body", l.body}});
+  }
+  j["logs"] = {{"count", r.log_count}, {"records", std::move(logs)}};
   return j;
 }
 

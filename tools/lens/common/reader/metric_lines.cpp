@@ -377,4 +377,61 @@ std::string read_metrics(const ojson& resource_metrics, ParsedRequest& out) {
   return {};
 }
 
+void read_logs(const ojson& resource_logs, ParsedRequest& out) {
+  // Lenient by design: a log line is malformed only when resourceLogs is not an array (checked
+  // by span_lines), so records and fields of another shape are skipped, not fatal.
+  constexpr std::size_t kMaxBody = 1000;
+  auto field = [](const ojson& object, const char* key) -> const ojson* {
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  };
+  auto array = [&](const ojson& object, const char* key) -> const ojson* {
+    const ojson* v = field(object, key);
+    return v != nullptr && v->is_array() ? v : nullptr;
+  };
+  for (const ojson& rl : resource_logs) {
+    if (!rl.is_object()) continue;
+    SpanResource& resource = out.resources.emplace_back();
+    if (!read_metric_resource(field(rl, "resource"), resource).empty()) resource = SpanResource{};
+    const std::size_t resource_index = out.resources.size() - 1;
+    const ojson* scopes = array(rl, "scopeLogs");
+    if (scopes == nullptr) continue;
+    for (const ojson& sl : *scopes) {
+      if (!sl.is_object()) continue;
+      const ojson* records = array(sl, "logRecords");
+      if (records == nullptr) continue;
+      for (const ojson& record : *records) {
+        if (!record.is_object()) continue;
+        LogEntry entry;
+        entry.resource = resource_index;
+        for (const char* key : {"timeUnixNano", "observedTimeUnixNano"}) {
+          const ojson* t = field(record, key);
+          if (t == nullptr) continue;
+          if (auto n = integer_value<std::uint64_t>(*t); n && *n != 0) {
+            entry.time_ns = *n;
+            break;
+          }
+        }
+        if (const ojson* n = field(record, "severityNumber")) {
+          if (auto v = integer_value<std::int32_t>(*n)) entry.severity_number = *v;
+        }
+        if (const ojson* t = field(record, "severityText"); t != nullptr && t->is_string()) {
+          entry.severity_text = t->get<std::string>();
+        }
+        if (const ojson* body = field(record, "body"); body != nullptr && body->is_object()) {
+          ojson plain;
+          if (plain_value(*body, plain, 0).empty()) {
+            entry.body = plain.is_string() ? plain.get<std::string>()
+                         : plain.is_null()
+                             ? std::string()
+                             : plain.dump(-1, ' ', false, ojson::error_handler_t::replace);
+          }
+        }
+        if (entry.body.size() > kMaxBody) entry.body.resize(kMaxBody);
+        out.logs.push_back(std::move(entry));
+      }
+    }
+  }
+}
+
 }  // namespace nemo::lens::cli::reader

@@ -59,7 +59,7 @@ enum class Field : std::uint8_t {
   kStatusCode,
   kStatusMessage,
   kResourceMetrics,  // captured whole (ReaderOptions::metrics), then read from the document
-  kResourceLogs,     // skipped
+  kResourceLogs,     // captured whole (ReaderOptions::logs), else skipped
 };
 
 // Whose attributes an attribute list holds.
@@ -154,19 +154,22 @@ class OtlpSaxHandler {
  public:
   using json = nlohmann::json;
 
-  OtlpSaxHandler(ParsedRequest& out, bool details, bool metrics)
-      : out_(out), details_(details), read_metrics_(metrics) {
+  OtlpSaxHandler(ParsedRequest& out, bool details, bool metrics, bool logs)
+      : out_(out), details_(details), read_metrics_(metrics), read_logs_(logs) {
     out_.resources.clear();
     out_.span_count = 0;
     out_.has_spans = out_.has_metrics = out_.has_logs = false;
     out_.metrics.clear();
     out_.data_points = 0;
+    out_.logs.clear();
   }
 
   const std::string& error() const { return error_; }
   bool saw_root() const { return saw_root_; }
   /// The resourceMetrics array, captured (ReaderOptions::metrics); null when absent.
   ojson take_resource_metrics() { return std::move(metrics_); }
+  /// The resourceLogs array, captured (ReaderOptions::logs); null when absent.
+  ojson take_resource_logs() { return std::move(logs_); }
 
   // SAX interface.
   bool null() { return scalar({Scalar::Type::kNull}); }
@@ -297,12 +300,17 @@ class OtlpSaxHandler {
         if (is_object) return fail(std::string(field_name(field)) + " is not an array");
         if (field == Field::kResourceLogs) {
           out_.has_logs = true;
-          break;  // skipped
+          if (!read_logs_) break;  // skipped
+          logs_ = ojson::array();
+          capturing_ = Capturing::kLogs;
+          capture_stack_.assign(1, &logs_);
+          stack_.push_back({Node::kCapture, owner});
+          return true;
         }
         out_.has_metrics = true;
         if (!read_metrics_) break;
         metrics_ = ojson::array();
-        capturing_metrics_ = true;
+        capturing_ = Capturing::kMetrics;
         capture_stack_.assign(1, &metrics_);
         stack_.push_back({Node::kCapture, owner});
         return true;
@@ -351,7 +359,7 @@ class OtlpSaxHandler {
       capture_stack_.pop_back();
       if (!capture_stack_.empty()) return true;
       stack_.pop_back();  // the AnyValue object (or the resourceMetrics array) is complete
-      capturing_metrics_ = false;
+      capturing_ = Capturing::kValue;
       return true;
     }
     const Node node = top.node;
@@ -519,8 +527,10 @@ class OtlpSaxHandler {
 
   bool capture_start(bool is_object) {
     if (capture_stack_.size() > 64) {
-      return fail(capturing_metrics_ ? std::string("resourceMetrics nested too deeply")
-                                     : where_attribute() + "value nested too deeply");
+      return fail(capturing_ == Capturing::kMetrics
+                      ? std::string("resourceMetrics nested too deeply")
+                  : capturing_ == Capturing::kLogs ? std::string("resourceLogs nested too deeply")
+                                                   : where_attribute() + "value nested too deeply");
     }
     ojson& parent = *capture_stack_.back();
     ojson child = is_object ? ojson::object() : ojson::array();
@@ -717,8 +727,12 @@ class OtlpSaxHandler {
   ParsedRequest& out_;
   const bool details_;
   const bool read_metrics_;
+  const bool read_logs_;
   ojson metrics_;
-  bool capturing_metrics_ = false;
+  ojson logs_;
+  // What the capture stack is building: an attribute's AnyValue, or a whole resourceMetrics or
+  // resourceLogs array.
+  enum class Capturing { kValue, kMetrics, kLogs } capturing_ = Capturing::kValue;
   std::vector<Frame> stack_;
   std::size_t skip_depth_ = 0;  // > 0 inside a value the handler does not read
   bool saw_root_ = false;
@@ -735,8 +749,8 @@ class OtlpSaxHandler {
 }  // namespace
 
 std::string read_span_line(std::string_view line, ParsedRequest& out, bool details, bool metrics,
-                           ojson& resource_metrics) {
-  OtlpSaxHandler handler(out, details, metrics);
+                           bool logs, ojson& resource_metrics, ojson& resource_logs) {
+  OtlpSaxHandler handler(out, details, metrics, logs);
   bool ok = false;
   try {
     ok = nlohmann::json::sax_parse(line.data(), line.data() + line.size(), &handler);
@@ -749,6 +763,7 @@ std::string read_span_line(std::string_view line, ParsedRequest& out, bool detai
   if (!handler.saw_root()) return "the line is not a JSON object";
   if (!out.has_metrics && !out.has_logs) out.has_spans = true;  // {} is an empty trace request
   resource_metrics = handler.take_resource_metrics();
+  resource_logs = handler.take_resource_logs();
   return {};
 }
 
