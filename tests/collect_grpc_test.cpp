@@ -81,6 +81,16 @@ std::uint64_t peak_resident_bytes(pid_t pid) {
   return 0;
 }
 
+// Removes the output file and lens collect's stdout file, whatever the test's outcome; declared
+// before the Collector, so that it runs after the process is gone.
+struct RemoveOutputs {
+  std::string out;
+  ~RemoveOutputs() {
+    std::remove(out.c_str());
+    std::remove((out + ".stdout").c_str());
+  }
+};
+
 std::vector<std::string> lines_of(const std::string& path) {
   std::vector<std::string> lines;
   std::ifstream in(path);
@@ -91,6 +101,7 @@ std::vector<std::string> lines_of(const std::string& path) {
 TEST(CollectGrpc, GzipAndDeflateExportsLand) {
   const std::string out = temp_path("grpc_compressed");
   std::remove(out.c_str());
+  const RemoveOutputs cleanup{out};
   Collector collector(out, "127.0.0.1:0", {"--max-body", std::to_string(kMaxBody)});
   ASSERT_NE(collector.grpc_port(), 0);
   EXPECT_TRUE(grpc_export(collector.grpc_port(), trace_request("plain"), GRPC_COMPRESS_NONE).ok());
@@ -118,12 +129,12 @@ TEST(CollectGrpc, GzipAndDeflateExportsLand) {
   EXPECT_NE(lines[1].find("\"name\":\"gzip\""), std::string::npos);
   EXPECT_NE(lines[2].find("\"name\":\"deflate\""), std::string::npos);
   EXPECT_NE(lines[3].find("nnnnnnnn"), std::string::npos);
-  std::remove(out.c_str());
 }
 
 TEST(CollectGrpc, GzipBombIsRefusedBeforeItIsInflated) {
   const std::string out = temp_path("grpc_bomb");
   std::remove(out.c_str());
+  const RemoveOutputs cleanup{out};
   Collector collector(out, "127.0.0.1:0", {"--max-body", std::to_string(kMaxBody)});
   ASSERT_NE(collector.grpc_port(), 0);
   // Two bombs at once (two at once took the machine): 256 MiB of zeros each, which the client
@@ -160,7 +171,6 @@ TEST(CollectGrpc, GzipBombIsRefusedBeforeItIsInflated) {
   EXPECT_NE(lines[0].find("\"name\":\"after\""), std::string::npos);
   EXPECT_EQ(collector.summary(),
             "lens collect: 1 requests, 1 spans, 2 rejected; written to " + out + "\n");
-  std::remove(out.c_str());
 }
 
 }  // namespace
