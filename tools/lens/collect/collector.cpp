@@ -231,7 +231,8 @@ Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json
     bool too_large = false, trailing = false;
     if (!gunzip(body, max_body_, inflated, too_large, trailing)) {
       a.status = too_large ? 413 : 400;
-      a.error = too_large  ? "the decompressed body exceeds " + std::to_string(max_body_) + " bytes"
+      a.error = too_large ? "the decompressed body exceeds " + std::to_string(max_body_) +
+                                " bytes (--max-body)"
                 : trailing ? "the body is not valid gzip: data after its end"
                            : "the body is not valid gzip";
       rejected_.fetch_add(1);
