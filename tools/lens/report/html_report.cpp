@@ -404,7 +404,11 @@ constexpr std::string_view kTail = R"html(</script>
         });
         var sorted = means.slice().sort(function (p, q) { return p - q; }), n = sorted.length;
         var mm = n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-        var order = lines.map(function (l, i) { return i; }).sort(function (i, j) {
+        // Lines within 1% of the median (or equal to it, when it is 0) are not worth a name.
+        var far = function (i) {
+          return mm !== 0 ? Math.abs(means[i] - mm) >= 0.01 * Math.abs(mm) : means[i] !== 0;
+        };
+        var order = lines.map(function (l, i) { return i; }).filter(far).sort(function (i, j) {
           return Math.abs(means[j] - mm) - Math.abs(means[i] - mm);
         }).slice(0, 3);
         var worst = [];
@@ -418,7 +422,9 @@ constexpr std::string_view kTail = R"html(</script>
           worst.push(text);
         });
         legend.appendChild(el("span", {"class": "metric-worst"},
-            lines.length + " lines: median and min-max band; furthest from the median: " + worst.join(", ")));
+            lines.length + " lines: median and min-max band; " +
+            (worst.length ? "furthest from the median: " + worst.join(", ")
+                          : "every line's mean within 1% of the median of the means")));
         hover = function (ns) {
           var best = spread[0], mid = median[0];
           spread.forEach(function (p, i) {
