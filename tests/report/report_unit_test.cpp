@@ -1330,7 +1330,7 @@ nlohmann::json chrome_trace_of(const std::vector<ParsedRequest>& requests) {
 TEST(ChromeTrace, MetricsBecomeCounterTracksOfTheirRank) {
   const nlohmann::json trace = chrome_trace_of({
       metric_request(number_metric("dl.loss", MetricType::kGauge, 0,
-                                   {{"", kT0 + 1500, 2.5}, {"", kT0 + 3000, 2.0}}),
+                                   {{"", kT0 + 1500, 2.5}, {"", kT0 + 3000, 2.0}, {"", 0, 9.0}}),
                      3),
       metric_request(
           number_metric("dl.samples", MetricType::kSum, 1,
@@ -1343,7 +1343,7 @@ TEST(ChromeTrace, MetricsBecomeCounterTracksOfTheirRank) {
     if (e["ph"] == "C") counters.push_back(e);
     if (e["ph"] == "M" && e["name"] == "process_name") processes.push_back(e);
   }
-  ASSERT_EQ(counters.size(), 5u) << trace.dump();
+  ASSERT_EQ(counters.size(), 5u) << "not the point without a time: " << trace.dump();
   // By name, then rank: dl.loss and dl.samples of rank 3, then h of the unknown rank.
   EXPECT_EQ(counters[0], nlohmann::json::parse(R"({"name":"dl.loss","cat":"metric","ph":"C",
       "pid":3,"tid":0,"ts":1718000000000001.5,"args":{"value":2.5}})"));

@@ -71,6 +71,7 @@ void ChromeTraceWriter::write_counters() {
                                ",\"cat\":\"metric\",\"ph\":\"C\",\"pid\":" + std::to_string(pid) +
                                ",\"tid\":0,\"ts\":";
       for (const SeriesPoint& p : series.points) {
+        if (p.time_ns == 0) continue;  // no timeUnixNano: a counter at 1970 would stretch the view
         nlohmann::ordered_json args = nlohmann::ordered_json::object();
         if (distribution) {
           // Counters are numbers: an interval without an estimate has no p50 or p95 arg.
@@ -94,6 +95,7 @@ void ChromeTraceWriter::write_counters() {
 void ChromeTraceWriter::add(const ParsedRequest& request) {
   if (!request.metrics.empty()) metrics_.add(request);
   for (const LogEntry& log : request.logs) {
+    if (log.time_ns == 0) continue;  // no time: no place on the timeline
     const SpanResource& resource = request.resources[log.resource];
     const std::int64_t pid = resource.rank.value_or(kUnknownRankPid);
     name_process(pid, resource.rank.has_value());

@@ -156,6 +156,7 @@ constexpr std::string_view kTail = R"html(</script>
     (d.metrics || []).forEach(function (m) {
       m.timeseries.forEach(function (ts) {
         ts.points.forEach(function (p) {
+          if (!p[0]) return;  // no timeUnixNano: not on a time axis
           if (a.origin === null) a.origin = p[0];
           var off = p[0] - a.origin;
           a.lo = Math.min(a.lo, off);
@@ -295,7 +296,8 @@ constexpr std::string_view kTail = R"html(</script>
           var pts = [];
           ts.points.forEach(function (p) {
             var v = dist ? p[3] : p[1];
-            if (typeof v !== "number") return;  // no estimate, or NaN written as a string
+            // No time, no estimate, or NaN (null in JSON): nothing to draw.
+            if (!p[0] || typeof v !== "number") return;
             pts.push({t: p[0] - axis.origin, v: v, hi: dist && typeof p[4] === "number" ? p[4] : v,
                       count: dist ? p[1] : null});
           });
