@@ -94,6 +94,14 @@ void http_protobuf_to(ScopedEnv& env, const std::string& url) {
   env.set("OTEL_BSP_SCHEDULE_DELAY", "50");
 }
 
+// Points the exporter (OTLP/HTTP) at a free loopback port nobody serves yet; returns that
+// address ("127.0.0.1:PORT") for the lens collect that comes later.
+std::string unserved_address(ScopedEnv& env) {
+  const std::string listen = "127.0.0.1:" + std::to_string(lens_test::free_port());
+  http_protobuf_to(env, "http://" + listen + "/v1/traces");
+  return listen;
+}
+
 // 1. The receiver starts two seconds after the program: every span arrives, none twice.
 TEST(OtlpFaults, ReceiverStartingLateGetsEverySpanOnce) {
   ScopedEnv env;
@@ -151,9 +159,7 @@ TEST(OtlpFaults, AReceiverThatStartsLateAndRestartsLosesNoSpan) {
   const std::string out = temp_path("outage");
   std::remove(out.c_str());
   const std::string spool = temp_path("outage_spool") + ".d";
-  const int port = lens_test::free_port();
-  const std::string listen = "127.0.0.1:" + std::to_string(port);
-  http_protobuf_to(env, "http://" + listen + "/v1/traces");
+  const std::string listen = unserved_address(env);
   env.set("OTEL_BSP_MAX_QUEUE_SIZE", "1000");
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100");
   env.set("NEMO_LENS_EXPORT_SPOOL_DIR", spool);
@@ -203,9 +209,7 @@ TEST(OtlpFaults, WhatExceedsTheOutageBufferIsDroppedAndCounted) {
   ScopedEnv env;
   const std::string out = temp_path("overflow");
   std::remove(out.c_str());
-  const int port = lens_test::free_port();
-  const std::string listen = "127.0.0.1:" + std::to_string(port);
-  http_protobuf_to(env, "http://" + listen + "/v1/traces");
+  const std::string listen = unserved_address(env);
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100");
   env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "32KiB");
   env.set("NEMO_LENS_EXPORT_SPOOL_DIR", "off");
@@ -240,9 +244,7 @@ TEST(OtlpFaults, AForkedChildHasItsOwnOutageBuffer) {
   ScopedEnv env;
   const std::string out = temp_path("fork_outage");
   std::remove(out.c_str());
-  const int port = lens_test::free_port();
-  const std::string listen = "127.0.0.1:" + std::to_string(port);
-  http_protobuf_to(env, "http://" + listen + "/v1/traces");
+  const std::string listen = unserved_address(env);
   env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "0");  // all but the first batch go to the spool
   env.set("NEMO_LENS_EXPORT_SPOOL_DIR", temp_path("fork_spool") + ".d");
   env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "50");

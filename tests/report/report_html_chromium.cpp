@@ -124,6 +124,24 @@ int run_with_timeout(const std::vector<std::string>& argv, const std::string& ou
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Headless Chromium, offline, with the profile `profile` and `args` after its own flags; stdout
+// and stderr to files, killed after 90 s (-1).
+int run_chromium(const std::string& chromium, const std::string& profile,
+                 const std::vector<std::string>& args, const std::string& out_path,
+                 const std::string& err_path) {
+  std::vector<std::string> argv{chromium,
+                                "--headless",
+                                "--no-sandbox",
+                                "--disable-gpu",
+                                "--disable-background-networking",
+                                "--disable-component-update",
+                                "--disable-sync",
+                                "--no-first-run",
+                                "--user-data-dir=" + profile};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_with_timeout(argv, out_path, err_path, std::chrono::seconds(90));
+}
+
 // The dl.* metrics of a job as lens exports them: per rank, a gauge (dl.loss) and a cumulative
 // histogram (dl.step.duration, seconds), `points` exports 100 ms apart from `t0`.
 std::string metric_lines(int rank, int points, std::uint64_t t0, double loss_scale) {
@@ -212,11 +230,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf("rendering %s with %s\n", html.c_str(), chromium.c_str());
-  const int status = run_with_timeout(
-      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-       "--disable-component-update", "--disable-sync", "--no-first-run",
-       "--user-data-dir=" + dir + "/profile", "--dump-dom", "file://" + html},
-      dir + "/dom.html", dir + "/chromium.err", std::chrono::seconds(90));
+  const int status = run_chromium(chromium, dir + "/profile", {"--dump-dom", "file://" + html},
+                                  dir + "/dom.html", dir + "/chromium.err");
   const std::string dom = report_test::read_file(dir + "/dom.html");
   if (status != 0 || dom.empty()) {
     std::printf(
@@ -282,12 +297,10 @@ int main(int argc, char** argv) {
 
   // A second rendering: a screenshot, with the page's console sent to Chromium's log.
   const std::string png = dir + "/report.png";
-  const int shot = run_with_timeout(
-      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-       "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr",
-       "--v=1", "--window-size=1200,900", "--user-data-dir=" + dir + "/profile2",
-       "--screenshot=" + png, "file://" + html},
-      dir + "/shot.out", dir + "/shot.err", std::chrono::seconds(90));
+  const int shot = run_chromium(chromium, dir + "/profile2",
+                                {"--enable-logging=stderr", "--v=1", "--window-size=1200,900",
+                                 "--screenshot=" + png, "file://" + html},
+                                dir + "/shot.out", dir + "/shot.err");
   expect(shot == 0, "chromium --screenshot exited 0");
   const std::string log = report_test::read_file(dir + "/shot.err");
   // With --v=1, console messages (console.log/error, uncaught exceptions) appear in Chromium's
@@ -311,11 +324,9 @@ int main(int argc, char** argv) {
                 report_test::read_file(dir + "/many.err").c_str());
     return 1;
   }
-  const int many_status = run_with_timeout(
-      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-       "--disable-component-update", "--disable-sync", "--no-first-run",
-       "--user-data-dir=" + dir + "/profile3", "--dump-dom", "file://" + many_html},
-      dir + "/many-dom.html", dir + "/many-chromium.err", std::chrono::seconds(90));
+  const int many_status =
+      run_chromium(chromium, dir + "/profile3", {"--dump-dom", "file://" + many_html},
+                   dir + "/many-dom.html", dir + "/many-chromium.err");
   const std::string many_dom = report_test::read_file(dir + "/many-dom.html");
   expect(many_status == 0 && many_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
          "the page of 40 ranks rendered");
