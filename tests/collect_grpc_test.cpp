@@ -22,6 +22,7 @@ namespace {
 
 using lens_test::Collector;
 using lens_test::temp_path;
+using lens_test::lines_of;
 using TraceRequest = opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
 
 constexpr char kTraceMethod[] = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
@@ -90,13 +91,6 @@ struct RemoveOutputs {
     std::remove((out + ".stdout").c_str());
   }
 };
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 TEST(CollectGrpc, GzipAndDeflateExportsLand) {
   const std::string out = temp_path("grpc_compressed");

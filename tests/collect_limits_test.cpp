@@ -25,6 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using lens_test::ChildProcess;
 using lens_test::Collector;
+using lens_test::lines_of;
 using Clock = std::chrono::steady_clock;
 
 // A TCP connection to 127.0.0.1:`port`, from `from` (another loopback address stands for another
@@ -123,13 +124,6 @@ int count_closed(std::vector<int> fds, std::chrono::seconds limit) {
     fds = open;
   }
   return closed;
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 class CollectLimits : public ::testing::Test {

@@ -18,6 +18,7 @@
 #include "common/span_reader.hpp"
 #include "export/exporters.hpp"
 #include "export/json_writer.hpp"
+#include "lens_collect.hpp"
 
 namespace {
 
@@ -27,6 +28,7 @@ using nemo::lens::SpanData;
 using nemo::lens::detail::FileSpanExporter;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
+using lens_test::lines_of;
 
 static_assert(nemo::lens::cli::SpanLineReader::kMaxLineBytes ==
                   nemo::lens::detail::json::kMaxLineBytes,
@@ -64,13 +66,6 @@ ExportResult export_all(FileSpanExporter& exporter, const std::vector<SpanData>&
   std::vector<const SpanData*> views;
   for (const auto& s : spans) views.push_back(&s);
   return exporter.export_spans(views, Resource{}, std::chrono::steady_clock::now() + 10s);
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 // The spans of one line, parsed.

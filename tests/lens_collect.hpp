@@ -107,6 +107,14 @@ class Collector {
   int grpc_port_ = 0;
 };
 
+/// The lines of the file at `path`, without their newlines.
+inline std::vector<std::string> lines_of(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 // Every span in an OTLP/JSON Lines file, keyed by span id (hex); `duplicates` counts ids seen
 // more than once.
 struct Received {
