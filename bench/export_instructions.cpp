@@ -1,0 +1,96 @@
+// The exporter thread's work per span, to be counted by callgrind (exact and repeatable, unlike
+// timings on a shared machine): one producer makes `n` spans (LENS_SPAN, group STEP, an int and a
+// short string attribute), flushes and shuts down. With `proto`, the spans go to an exporter that
+// encodes them as OTLP protobuf straight from the records, as the OTLP exporter does, and
+// discards the bytes; with `json`, to the file exporter (OTLP/JSON lines in a temporary file).
+// The queue holds every span, so that none is dropped while callgrind runs one thread at a time.
+//
+//   bench/count_export_instructions.sh build     # instructions per span on the exporter thread
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "export/otlp.hpp"
+#include "nemo/lens/lens.hpp"
+#include "tracing/record_exporter.hpp"
+
+namespace {
+
+using namespace nemo::lens;
+
+// Encodes each batch as OTLP protobuf, as the OTLP exporter does, and discards it.
+class EncodingNullExporter : public SpanExporter, public detail::RecordSpanExporter {
+ public:
+  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
+                            std::chrono::steady_clock::time_point) noexcept override {
+    return ExportResult::kFailure;  // never called: encodes_records()
+  }
+  bool encodes_records() const noexcept override { return true; }
+  ExportResult export_records(std::span<const detail::SpanRecord* const> records,
+                              const Resource& resource, const detail::TickConverter& clock,
+                              std::chrono::steady_clock::time_point) noexcept override {
+    try {
+      encoded_.clear();
+      detail::append_otlp_proto_records(encoded_, records, resource, clock);
+    } catch (...) {
+      return ExportResult::kFailure;
+    }
+    bytes_ += encoded_.size();
+    return ExportResult::kSuccess;
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::string encoded_;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::string(argv[1]) != "proto" && std::string(argv[1]) != "json")) {
+    std::fprintf(stderr, "usage: %s proto|json [spans]\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const long n = argc > 2 ? std::atol(argv[2]) : 100000;
+  const std::string queue = std::to_string(n + 1024);
+  setenv("OTEL_BSP_MAX_QUEUE_SIZE", queue.c_str(), 1);
+  setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", 1);
+  const std::string path = "/tmp/lens_export_instructions_" + std::to_string(::getpid()) + ".jsonl";
+  setenv("NEMO_LENS_EXPORT_PATH", path.c_str(), 1);
+  NemoLensConfig config;
+  config.enabled = true;
+  config.export_strategy = "all_ranks";
+  config.span_groups = "per_step";
+  config.metrics_enabled = false;  // no metric reader thread
+  SetupOptions options;
+  std::shared_ptr<EncodingNullExporter> proto;
+  if (mode == "proto") {
+    proto = std::make_shared<EncodingNullExporter>();
+    options.exporter = proto;
+  } else {
+    config.exporter = "file";
+  }
+  TelemetryHandle handle = setup_telemetry(config, 0, 1, options);
+  for (long i = 0; i < n; ++i) {
+    LENS_SPAN(s, SpanGroup::STEP, "train_step", {"iteration", static_cast<std::int64_t>(i)},
+              {"stage", "fwd"});
+  }
+  handle.force_flush(std::chrono::seconds(600));
+  handle.shutdown();
+  const auto st = handle.stats();
+  std::remove(path.c_str());
+  std::printf("mode %s: %llu spans exported in %llu requests, %llu dropped", mode.c_str(),
+              static_cast<unsigned long long>(st.spans_exported),
+              static_cast<unsigned long long>(st.export_requests),
+              static_cast<unsigned long long>(st.spans_dropped_queue_full +
+                                              st.spans_dropped_export_failed +
+                                              st.spans_dropped_shutdown));
+  if (proto) std::printf(", %zu protobuf bytes", proto->bytes());
+  std::printf("\n");
+  return 0;
+}
