@@ -169,6 +169,23 @@ GroupState group_state(std::string_view group) noexcept {
   return g;
 }
 
+bool intern_group(std::string_view group, std::uint32_t& index,
+                  std::string_view& interned_name) noexcept {
+  const InternedGroup* e = find(group, hash_short_string(group));
+  if (e == nullptr) {
+    try {
+      std::lock_guard lock(g_writer_mu);
+      e = intern_locked(group);
+    } catch (...) {
+      e = nullptr;  // out of memory
+    }
+  }
+  if (e == nullptr) return false;
+  index = e->index;
+  interned_name = e->name;
+  return true;
+}
+
 void set_open_span_tracking(TrackOpen mode) {
   std::lock_guard lock(g_writer_mu);
   g_track_mode.store(mode, std::memory_order_relaxed);

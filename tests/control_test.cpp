@@ -336,11 +336,16 @@ TEST_F(Control, ADumpDoesNotWaitForAThreadThatHoldsItsSpanLock) {
 }
 
 TEST_F(Control, TrackOpenAllTracksEveryGroupAndOffTracksNone) {
+  // Under the default tracking the pair starts nothing, and the thread remembers its group off;
+  // TRACK_OPEN=all must still see it.
+  auto microbatch = [] { return managed_span("microbatch", "mb", {{"id", 1}}); };
+  start("default");
+  EXPECT_FALSE(microbatch());
   env_.set("NEMO_LENS_TRACK_OPEN", "all");
   start("default");
   {
     LENS_SPAN(layer, "layer", "layer_forward");
-    auto m = managed_span("microbatch", "mb", {{"id", 1}});
+    auto m = microbatch();
     const json r = request("lens-ctl/1 dump");
     EXPECT_EQ(r["process"]["track_open"], "all");
     EXPECT_EQ(stack_of(r, this_tid()),

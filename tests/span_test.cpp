@@ -377,6 +377,38 @@ TEST_F(Tracing, ManagedSpanNamesFromAReusedBufferStayCorrect) {
   EXPECT_EQ(all[2].group, "model_init");
 }
 
+// A thread remembers a pair whose group was off by where the caller keeps the names, and reads the
+// group's flag again at every start: a switch, another group in the same buffer, tracking and
+// start_span() with options all see the state of the moment.
+TEST_F(Tracing, APairRememberedOffSeesSwitchesAndBufferContents) {
+  start("per_step");  // step on, layer off
+  std::string group = "layer", name = "layer_fwd";
+  auto started = [&] { return static_cast<bool>(managed_span(group, name)); };
+  EXPECT_FALSE(started());
+  EXPECT_FALSE(started());  // from the thread's memory
+  set_enabled_span_groups({"step", "layer"});
+  EXPECT_TRUE(started()) << "the group was switched on";
+  set_enabled_span_groups({"step"});
+  EXPECT_FALSE(started());
+  group.replace(0, group.size(), "steps");  // the same buffer and length: a group that is off
+  EXPECT_FALSE(started());
+  group.assign("step");  // still the buffer's storage, a shorter group that is on
+  EXPECT_TRUE(started());
+  group.assign("layer");
+  EXPECT_FALSE(started());
+  SpanStartOptions options;
+  options.group = group;
+  options.root = true;
+  EXPECT_FALSE(start_span(name, options)) << "start_span() reads the same memory";
+  set_enabled_span_groups({"layer"});
+  EXPECT_TRUE(start_span(name, options));
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].group, "layer");
+  EXPECT_EQ(all[1].group, "step");
+  EXPECT_EQ(all[2].group, "layer");
+}
+
 // A span site's attribute keys are checked on its first recorded span in each pipeline; its later
 // spans store their attributes without the checks while the keys and value types are the ones
 // checked. Each test below runs its site several times, so that later spans take that path.

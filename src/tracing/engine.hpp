@@ -290,7 +290,7 @@ struct NvtxStack {
   bool closed[kCapacity] = {};  // closed[i]: the span of range i ended; popped once on top
 };
 
-/// One entry of a thread's cache of interned sites by the names' hash (find_cached_site(),
+/// One entry of a thread's cache of interned sites by the names' hash (find_cached_pair(),
 /// cache_site()).
 struct SiteCacheEntry {
   std::uint64_t hash = 0;
@@ -298,10 +298,15 @@ struct SiteCacheEntry {
 };
 /// One entry of the same cache by where the caller keeps the names: a caller that passes the same
 /// strings again (a literal, a string it keeps) skips the hash. The names are still compared.
+/// A pair whose group was off has no site (pairs that start nothing are not interned): its entry
+/// keeps the group's interned name and index instead, so that the next start with the same
+/// strings compares the group and reads its flag, and hashes nothing.
 struct SiteAddressEntry {
   const char* group = nullptr;
   const char* name = nullptr;
   const SpanSite* site = nullptr;
+  std::string_view off_group;    // site null: the group's interned name
+  std::uint32_t group_index = 0;  // site null: its index in the group flags
 };
 
 /// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records on it, `nvtx`
@@ -340,19 +345,39 @@ inline SiteAddressEntry& site_address_entry(ThreadState& ts, std::string_view gr
   return ts.site_addresses[(a * 0x9e3779b97f4a7c15ull) >> 58];  // 64 entries: the top 6 bits
 }
 
-/// The site of `group` and `name` if it is in `ts`'s small cache of interned sites, else null:
-/// found by the names' addresses, else by their hash, the names compared either way; no lock.
-/// Interns nothing. Owner only.
-[[gnu::always_inline]] inline const SpanSite* find_cached_site(ThreadState& ts,
-                                                               std::string_view group,
-                                                               std::string_view name) noexcept {
+/// What a thread's cache knows of a pair of names (find_cached_pair()).
+enum class CachedPair : std::uint8_t {
+  kSite,     // the pair's interned site
+  kOff,      // its group is off: a span of it starts nothing (not enabled, tracked or NVTX)
+  kUnknown,  // not in the cache
+};
+
+/// Looks `group` and `name` up in `ts`'s small cache: by the names' addresses, else by their
+/// hash, the names compared either way; no lock. kSite sets `site`. A pair remembered as off
+/// (remember_off_pair()) is kOff while its group's site flag stays off, read now. Interns nothing.
+/// Owner only.
+[[gnu::always_inline]] inline CachedPair find_cached_pair(ThreadState& ts, std::string_view group,
+                                                          std::string_view name,
+                                                          const SpanSite*& site) noexcept {
   const SiteAddressEntry& a = site_address_entry(ts, group, name);
-  if (NEMO_LENS_LIKELY(a.name == name.data() && a.group == group.data() && a.site != nullptr &&
-                       names_are(*a.site, group, name))) {
-    return a.site;
+  if (NEMO_LENS_LIKELY(a.name == name.data() && a.group == group.data())) {
+    if (NEMO_LENS_LIKELY(a.site != nullptr)) {
+      if (NEMO_LENS_LIKELY(names_are(*a.site, group, name))) {
+        site = a.site;
+        return CachedPair::kSite;
+      }
+    } else if (equal_short(a.off_group, group) &&
+               !g_site_flags[a.group_index].load(std::memory_order_relaxed)) {
+      return CachedPair::kOff;
+    }
   }
-  return find_cached_site_by_hash(ts, group, name);
+  site = find_cached_site_by_hash(ts, group, name);
+  return site != nullptr ? CachedPair::kSite : CachedPair::kUnknown;
 }
+
+/// Remembers in `ts`'s cache that the pair's group (not empty) is off, by the names' addresses,
+/// for find_cached_pair(); interns the group when it is new (once per name). Owner only.
+void remember_off_pair(ThreadState& ts, std::string_view group, std::string_view name) noexcept;
 
 /// The calling thread's state, once acquired (a %fs-relative load: the initial-exec TLS model).
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local ThreadState* t_state;

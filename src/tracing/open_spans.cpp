@@ -136,10 +136,17 @@ const SpanSite* find_cached_site_by_hash(ThreadState& ts, std::string_view group
   const std::uint64_t h = site_hash(group, name);
   const SiteCacheEntry& e = cache_entry(ts, h);
   if (e.site != nullptr && e.hash == h && names_are(*e.site, group, name)) {
-    site_address_entry(ts, group, name) = {group.data(), name.data(), e.site};
+    site_address_entry(ts, group, name) = {group.data(), name.data(), e.site, {}, 0};
     return e.site;
   }
   return nullptr;
+}
+
+void remember_off_pair(ThreadState& ts, std::string_view group, std::string_view name) noexcept {
+  std::uint32_t index = 0;
+  std::string_view interned;
+  if (!intern_group(group, index, interned)) return;  // the table is full: asked by name each time
+  site_address_entry(ts, group, name) = {group.data(), name.data(), nullptr, interned, index};
 }
 
 const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept {
@@ -147,7 +154,7 @@ const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_
   if (site != nullptr) {
     const std::uint64_t h = site_hash(group, name);
     cache_entry(ts, h) = {h, site};
-    site_address_entry(ts, group, name) = {group.data(), name.data(), site};
+    site_address_entry(ts, group, name) = {group.data(), name.data(), site, {}, 0};
   }
   return site;
 }

@@ -73,6 +73,12 @@ inline GroupState state_at(std::uint32_t index) noexcept {
 /// The state of `group`, looked up by name (one probe of the interned table).
 GroupState group_state(std::string_view group) noexcept;
 
+/// Finds `group` in the interned table, interning it when it is new: its `index` and the table's
+/// copy of its name (immortal). False when the table is full or memory ran out. Takes the writer
+/// lock only for a new name.
+bool intern_group(std::string_view group, std::uint32_t& index,
+                  std::string_view& interned_name) noexcept;
+
 /// The interned index of the group of a LENS_SPAN site resolved by resolve_span_site() (the site
 /// points into the site flags), or kMaxGroups or more when it is not resolved (the table is full).
 inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
@@ -209,7 +215,7 @@ const SpanSite& intern_site(std::string_view group, std::string_view name) noexc
 /// The interned site of `group` and `name` (its gate resolved), or null once the table is full
 /// (or memory ran out).
 const SpanSite* intern_site_if_room(std::string_view group, std::string_view name) noexcept;
-/// find_cached_site() (engine.hpp) when the names' addresses missed: by their hash.
+/// find_cached_pair() (engine.hpp) when the names' addresses missed: by their hash.
 const SpanSite* find_cached_site_by_hash(ThreadState& ts, std::string_view group,
                                          std::string_view name) noexcept;
 /// Whether `site` is named `group` and `name`.
@@ -217,7 +223,7 @@ const SpanSite* find_cached_site_by_hash(ThreadState& ts, std::string_view group
                                              std::string_view name) noexcept {
   return equal_short(site.name, name) && equal_short(site.gate.group, group);
 }
-/// intern_site_if_room(), kept in `ts`'s cache for find_cached_site().
+/// intern_site_if_room(), kept in `ts`'s cache for find_cached_pair().
 const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept;
 
 /// One open span as a reader sees it.

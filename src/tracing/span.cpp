@@ -365,6 +365,14 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
   // A span that is not exported may still be tracked as open, for `lens ctl dump`.
   const bool exported = p != nullptr && p->sampler.records_anything && g.enabled;
   const bool light = !exported && g.tracked && tracking;
+  if (!exported && !light && !g.nvtx) {
+    // A group that is off (not enabled, tracked or NVTX): the thread's cache remembers it, so that
+    // the next start of the same strings reads the group's flag and hashes nothing.
+    if (site == nullptr && ts != nullptr && !options.group.empty() && !g.tracked) {
+      detail::remember_off_pair(*ts, options.group, name);
+    }
+    return Span();
+  }
   // The names as an interned site, cached in the thread: the record then carries a pointer, not
   // copies. Only pairs that start something are interned, so that pairs that are off never fill
   // the table. Null without a thread state or once the table is full: names are copied.
@@ -387,25 +395,37 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
 }  // namespace
 
 namespace {
+// What start_cached() found.
+enum class CachedStart : std::uint8_t {
+  kRecord,  // the common case: start the span's record
+  kOff,     // nothing to start: the pair's group is off (the thread's cache remembers it)
+  kSlow,    // start_span_slow() decides
+};
+
 // Whether a start_span() or start_managed_span() is the common case: a gated pair this thread
-// started before, its group recorded, no NVTX range. True: `site` is the pair's site and `p` the
-// pipeline to start the span in. False: `site` is the pair's site if the thread's cache has it,
-// else null, and `p` and `ts` are as start_span_slow() takes them.
-[[gnu::always_inline]] inline bool start_cached(std::string_view group, std::string_view name,
-                                                detail::Pipeline*& p, detail::ThreadState*& ts,
-                                                const detail::SpanSite*& site) noexcept {
+// started before, its group recorded, no NVTX range (kRecord: `site` is the pair's site and `p`
+// the pipeline to start the span in); or a pair this thread found off before, its group still off
+// (kOff). kSlow: `site` is the pair's site if the thread's cache has it, else null, and `p` and
+// `ts` are as start_span_slow() takes them.
+[[gnu::always_inline]] inline CachedStart start_cached(std::string_view group,
+                                                       std::string_view name,
+                                                       detail::Pipeline*& p,
+                                                       detail::ThreadState*& ts,
+                                                       const detail::SpanSite*& site) noexcept {
   p = detail::g_active_pipeline.load(std::memory_order_acquire);
   ts = detail::this_thread_state_if_any();
   site = nullptr;
   if (NEMO_LENS_LIKELY(p != nullptr && ts != nullptr && !group.empty())) {
-    site = detail::find_cached_site(*ts, group, name);
-    if (site != nullptr && NEMO_LENS_LIKELY(detail::records_without_range(site->gate) &&
-                                            p->sampler.records_anything)) {
-      return true;
+    const detail::CachedPair found = detail::find_cached_pair(*ts, group, name, site);
+    if (found == detail::CachedPair::kSite &&
+        NEMO_LENS_LIKELY(detail::records_without_range(site->gate) &&
+                         p->sampler.records_anything)) {
+      return CachedStart::kRecord;
     }
+    if (found == detail::CachedPair::kOff) return CachedStart::kOff;
   }
   if (ts == nullptr) ts = detail::this_thread_state();
-  return false;
+  return CachedStart::kSlow;
 }
 }  // namespace
 
@@ -414,10 +434,12 @@ Span start_span(std::string_view name, const SpanStartOptions& options,
   detail::Pipeline* p;
   detail::ThreadState* ts;
   const detail::SpanSite* site;
-  if (NEMO_LENS_LIKELY(start_cached(options.group, name, p, ts, site))) {
+  const CachedStart cached = start_cached(options.group, name, p, ts, site);
+  if (NEMO_LENS_LIKELY(cached == CachedStart::kRecord)) {
     return detail::SpanAccess::make(
         detail::start_record(p, start_request(name, options, site), attributes));
   }
+  if (cached == CachedStart::kOff) return Span();
   return start_span_slow(name, options, attributes, p, ts, site);
 }
 
@@ -427,11 +449,13 @@ Span start_managed_span(std::string_view group, std::string_view name,
   Pipeline* p;
   ThreadState* ts;
   const SpanSite* site;
-  if (NEMO_LENS_LIKELY(start_cached(group, name, p, ts, site))) {
+  const CachedStart cached = start_cached(group, name, p, ts, site);
+  if (NEMO_LENS_LIKELY(cached == CachedStart::kRecord)) {
     StartRequest req;  // no parent, root, link or kind: those fold away in start_record()
     req.site = site;
     return SpanAccess::make(start_record(p, req, attributes));
   }
+  if (cached == CachedStart::kOff) return Span();
   SpanStartOptions options;
   options.group = group;
   return start_span_slow(name, options, attributes, p, ts, site);
