@@ -1,7 +1,8 @@
 // The enabled-group state. Every group name a site or a set ever mentioned is interned once into
-// an append-only, lock-free hash table (entries are never removed or moved) and owns three flags
-// in statically initialised arrays: enabled; nvtx (its spans open NVTX ranges, nvtx/nvtx.hpp); and
-// site (enabled, nvtx, or every group's open spans are tracked, TRACK_OPEN=all; see gate.hpp).
+// an append-only, lock-free hash table (entries are never removed or moved) and owns four flags
+// in statically initialised arrays: enabled; nvtx (its spans open NVTX ranges, nvtx/nvtx.hpp);
+// site (enabled, nvtx, or every group's open spans are tracked, TRACK_OPEN=all; see gate.hpp);
+// and record (enabled without NVTX: an enabled span's start reads one flag).
 // Sites cache a pointer to their flag; lookups by name probe the table. Writers serialise on one
 // mutex; readers never take it.
 #include <atomic>
@@ -25,6 +26,7 @@ const std::atomic<bool> g_unresolved_flag{true};
 constinit std::atomic<bool> g_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_nvtx_flags[kMaxGroups] = {};
+constinit std::atomic<bool> g_record_flags[kMaxGroups] = {};
 
 namespace {
 
@@ -97,6 +99,7 @@ void update_flags_locked(const InternedGroup& e) noexcept {
       g_nvtx_emitting.load(std::memory_order_relaxed) && contains(g_nvtx_snapshot, e.name);
   store_if_changed(g_flags[e.index], on);
   store_if_changed(g_nvtx_flags[e.index], nvtx);
+  store_if_changed(g_record_flags[e.index], on && !nvtx);
   store_if_changed(g_site_flags[e.index], on || nvtx || tracked_by_mode());
 }
 

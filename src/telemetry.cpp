@@ -376,7 +376,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     auto* pipeline = new detail::Pipeline(batch, limits, sampler, detail::redacted_keys(config, options),
                                           std::move(resource), std::move(exporter));
     pipeline->exporter_for_child = std::move(exporter_for_child);
-    pipeline->inherited = inherited.context;
+    pipeline->inherit(inherited.context);
     state->pipeline = pipeline;
   }
 

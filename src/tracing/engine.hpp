@@ -529,8 +529,17 @@ struct Pipeline {
   std::shared_ptr<SpanExporter> exporter;
   std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
   /// The parent of spans that would start a new trace: the context this process inherited
-  /// (TRACEPARENT); invalid when none. Set before the pipeline is published, then read-only.
+  /// (TRACEPARENT); invalid when none. Set (inherit()) before the pipeline is published, then
+  /// read-only.
   SpanContext inherited;
+  /// Every span without a parent is a sampled root: no inherited context and an always-on root
+  /// sampler. Set with `inherited`.
+  bool plain_roots = false;
+  /// Sets `inherited` (and plain_roots); before the pipeline is published.
+  void inherit(const SpanContext& context) noexcept {
+    inherited = context;
+    plain_roots = !inherited.is_valid() && sampler.root == SamplerConfig::Root::kAlwaysOn;
+  }
 
   /// False once shutdown began (read by every producer, written once).
   alignas(64) std::atomic<bool> accepting{true};

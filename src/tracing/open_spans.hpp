@@ -54,6 +54,8 @@ inline constexpr std::uint32_t kMaxGroups = 4096;
 extern std::atomic<bool> g_flags[kMaxGroups];
 extern std::atomic<bool> g_site_flags[kMaxGroups];
 extern std::atomic<bool> g_nvtx_flags[kMaxGroups];
+/// Enabled and without NVTX ranges, in one flag: what an enabled span's start reads first.
+extern std::atomic<bool> g_record_flags[kMaxGroups];
 
 /// Whether the open spans of groups that are off are tracked too (TRACK_OPEN=all).
 inline bool tracked_by_mode() noexcept {
@@ -88,12 +90,11 @@ inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
 }
 
 /// Whether spans of a resolved site's group are recorded and open no NVTX range: what an enabled
-/// span's start checks first (the site's flag pointer and two loads). False for an unresolved
+/// span's start checks first (the site's flag pointer and one load). False for an unresolved
 /// site (the table is full), which span_site_state() then looks up by name.
 inline bool records_without_range(const SiteGate& site) noexcept {
   const std::uintptr_t index = site_group_index(site);
-  return index < kMaxGroups && g_flags[index].load(std::memory_order_relaxed) &&
-         !g_nvtx_flags[index].load(std::memory_order_relaxed);
+  return index < kMaxGroups && g_record_flags[index].load(std::memory_order_relaxed);
 }
 
 /// The state of the group of a LENS_SPAN site resolved by resolve_span_site(): three loads when

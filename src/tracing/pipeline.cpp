@@ -63,6 +63,7 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       exporter(std::move(exp)),
       shared_queue_(opts.max_queue_size) {
   keep_reachable(this);  // immortal: records and handles may point here
+  inherit(SpanContext{});
   record_exporter_ = dynamic_cast<RecordSpanExporter*>(exporter.get());
   if (record_exporter_ != nullptr && !record_exporter_->encodes_records()) {
     record_exporter_ = nullptr;
@@ -496,7 +497,7 @@ Pipeline* Pipeline::clone_for_child() noexcept {
     auto* p = new Pipeline(options, limits, sampler, redacted_keys, std::move(child_resource),
                            child_exporter);
     p->exporter_for_child = exporter_for_child;
-    p->inherited = inherited;
+    p->inherit(inherited);
     return p;
   } catch (...) {
     return nullptr;

@@ -151,7 +151,7 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
     } else if (SpanRecord* top = req.root ? nullptr : current_record(*ts); top != nullptr) {
       ensure_ids(*top, t_ids);  // this thread's own record: made now if nothing asked before
       parent = ParentView::of(*top);
-    } else if (p->inherited.is_valid()) {
+    } else if (!p->plain_roots && p->inherited.is_valid()) {
       parent = ParentView::of(p->inherited);  // the process's own parent (TRACEPARENT at set-up)
     }
     bool sampled;
@@ -164,6 +164,8 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
     }
     if (has_parent && p->sampler.parent_based) {
       sampled = (parent.trace_flags & 0x01) != 0;
+    } else if (!has_parent && p->plain_roots) {
+      sampled = true;  // always_on
     } else {
       // The ratio sampler decides by the trace id, so a root's is made now; otherwise both ids
       // wait until something needs them (ensure_ids()).
@@ -214,6 +216,15 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
   }
   return rec;
 }
+
+#if NEMO_LENS_HAVE_TSC
+// Whether the fast end (try_end_record()) may read the TSC.
+constexpr bool kTscTicks = true;
+inline std::uint64_t tsc_ticks() noexcept { return __rdtsc(); }
+#else
+constexpr bool kTscTicks = false;
+inline std::uint64_t tsc_ticks() noexcept { return 0; }
+#endif
 
 }  // namespace
 
@@ -689,10 +700,54 @@ namespace detail {
 }
 }  // namespace detail
 
+namespace {
+// end_record()'s common case, with no call on its way, for `rec`, open on the calling thread
+// (`current`, its owner) whose lock is free, recorded and to be exported, its span the top of the
+// thread's stack, without an NVTX range, on a TSC clock: takes it off the stack and sets its end.
+// False when any of that does not hold, with nothing changed.
+[[gnu::always_inline]] inline bool try_end_record(SpanRecord* rec,
+                                                  detail::ThreadState* current) noexcept {
+  auto& stack = current->stack;
+  if (NEMO_LENS_UNLIKELY(!detail::kTscTicks ||
+                         !detail::g_clock_ticks_are_tsc.load(std::memory_order_relaxed) ||
+                         !current->mu.try_lock())) {
+    return false;
+  }
+  const std::uint64_t now = detail::tsc_ticks();
+  if (NEMO_LENS_UNLIKELY(rec->nvtx != 0 || stack.empty() || stack.back() != rec ||
+                         !rec->recording || rec->orphaned)) {
+    current->mu.unlock();
+    return false;
+  }
+  stack.pop_back();
+  rec->end_ticks = std::max(now, rec->start_ticks);  // as end_record()
+  current->mu.unlock();
+  return true;
+}
+
+// Span::finish() when try_end_record() does not take the span: every case.
+[[gnu::noinline]] void finish_general(Span& span, bool unwinding) noexcept {
+  detail::SpanAccess::finish(span, unwinding);
+}
+}  // namespace
+
 void Span::finish(bool unwinding) noexcept { detail::SpanAccess::finish(*this, unwinding); }
 
 void Span::finish_scope() noexcept {
-  detail::SpanAccess::finish(*this, detail::uncaught_exceptions_now() > uncaught_);
+  SpanRecord* rec = rec_;
+  const detail::EhGlobals* eh = detail::t_eh_globals;
+  detail::ThreadState* current = detail::t_state;
+  // The common end: no exception leaving the scope, the span ended on the thread that started it.
+  if (NEMO_LENS_LIKELY(detail::tags(rec) == 0 && eh != nullptr &&
+                       static_cast<int>(eh->uncaught_exceptions) <= uncaught_ &&
+                       rec->owner == current && current != nullptr &&
+                       try_end_record(rec, current))) {
+    rec_ = nullptr;
+    current->count(current->ended);
+    detail::prefetch_next_record(*current);
+    return rec->pipeline->enqueue(rec, current);  // its calls are tail calls
+  }
+  return finish_general(*this, detail::uncaught_exceptions_now() > uncaught_);
 }
 
 SpanContext current_span_context() noexcept {
