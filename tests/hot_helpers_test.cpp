@@ -125,7 +125,7 @@ TEST(SpscRing, BehavesAsABoundedDequeOnOneThread) {
         ASSERT_EQ(pushed, model.size() < capacity) << "capacity " << capacity;
         if (pushed) model.push_back(next);
         ++next;
-      } else {
+      } else if (rng() % 2 == 0) {
         int out = -1;
         const bool popped = ring.try_pop(out);
         ASSERT_EQ(popped, !model.empty());
@@ -133,6 +133,17 @@ TEST(SpscRing, BehavesAsABoundedDequeOnOneThread) {
           ASSERT_EQ(out, model.front());
           model.pop_front();
         }
+      } else {
+        // Several at once, across the end of the slots' array too.
+        const std::size_t max = rng() % (capacity + 2);
+        std::vector<int> out(max + 1, -1);
+        const std::size_t n = ring.try_pop_many(out.data(), max);
+        ASSERT_EQ(n, std::min(max, model.size()));
+        for (std::size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(out[i], model.front());
+          model.pop_front();
+        }
+        ASSERT_EQ(out[n], -1) << "nothing written past what was taken";
       }
       ASSERT_EQ(ring.size_estimate(), model.size());
     }
@@ -152,14 +163,23 @@ TEST(SpscRingConcurrency, TwoThreadsKeepOrderAndLoseNothing) {
     }
   });
   std::uint64_t expected = 0;
-  while (expected < kCount) {
-    std::uint64_t v = 0;
-    if (!ring.try_pop(v)) {
+  std::uint64_t run[64];
+  for (std::size_t take = 0; expected < kCount; ++take) {
+    // One at a time and runs of every length, alternately.
+    std::size_t n = 0;
+    if (take % 2 == 0) {
+      n = ring.try_pop(run[0]) ? 1 : 0;
+    } else {
+      n = ring.try_pop_many(run, 1 + take % 64);
+    }
+    if (n == 0) {
       std::this_thread::yield();
       continue;
     }
-    ASSERT_EQ(v, expected);
-    ++expected;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(run[i], expected);
+      ++expected;
+    }
   }
   producer.join();
   std::uint64_t v = 0;

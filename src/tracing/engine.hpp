@@ -203,6 +203,12 @@ inline void ensure_ids(SpanRecord& r, IdGenerator& ids) noexcept {
 /// also built apart from it (tests, benchmarks).
 NEMO_LENS_API RecordIds make_export_ids(const SpanRecord& r) noexcept;
 
+/// export_ids() of every record of `records` at once, into ids[i] (nothing for a null record): a
+/// batch's ids in one call, the generator kept in registers across it rather than loaded and
+/// stored for each id. Requires sole access (the exporter thread). Exported from the library, as
+/// make_export_ids() is.
+NEMO_LENS_API void export_ids(std::span<const SpanRecord* const> records, RecordIds* ids) noexcept;
+
 /// The ids an ended span is exported with: its own, or, when nothing made them yet, new ones
 /// (make_export_ids()). An exporter reads an ended span's record once and writes nothing into
 /// it, so that the record's lines stay shared with the core that will reuse the record rather

@@ -29,6 +29,24 @@ class IdGenerator {
   /// A random non-zero trace id.
   TraceId trace_id() noexcept {
     reseed_after_fork();
+    return next_trace_id();
+  }
+  /// A random non-zero span id.
+  SpanId span_id() noexcept {
+    reseed_after_fork();
+    return next_span_id();
+  }
+  /// Re-seeds from the OS if this process forked since the generator was seeded. trace_id() and
+  /// span_id() check every time; a run of ids made at once checks once, then uses next_*().
+  void reseed_after_fork() noexcept {
+    // Relaxed: only this thread's own view of the counter matters (it is written in the child).
+    if (NEMO_LENS_UNLIKELY(generation_ != g_fork_generation.load(std::memory_order_relaxed))) {
+      seed();
+    }
+  }
+  /// trace_id() without the fork check: only after a reseed_after_fork() on this thread with no
+  /// fork since (nothing else running on it between the two).
+  TraceId next_trace_id() noexcept {
     TraceId id;
     std::uint64_t hi = 0, lo = 0;
     while (NEMO_LENS_UNLIKELY((hi | lo) == 0)) {
@@ -39,9 +57,8 @@ class IdGenerator {
     std::memcpy(id.bytes.data() + 8, &lo, 8);
     return id;
   }
-  /// A random non-zero span id.
-  SpanId span_id() noexcept {
-    reseed_after_fork();
+  /// span_id() without the fork check (see next_trace_id()).
+  SpanId next_span_id() noexcept {
     SpanId id;
     std::uint64_t v = 0;
     while (NEMO_LENS_UNLIKELY(v == 0)) v = step();
@@ -58,12 +75,6 @@ class IdGenerator {
   static constexpr std::uint64_t kMix = 0xe7037ed1a0b428dbULL;
 
  private:
-  void reseed_after_fork() noexcept {
-    // Relaxed: only this thread's own view of the counter matters (it is written in the child).
-    if (NEMO_LENS_UNLIKELY(generation_ != g_fork_generation.load(std::memory_order_relaxed))) {
-      seed();
-    }
-  }
   std::uint64_t step() noexcept {
     __extension__ using Uint128 = unsigned __int128;
     state_ += kIncrement;

@@ -180,12 +180,27 @@ std::size_t Pipeline::take_queued(std::vector<SpanRecord*>& out, std::size_t max
       }
     }
   };
+  // A ring's spans a run at a time: one release of its slots and one append per run.
+  auto take_from_ring = [&](SpscRing<SpanRecord*>& queue) {
+    constexpr std::size_t kRun = 64;
+    SpanRecord* run[kRun];
+    while (out.size() + lost < max) {
+      const std::size_t n = queue.try_pop_many(run, std::min(kRun, max - out.size() - lost));
+      if (n == 0) return;
+      try {
+        out.insert(out.end(), run, run + n);
+      } catch (...) {
+        lost += n;  // out of memory
+        for (std::size_t i = 0; i < n; ++i) delete run[i];
+      }
+    }
+  };
   // Start where the previous take stopped, so that no thread's ring waits behind the others'.
   SpanRing* head = rings_.load(std::memory_order_acquire);
   SpanRing* start = next_ring_ != nullptr ? next_ring_ : head;
   SpanRing* r = start;
   while (r != nullptr && out.size() + lost < max) {
-    take_from(r->queue);
+    take_from_ring(r->queue);
     if (out.size() + lost >= max) break;
     r = r->next != nullptr ? r->next : head;
     if (r == start) break;
@@ -197,6 +212,24 @@ std::size_t Pipeline::take_queued(std::vector<SpanRecord*>& out, std::size_t max
 }
 
 RecordIds make_export_ids(const SpanRecord& r) noexcept { return new_ids(r, t_ids); }
+
+void export_ids(std::span<const SpanRecord* const> records, RecordIds* ids) noexcept {
+  // A copy, stored back at the end (no other id is made on this thread meanwhile), checked for a
+  // fork once: the ids new_ids() would make, the state in a register.
+  IdGenerator generator = t_ids;
+  generator.reseed_after_fork();
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const SpanRecord* r = records[i];
+    if (r == nullptr) continue;
+    if (r->span_id.is_valid()) {
+      ids[i] = {r->trace_id, r->span_id};
+      continue;
+    }
+    ids[i].trace_id = r->trace_id.is_valid() ? r->trace_id : generator.next_trace_id();
+    ids[i].span_id = generator.next_span_id();
+  }
+  t_ids = generator;
+}
 
 bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
                             std::chrono::steady_clock::time_point deadline) noexcept {
@@ -238,12 +271,13 @@ std::size_t Pipeline::drain(bool full_batches_only,
                             std::chrono::steady_clock::time_point deadline) noexcept {
   std::size_t total = 0;
   std::vector<SpanRecord*> batch;
-  try {
-    batch.reserve(options.max_export_batch_size);
-  } catch (...) {
-  }
   for (;;) {
     if (full_batches_only && queued_estimate() < options.max_export_batch_size) break;
+    try {
+      // Room for a whole batch: the last one's went to the free pool with its records.
+      batch.reserve(options.max_export_batch_size);
+    } catch (...) {
+    }
     // Spans leave the queues under the ledger's lock: once shutdown closed it, they are its.
     std::size_t lost = 0;  // out of memory
     const bool open = ledger_.take([&] {

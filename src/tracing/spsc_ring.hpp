@@ -7,6 +7,7 @@
 // after the previous by a lock or a join (the pipeline pops under its ledger's mutex).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,24 @@ class SpscRing {
     if (++head_slot_ == capacity_) head_slot_ = 0;
     head_.store(head + 1, std::memory_order_release);  // the slot is the producer's again
     return true;
+  }
+
+  /// Removes up to `max` of the oldest elements into out[0, n) and returns n (0 when the ring is
+  /// empty): try_pop() n times, with one release of the slots for all of them. Consumer only.
+  std::size_t try_pop_many(T* out, std::size_t max) noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    if (tail_seen_ - head < max) {
+      tail_seen_ = tail_.load(std::memory_order_acquire);  // pairs with the producer's release
+    }
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(max, tail_seen_ - head));
+    if (n == 0) return 0;
+    const std::size_t first = std::min(n, capacity_ - head_slot_);  // up to the end of the array
+    std::copy_n(slots_.get() + head_slot_, first, out);
+    std::copy_n(slots_.get(), n - first, out + first);
+    head_slot_ += n;
+    if (head_slot_ >= capacity_) head_slot_ -= capacity_;
+    head_.store(head + n, std::memory_order_release);  // the slots are the producer's again
+    return n;
   }
 
   /// The number of elements queued (exact when no push or pop is in progress). Any thread.
