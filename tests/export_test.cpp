@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,12 +16,14 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "export/exporters.hpp"
+#include "export/json_writer.hpp"
 #include "export/otlp.hpp"
 #include "nemo/lens/errors.hpp"
 #include "nemo/lens/exporter.hpp"
@@ -158,6 +161,64 @@ Json otlp_attribute(const Json& attributes, const std::string& key) {
   }
   EXPECT_LE(count, 1) << "duplicate key " << key;
   return found;
+}
+
+// ---- The JSON writer's raw-cursor writes, against independent implementations ----
+
+// std::to_chars's digits of `v`.
+template <class Int>
+std::string to_chars_of(Int v) {
+  char buf[32];
+  return std::string(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+}
+
+TEST(JsonWriter, IntegersAreWhatToCharsWrites) {
+  std::vector<std::uint64_t> values = {0, std::numeric_limits<std::uint64_t>::max()};
+  for (std::uint64_t p = 1; p <= 10000000000000000000ULL; p *= 10) {
+    values.insert(values.end(), {p - 1, p, p + 1});
+    if (p > std::numeric_limits<std::uint64_t>::max() / 10) break;
+  }
+  std::mt19937_64 rng(29);
+  for (int i = 0; i < 200000; ++i) values.push_back(rng() >> (rng() % 64));  // every magnitude
+  char buf[detail::json::kMaxIntegerSize + detail::json::kSlack];
+  for (const std::uint64_t v : values) {
+    ASSERT_EQ(std::string(buf, detail::json::write_uint(buf, v)), to_chars_of(v)) << v;
+    const auto i = static_cast<std::int64_t>(v);
+    ASSERT_EQ(std::string(buf, detail::json::write_int(buf, i)), to_chars_of(i)) << i;
+    ASSERT_EQ(std::string(buf, detail::json::write_int(buf, -(i >> 1))), to_chars_of(-(i >> 1)));
+  }
+  const std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  EXPECT_EQ(std::string(buf, detail::json::write_int(buf, min)), to_chars_of(min));
+  std::string out = "x";
+  detail::json::append_uint(out, 18446744073709551615ULL);
+  detail::json::append_int(out, -42);
+  EXPECT_EQ(out, "x18446744073709551615-42");
+}
+
+TEST(JsonWriter, IdsInHexAreWhatToHexWrites) {
+  std::mt19937_64 rng(29);
+  char buf[40];
+  for (int i = 0; i < 10000; ++i) {
+    TraceId t;
+    SpanId s;
+    for (auto& b : t.bytes) b = static_cast<std::uint8_t>(rng());
+    for (auto& b : s.bytes) b = static_cast<std::uint8_t>(rng());
+    ASSERT_EQ(std::string(buf, detail::json::write_hex(buf, t.bytes.data(), 16)), t.to_hex());
+    ASSERT_EQ(std::string(buf, detail::json::write_hex(buf, s.bytes.data(), 8)), s.to_hex());
+  }
+}
+
+TEST(JsonWriter, PlainStringsAreThoseWrittenAsTheyAre) {
+  // Every byte alone, in the middle of a string and at either end.
+  for (int c = 0; c < 256; ++c) {
+    const std::string one(1, static_cast<char>(c));
+    for (const std::string& s : {one, "ab" + one + "cd", one + "xyz", "xyz" + one}) {
+      std::string written;
+      detail::json::append_string(written, s);
+      EXPECT_EQ(detail::json::is_plain(s), written == "\"" + s + "\"") << c;
+    }
+  }
+  EXPECT_TRUE(detail::json::is_plain(""));
 }
 
 // ---- OTLP/JSON ----
