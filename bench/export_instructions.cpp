@@ -32,13 +32,13 @@ class EncodingNullExporter : public SpanExporter, public detail::RecordSpanExpor
   ExportResult export_records(std::span<const detail::SpanRecord* const> records,
                               const Resource& resource, const detail::TickConverter& clock,
                               std::chrono::steady_clock::time_point) noexcept override {
+    std::size_t size = 0;
     try {
-      encoded_.clear();
-      detail::append_otlp_proto_records(encoded_, records, resource, clock);
+      size = detail::write_otlp_proto_records(encoded_, records, resource, clock);
     } catch (...) {
       return ExportResult::kFailure;
     }
-    bytes_ += encoded_.size();
+    bytes_ += size;
     return ExportResult::kSuccess;
   }
   std::size_t bytes() const { return bytes_; }

@@ -184,8 +184,7 @@ class EncodingNullExporter : public SpanExporter, public detail::RecordSpanExpor
                               const Resource& resource, const detail::TickConverter& clock,
                               std::chrono::steady_clock::time_point) noexcept override {
     try {
-      encoded_.clear();
-      detail::append_otlp_proto_records(encoded_, records, resource, clock);
+      detail::write_otlp_proto_records(encoded_, records, resource, clock);
     } catch (...) {
       return ExportResult::kFailure;
     }

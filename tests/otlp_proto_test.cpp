@@ -10,6 +10,8 @@
 #include "common/otlp_transcode.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
+#include "export/otlp_common.hpp"
+#include "export/protobuf_wire.hpp"
 #include "nemo/lens/version.hpp"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 
@@ -228,6 +230,58 @@ TEST(OtlpProto, ReceiverTranscodingGivesTheJsonExportersBytes) {
   EXPECT_EQ(r.spans, 2u);
   detail::append_otlp_json(direct, views, test_resource());
   EXPECT_EQ(via_receiver, direct);
+}
+
+// A Writer over a kept buffer writes the bytes one appending to an empty string does, from where
+// it is told, leaving the bytes before and after as they were and the buffer's size alone until
+// it needs room.
+TEST(ProtobufWriter, OverwriteWritesWhatAppendWritesAndKeepsTheRest) {
+  auto write = [](detail::pb::Writer& w) {
+    w.reserve(64);
+    w.varint_field(1, 300);
+    const auto mark = w.begin_message(2);
+    w.bytes_field(1, "abc");
+    w.fixed64_field(2, 7);
+    w.end_message(mark);
+  };
+  std::string appended;
+  {
+    detail::pb::Writer w(appended);
+    write(w);
+  }
+  std::string kept(100, '#');
+  std::size_t size = 0;
+  {
+    detail::pb::Writer w(kept, 5, detail::pb::Writer::Overwrite{});
+    write(w);
+    size = w.size() - 5;
+  }
+  EXPECT_EQ(kept.size(), 100u) << "room enough: not resized";
+  EXPECT_EQ(kept.substr(5, size), appended);
+  EXPECT_EQ(kept.substr(0, 5), "#####");
+  EXPECT_EQ(kept.substr(5 + size), std::string(100 - 5 - size, '#'));
+  std::string small(3, '#');
+  {
+    detail::pb::Writer w(small, 2, detail::pb::Writer::Overwrite{});
+    write(w);
+    size = w.size() - 2;
+  }
+  EXPECT_GE(small.size(), 2 + size) << "grown for the writes";
+  EXPECT_EQ(small.substr(2, size), appended);
+}
+
+// is_ascii() reads whole words and, below four bytes, the first, middle and last: a byte of the
+// high half anywhere in a string of any length is found.
+TEST(ProtobufWriter, NonAsciiIsFoundAtEveryPositionOfEveryLength) {
+  for (std::size_t n = 0; n <= 40; ++n) {
+    const std::string ascii(n, 'a');
+    EXPECT_TRUE(detail::otlp::is_ascii(ascii)) << n;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string s = ascii;
+      s[i] = static_cast<char>(0x80 | static_cast<int>(i));
+      EXPECT_FALSE(detail::otlp::is_ascii(s)) << n << " " << i;
+    }
+  }
 }
 
 TEST(OtlpResponses, PartialSuccessFromProtobuf) {

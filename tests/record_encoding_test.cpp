@@ -1,13 +1,16 @@
 // The OTLP exporter encodes protobuf straight from the pipeline's span records
-// (append_otlp_proto_records). Real spans of every shape go through a real pipeline to an exporter
-// that gets the records; each batch is encoded both from the records and from what other
-// exporters are given (materialize(), then append_otlp_proto), and the bytes must be equal (the
-// ids the record encoding made for spans that had none are given to the SpanData). The
-// record encoding is also decoded with libprotobuf. The test compiles src/tracing/records.cpp
-// itself: materialize() is internal to the library.
+// (append_otlp_proto_records, write_otlp_proto_records), most spans from bytes made once per site
+// and thread. Real spans of every shape go through a real pipeline to an exporter that gets the
+// records; each batch is encoded both from the records and from what other exporters are given
+// (materialize(), then append_otlp_proto, the general encoder), and the bytes must be equal (the
+// ids the record encoding made for spans that had none are given to the SpanData). The record
+// encoding is also decoded with libprotobuf. The test compiles src/tracing/records.cpp itself:
+// materialize() is internal to the library.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
+#include <thread>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -50,8 +53,17 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
     try {
       std::vector<bool> had_ids;
       for (const detail::SpanRecord* r : records) had_ids.push_back(r->span_id.is_valid());
+      // Every other batch, written over the buffer the earlier ones left (as the exporters do).
+      const bool over = calls_++ % 2 == 1;
       std::string from_records;
-      detail::append_otlp_proto_records(from_records, records, resource, clock);
+      if (over) {
+        const std::size_t size =
+            detail::write_otlp_proto_records(proto_buffer_, records, resource, clock);
+        if (size > proto_buffer_.size()) return ExportResult::kFailure;
+        from_records = proto_buffer_.substr(0, size);
+      } else {
+        detail::append_otlp_proto_records(from_records, records, resource, clock);
+      }
       Request request;
       if (!request.ParseFromString(from_records) || request.resource_spans_size() != 1 ||
           request.resource_spans(0).scope_spans_size() != 1 ||
@@ -114,6 +126,8 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
 
  private:
   mutable std::mutex mu_;
+  int calls_ = 0;
+  std::string proto_buffer_;  // kept from batch to batch
   int ids_made_ = 0, records_written_ = 0, trace_ids_changed_ = 0;
   std::vector<Batch> batches_;
   std::vector<SpanData> spans_;
@@ -173,6 +187,96 @@ TEST_F(RecordEncoding, InlineAttributesOfEveryType) {
   EXPECT_EQ(std::get<bool>(*spans[2].attribute("ok")), true);
   EXPECT_EQ(std::get<std::string>(*spans[2].attribute("stage")), "fwd");
   EXPECT_LE(spans[2].start_time_unix_nano, spans[2].end_time_unix_nano);
+}
+
+// The values a span of the common shape (a site, inline attributes, nothing cold) is written
+// from bytes made for its site: each type at its edges, strings with quotes, backslashes and controls, keys of the
+// slot's full length.
+TEST_F(RecordEncoding, InlineValuesAtTheirEdges) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::int64_t ints[] = {0, 1, 127, 128, -1, -128, 99999999, 100000000,
+                               9999999999999999, 10000000000000000,
+                               std::numeric_limits<std::int64_t>::max(),
+                               std::numeric_limits<std::int64_t>::min()};
+  for (const std::int64_t i : ints) {
+    LENS_SPAN(s, SpanGroup::STEP, "ints", {"i", i}, {"a_key_of_21_bytes_xyz", i / 7});
+  }
+  for (const double d : {0.0, -0.0, 0.1, 1e300, -2.5, 3.0, nan, inf, -inf}) {
+    LENS_SPAN(s, SpanGroup::STEP, "doubles", {"d", d}, {"ok", d > 0}, {"no", d <= 0});
+  }
+  for (const char* v : {"", "x", "sixteen_bytes_16", "quote\"d", "back\\slash", "tab\there",
+                        "\x01", "\x7f", "caf\xc3\xa9"}) {
+    LENS_SPAN(s, SpanGroup::STEP, "strings", {"v", v});
+  }
+  {
+    LENS_SPAN(s, SpanGroup::STEP, "esc\"aped\\name\n", {"k\"ey", 1});  // name and key escaped
+  }
+  {
+    LENS_SPAN(s, SpanGroup::STEP, "a");  // a span shorter than 128 bytes: a 1-byte length
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), std::size(ints) + 9 + 9 + 2);
+  EXPECT_EQ(std::get<std::int64_t>(*spans[std::size(ints) - 1].attribute("i")),
+            std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(std::get<std::string>(*spans[std::size(ints) + 9 + 3].attribute("v")), "quote\"d");
+}
+
+// Kinds, status codes, remote and local parents and sampled-out flags of spans otherwise of the
+// common shape.
+TEST_F(RecordEncoding, KindsStatusesAndParentsOfSiteSpans) {
+  SpanContext remote;
+  remote.trace_id = *TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+  remote.span_id = *SpanId::from_hex("00f067aa0ba902b7");
+  remote.trace_flags = 1;
+  remote.is_remote = true;
+  for (const SpanKind kind : {SpanKind::kInternal, SpanKind::kServer, SpanKind::kClient,
+                              SpanKind::kProducer, SpanKind::kConsumer}) {
+    SpanStartOptions o;
+    o.parent = &remote;
+    o.kind = kind;
+    auto s = start_span("remote_child", o, {{"rank", 3}});
+    s.set_status(kind == SpanKind::kServer ? StatusCode::kError : StatusCode::kOk);
+    auto child = managed_span("step", "local_child", {{"n", 1}});
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 10u);
+  EXPECT_TRUE(spans[1].parent_is_remote);
+  EXPECT_FALSE(spans[0].parent_is_remote);
+  EXPECT_EQ(spans[0].parent_span_id, spans[1].context.span_id);
+}
+
+// The attributes the encoder adds give way to the span's own of the same keys, inline.
+TEST_F(RecordEncoding, OwnGroupAndThreadIdAttributesWin) {
+  {
+    LENS_SPAN(s, SpanGroup::STEP, "both", {"nemo.span.group", "mine"}, {"thread.id", 7});
+  }
+  {
+    LENS_SPAN(s, SpanGroup::STEP, "group_only", {"nemo.span.group", "mine"});
+  }
+  {
+    LENS_SPAN(s, SpanGroup::STEP, "thread_only", {"x", 1}, {"thread.id", 7});
+  }
+  const auto spans = check_batches();
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(std::get<std::string>(*spans[0].attribute("nemo.span.group")), "mine");
+}
+
+// More sites and threads in a batch than the cache of their bytes holds (its table collides, its
+// arena starts again), and site names too long for it.
+TEST_F(RecordEncoding, ManySitesAndThreadsInABatch) {
+  auto spans_of = [](int thread) {
+    for (int i = 0; i < 150; ++i) {
+      const std::string name = "site_" + std::to_string(i) + std::string(40, 'n');
+      auto s = managed_span("step", name, {{"i", i}});
+    }
+    auto long_name = managed_span("step", std::string(300, 'L'), {{"thread", thread}});
+  };
+  std::thread a(spans_of, 1), b(spans_of, 2);
+  a.join();
+  b.join();
+  spans_of(3);
+  EXPECT_EQ(check_batches().size(), 3u * 151);
 }
 
 TEST_F(RecordEncoding, AttributesBeyondTheSlotsKeepTheirOrderAndLimits) {

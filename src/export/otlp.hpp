@@ -14,6 +14,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,13 @@ void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
 /// read where they lie. Null entries are skipped.
 void append_otlp_proto_records(std::string& out, std::span<const SpanRecord* const> records,
                                const Resource& resource, const TickConverter& clock);
+/// The same request written over `buffer` from its start: `buffer` grows when the request needs
+/// room and never shrinks, and its bytes past the request stay as they were, so that a buffer kept
+/// from batch to batch is not filled with zeros again for each (as a std::string that grows is).
+/// Returns the request's size: the request is buffer[0, size).
+std::size_t write_otlp_proto_records(std::string& buffer,
+                                     std::span<const SpanRecord* const> records,
+                                     const Resource& resource, const TickConverter& clock);
 
 /// The wire protocol of the OTLP exporter.
 enum class OtlpProtocol : std::uint8_t { kGrpc, kHttpProtobuf, kHttpJson };
@@ -127,7 +135,7 @@ class OtlpTransport {
  public:
   virtual ~OtlpTransport() = default;
   /// Sends `body` once; returns by `deadline` or the interrupt, whichever comes first.
-  virtual AttemptResult send(const std::string& body,
+  virtual AttemptResult send(std::string_view body,
                              std::chrono::steady_clock::time_point deadline) noexcept = 0;
   /// The URL or target requests go to, for messages.
   virtual const std::string& target() const noexcept = 0;
@@ -178,12 +186,12 @@ class OtlpSender {
   /// `noun` names what a request carries in messages: "spans", "data points", "log records".
   OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport, std::string_view noun);
   /// Sends `encoded` (carrying `items` items); true when the receiver accepted it.
-  bool send(const std::string& encoded, std::size_t items,
+  bool send(std::string_view encoded, std::size_t items,
             std::chrono::steady_clock::time_point deadline) noexcept;
   /// One attempt to send `encoded` (compressed first when the settings say gzip over HTTP), by
   /// the earlier of `deadline` and the interrupt. A success's partial rejection is counted in
   /// rejected() and its message printed once; failures are only returned.
-  AttemptResult attempt(const std::string& encoded, std::size_t items,
+  AttemptResult attempt(std::string_view encoded, std::size_t items,
                         std::chrono::steady_clock::time_point deadline) noexcept;
   /// Prints `message` to stderr the first time `kind` is reported, with a note that later
   /// failures of the kind are counted, not printed.
@@ -250,13 +258,17 @@ class OtlpSpanExporter final : public SpanExporter,
   std::uint64_t attempts() const noexcept { return sender_->attempts(); }
 
  private:
-  ExportResult deliver(std::size_t items, std::chrono::steady_clock::time_point deadline) noexcept;
-  bool enqueue_locked(std::size_t items) noexcept;
+  // Sends encoded_[0, size) carrying `items` spans, or queues it in the outage buffer.
+  ExportResult deliver(std::size_t items, std::size_t size,
+                       std::chrono::steady_clock::time_point deadline) noexcept;
+  // Moves encoded_[0, size) into the outage buffer.
+  bool enqueue_locked(std::size_t items, std::size_t size) noexcept;
   void schedule_retry_locked(const AttemptResult& r) noexcept;
   void report_buffered(const AttemptResult& r, std::size_t items);
   void run() noexcept;
 
   std::unique_ptr<OtlpSender> sender_;
+  // The batch being sent: encoded_[0, size) (write_otlp_proto_records() keeps the buffer's size).
   std::string encoded_;
   const ExportBufferSettings buffer_settings_;
 

@@ -139,16 +139,16 @@ void OtlpTransport::sleep_until(Clock::time_point until) noexcept {
   }
 }
 
-AttemptResult OtlpSender::attempt(const std::string& encoded, std::size_t items,
+AttemptResult OtlpSender::attempt(std::string_view encoded, std::size_t items,
                                   Clock::time_point deadline) noexcept {
   try {
-    const std::string* body = &encoded;
+    std::string_view body = encoded;
     // gRPC compresses its messages itself (the channel's compression); HTTP bodies are ours to.
     if (settings_.gzip && settings_.protocol != OtlpProtocol::kGrpc) {
       if (!gzip_compress(encoded, compressed_)) {
         return AttemptResult::permanent("gzip", "gzip compression failed");
       }
-      body = &compressed_;
+      body = compressed_;
     }
     const Clock::time_point limit = transport_->cap(deadline);
     if (Clock::now() >= limit) {
@@ -156,7 +156,7 @@ AttemptResult OtlpSender::attempt(const std::string& encoded, std::size_t items,
                                       "the export deadline passed before the batch could be sent");
     }
     attempts_.fetch_add(1, std::memory_order_relaxed);
-    AttemptResult r = transport_->send(*body, limit);
+    AttemptResult r = transport_->send(body, limit);
     if (r.kind == AttemptResult::Kind::kSuccess && r.partial.rejected > 0) {
       rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected), std::memory_order_relaxed);
       report_once("partial success",
@@ -171,7 +171,7 @@ AttemptResult OtlpSender::attempt(const std::string& encoded, std::size_t items,
   }
 }
 
-bool OtlpSender::send(const std::string& encoded, std::size_t items,
+bool OtlpSender::send(std::string_view encoded, std::size_t items,
                       Clock::time_point deadline) noexcept {
   try {
     const Clock::time_point start = Clock::now();
@@ -269,7 +269,7 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
   } catch (...) {
     return ExportResult::kFailure;
   }
-  return deliver(spans.size(), deadline);
+  return deliver(spans.size(), encoded_.size(), deadline);
 }
 
 bool OtlpSpanExporter::encodes_records() const noexcept {
@@ -280,25 +280,29 @@ ExportResult OtlpSpanExporter::export_records(std::span<const SpanRecord* const>
                                               const Resource& resource,
                                               const TickConverter& clock,
                                               Clock::time_point deadline) noexcept {
+  std::size_t size = 0;
   try {
-    encoded_.clear();
-    append_otlp_proto_records(encoded_, records, resource, clock);
+    size = write_otlp_proto_records(encoded_, records, resource, clock);
   } catch (...) {
     return ExportResult::kFailure;
   }
-  return deliver(records.size(), deadline);
+  return deliver(records.size(), size, deadline);
 }
 
-ExportResult OtlpSpanExporter::deliver(std::size_t items, Clock::time_point deadline) noexcept {
+ExportResult OtlpSpanExporter::deliver(std::size_t items, std::size_t size,
+                                       Clock::time_point deadline) noexcept {
   try {
     {
       std::lock_guard lock(mu_);
       // Batches wait for the receiver: this one goes behind them, so that they leave in order.
-      if (!buffer_.empty()) return enqueue_locked(items) ? ExportResult::kSuccess : ExportResult::kFailure;
+      if (!buffer_.empty()) {
+        return enqueue_locked(items, size) ? ExportResult::kSuccess : ExportResult::kFailure;
+      }
     }
     const Clock::time_point now = Clock::now();
     if (now + sender_->settings().timeout < deadline) deadline = now + sender_->settings().timeout;
-    const AttemptResult r = sender_->attempt(encoded_, items, deadline);
+    const AttemptResult r =
+        sender_->attempt(std::string_view(encoded_.data(), size), items, deadline);
     if (r.kind == AttemptResult::Kind::kSuccess) return ExportResult::kSuccess;
     if (r.kind == AttemptResult::Kind::kPermanent) {
       sender_->report_once(r.failure_kind, "OTLP export to " + sender_->target() + " failed: " +
@@ -309,7 +313,7 @@ ExportResult OtlpSpanExporter::deliver(std::size_t items, Clock::time_point dead
     report_buffered(r, items);
     std::lock_guard lock(mu_);
     schedule_retry_locked(r);
-    return enqueue_locked(items) ? ExportResult::kSuccess : ExportResult::kFailure;
+    return enqueue_locked(items, size) ? ExportResult::kSuccess : ExportResult::kFailure;
   } catch (...) {
     return ExportResult::kFailure;
   }
@@ -328,8 +332,9 @@ void OtlpSpanExporter::report_buffered(const AttemptResult& r, std::size_t items
                            bounds + ") and are sent again once the receiver takes them.");
 }
 
-bool OtlpSpanExporter::enqueue_locked(std::size_t items) noexcept {
+bool OtlpSpanExporter::enqueue_locked(std::size_t items, std::size_t size) noexcept {
   if (stopping_) return false;
+  encoded_.resize(size);  // shorter or the same: nothing is filled
   if (!buffer_.push(encoded_, items)) {
     std::string why = buffer_.spool_error();
     if (why.empty()) {

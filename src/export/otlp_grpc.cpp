@@ -104,7 +104,7 @@ class GrpcTransport final : public OtlpTransport {
 
   const std::string& target() const noexcept override { return target_; }
 
-  AttemptResult send(const std::string& body, Clock::time_point deadline) noexcept override {
+  AttemptResult send(std::string_view body, Clock::time_point deadline) noexcept override {
     AttemptResult result;
     try {
       const Clock::time_point limit = cap(deadline);

@@ -109,7 +109,7 @@ class HttpTransport final : public OtlpTransport {
 
   const std::string& target() const noexcept override { return url_; }
 
-  AttemptResult send(const std::string& body, Clock::time_point deadline) noexcept override {
+  AttemptResult send(std::string_view body, Clock::time_point deadline) noexcept override {
     AttemptResult result;
     try {
       Response response;

@@ -28,6 +28,13 @@ enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2,
 class Writer {
  public:
   explicit Writer(std::string& out) : out_(out), used_(out.size()) {}
+  /// Writes over `buffer` from `at` on rather than appending: the string only grows (when the
+  /// writes need room), and finish() leaves its size as it is, the bytes past size() as they
+  /// were. A buffer kept from message to message is then never filled with zeros again (a
+  /// std::string can only grow by filling), which for a batch of spans costs as much as encoding
+  /// a third of them.
+  struct Overwrite {};
+  Writer(std::string& buffer, std::size_t at, Overwrite) : out_(buffer), used_(at), trim_(false) {}
   ~Writer() { finish(); }
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -35,7 +42,7 @@ class Writer {
   void reserve(std::size_t n) {
     if (static_cast<std::size_t>(end_ - p_) >= n) return;
     const std::size_t used = size();
-    out_.resize(std::max(used + n, 2 * out_.size()));
+    if (out_.size() < used + n) out_.resize(std::max(used + n, 2 * out_.size()));
     base_ = out_.data();
     p_ = base_ + used;
     end_ = base_ + out_.size();
@@ -45,10 +52,19 @@ class Writer {
   std::size_t size() const { return p_ == nullptr ? used_ : static_cast<std::size_t>(p_ - base_); }
 
   void finish() {
-    if (p_ != nullptr) out_.resize(size());
-    used_ = out_.size();
+    if (trim_) {
+      if (p_ != nullptr) out_.resize(size());
+      used_ = out_.size();
+    } else {
+      used_ = size();
+    }
     base_ = p_ = end_ = nullptr;
   }
+
+  /// The cursor, for a caller that writes through it at most the bytes it reserve()d itself and
+  /// then moves it with set_cursor(). Valid until the next reserve().
+  char* cursor() const { return p_; }
+  void set_cursor(char* p) { p_ = p; }
 
   // The writes go through a local copy of the cursor: a char store may alias anything, so stores
   // through p_ itself would make the compiler reload and store p_ around every byte.
@@ -143,6 +159,7 @@ class Writer {
  private:
   std::string& out_;
   std::size_t used_;
+  bool trim_ = true;  // false: the Overwrite constructor's
   char* base_ = nullptr;  // out_.data() while writing
   char* p_ = nullptr;
   char* end_ = nullptr;
