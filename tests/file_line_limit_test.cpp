@@ -19,6 +19,7 @@
 #include "export/exporters.hpp"
 #include "export/json_writer.hpp"
 #include "lens_collect.hpp"
+#include "nemo/lens/lens.hpp"
 
 namespace {
 
@@ -133,6 +134,59 @@ TEST(FileLineLimit, SpansOfABatchOverTheLimitShareLinesThatFit) {
   }
   EXPECT_EQ(next, 8);
   EXPECT_EQ(exporter.spans_cut(), 0u);
+}
+
+// Through a pipeline the exporter encodes the spans' records itself; a batch that might make too
+// long a line goes the SpanData way above, each span with the ids it would have had.
+TEST(FileLineLimit, RecordsOfABatchOverTheLimitShareLinesThatFitToo) {
+  TempDir dir;
+  const std::string path = dir.file("spans.jsonl");
+  auto exporter = std::make_shared<FileSpanExporter>(path, std::string_view{}, kLimit);
+  nemo::lens::NemoLensConfig config;
+  config.enabled = true;
+  config.export_strategy = "all_ranks";
+  config.span_groups = "all";
+  config.metrics_enabled = false;
+  nemo::lens::SetupOptions options;
+  options.exporter = exporter;
+  options.allow_reinit = true;
+  nemo::lens::TelemetryHandle handle = nemo::lens::setup_telemetry(config, 0, 1, options);
+  {
+    auto root = nemo::lens::managed_span("step", "root");
+    for (int i = 0; i < 8; ++i) {
+      auto s = nemo::lens::managed_span("step", "long " + std::to_string(i));
+      s.set_attribute("note", std::string(400, 'a'));  // cold: too long for a slot
+    }
+  }
+  ASSERT_TRUE(handle.force_flush(10s));
+  // A batch that fits is one line, written from the records.
+  for (int i = 0; i < 3; ++i) auto s = nemo::lens::managed_span("step", "short", {{"i", i}});
+  ASSERT_TRUE(handle.force_flush(10s));
+  handle.shutdown();
+  const std::vector<std::string> lines = lines_of(path);
+  ASSERT_GT(lines.size(), 2u);
+  int long_spans = 0, short_spans = 0;
+  std::string root_span_id;
+  std::vector<std::string> parents;
+  for (const std::string& line : lines) {
+    EXPECT_LE(line.size(), kLimit);
+    for (const Json& span : spans_of(line)) {
+      if (span["name"] == "root") {
+        root_span_id = span["spanId"];
+      } else if (span["name"] == "short") {
+        ++short_spans;
+      } else {
+        ++long_spans;
+        EXPECT_EQ(string_attribute(span, "note"), std::string(400, 'a'));
+        parents.push_back(span.value("parentSpanId", ""));
+      }
+    }
+  }
+  EXPECT_EQ(long_spans, 8);
+  EXPECT_EQ(short_spans, 3);
+  EXPECT_EQ(root_span_id.size(), 16u);
+  for (const std::string& parent : parents) EXPECT_EQ(parent, root_span_id);
+  EXPECT_EQ(exporter->spans_cut(), 0u);
 }
 
 TEST(FileLineLimit, SpanOverTheLimitHasItsLongStringsCutAndMarked) {

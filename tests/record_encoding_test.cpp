@@ -1,11 +1,12 @@
-// The OTLP exporter encodes protobuf straight from the pipeline's span records
-// (append_otlp_proto_records, write_otlp_proto_records), most spans from bytes made once per site
-// and thread. Real spans of every shape go through a real pipeline to an exporter that gets the
-// records; each batch is encoded both from the records and from what other exporters are given
-// (materialize(), then append_otlp_proto, the general encoder), and the bytes must be equal (the
-// ids the record encoding made for spans that had none are given to the SpanData). The record
-// encoding is also decoded with libprotobuf. The test compiles src/tracing/records.cpp itself:
-// materialize() is internal to the library.
+// The OTLP exporter encodes protobuf, and the file exporter OTLP/JSON, straight from the
+// pipeline's span records (append_otlp_proto_records, write_otlp_proto_records,
+// write_otlp_json_records), most spans from bytes made once per site and thread. Real spans of
+// every shape go through a real pipeline to an exporter that gets the records; each batch is
+// encoded both from the records and from what other exporters are given (materialize(), then
+// append_otlp_proto or append_otlp_json, the general encoders), and the bytes must be equal (the
+// ids the record encoding made for spans that had none are given to the SpanData). The protobuf
+// is also decoded with libprotobuf, the JSON parsed with nlohmann::json. The test compiles
+// src/tracing/records.cpp itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,7 +17,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "scoped_env.hpp"
+#include "export/exporters.hpp"
 #include "export/otlp.hpp"
 #include "nemo/lens/lens.hpp"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
@@ -34,6 +38,17 @@ Id id_of(const std::string& bytes) {
   Id id;
   if (bytes.size() == id.bytes.size()) std::memcpy(id.bytes.data(), bytes.data(), bytes.size());
   return id;
+}
+
+// The ids of the spans of an OTLP/JSON request, in order.
+std::vector<std::pair<TraceId, SpanId>> json_ids(const std::string& request) {
+  std::vector<std::pair<TraceId, SpanId>> ids;
+  const auto doc = nlohmann::json::parse(request);
+  for (const auto& s : doc.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans")) {
+    ids.emplace_back(TraceId::from_hex(s.at("traceId").get<std::string>()).value_or(TraceId{}),
+                     SpanId::from_hex(s.at("spanId").get<std::string>()).value_or(SpanId{}));
+  }
+  return ids;
 }
 
 // Gets the records; keeps both encodings of every batch, and how each span reads as SpanData. A
@@ -64,6 +79,15 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
       } else {
         detail::append_otlp_proto_records(from_records, records, resource, clock);
       }
+      // JSON after some bytes that must stay as they are.
+      const std::size_t at = over ? 3 : 0;
+      if (json_buffer_.size() < at) json_buffer_.resize(at, '#');
+      const std::size_t json_size =
+          detail::write_otlp_json_records(json_buffer_, at, records, resource, clock);
+      if (json_buffer_.compare(0, at, std::string(at, '#')) != 0) return ExportResult::kFailure;
+      const std::string json_from_records = json_buffer_.substr(at, json_size);
+      const auto json_span_ids = json_ids(json_from_records);
+      if (json_span_ids.size() != records.size()) return ExportResult::kFailure;
       Request request;
       if (!request.ParseFromString(from_records) || request.resource_spans_size() != 1 ||
           request.resource_spans(0).scope_spans_size() != 1 ||
@@ -93,8 +117,20 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
       }
       std::string from_data;
       detail::append_otlp_proto(from_data, views, resource);
+      // The same spans with the ids the JSON encoding made.
+      std::vector<SpanData> json_data = data;
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        if (had_ids[i]) continue;
+        json_data[i].context.trace_id = json_span_ids[i].first;
+        json_data[i].context.span_id = json_span_ids[i].second;
+      }
+      std::vector<const SpanData*> json_views;
+      for (const SpanData& d : json_data) json_views.push_back(&d);
+      std::string json_from_data;
+      detail::append_otlp_json(json_from_data, json_views, resource);
       std::lock_guard lock(mu_);
-      batches_.push_back({std::move(from_records), std::move(from_data)});
+      batches_.push_back({std::move(from_records), std::move(from_data),
+                          std::move(json_from_records), std::move(json_from_data)});
       spans_.insert(spans_.end(), data.begin(), data.end());
     } catch (...) {
       return ExportResult::kFailure;
@@ -103,7 +139,8 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
   }
 
   struct Batch {
-    std::string from_records, from_data;
+    std::string from_records, from_data;            // protobuf
+    std::string json_from_records, json_from_data;  // OTLP/JSON
   };
   std::vector<Batch> batches() const {
     std::lock_guard lock(mu_);
@@ -127,7 +164,7 @@ class TwoWayExporter : public SpanExporter, public detail::RecordSpanExporter {
  private:
   mutable std::mutex mu_;
   int calls_ = 0;
-  std::string proto_buffer_;  // kept from batch to batch
+  std::string proto_buffer_, json_buffer_;  // kept from batch to batch
   int ids_made_ = 0, records_written_ = 0, trace_ids_changed_ = 0;
   std::vector<Batch> batches_;
   std::vector<SpanData> spans_;
@@ -156,6 +193,7 @@ class RecordEncoding : public testing::Test {
     std::size_t decoded = 0;
     for (const auto& b : exporter_->batches()) {
       EXPECT_EQ(b.from_records, b.from_data);
+      EXPECT_EQ(b.json_from_records, b.json_from_data);
       Request request;
       EXPECT_TRUE(request.ParseFromString(b.from_records));
       for (const auto& rs : request.resource_spans()) {
@@ -190,7 +228,7 @@ TEST_F(RecordEncoding, InlineAttributesOfEveryType) {
 }
 
 // The values a span of the common shape (a site, inline attributes, nothing cold) is written
-// from bytes made for its site: each type at its edges, strings with quotes, backslashes and controls, keys of the
+// from bytes made for its site: each type at its edges, strings JSON must escape, keys of the
 // slot's full length.
 TEST_F(RecordEncoding, InlineValuesAtTheirEdges) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -383,7 +421,10 @@ TEST_F(RecordEncoding, TruncatedCopiesAtShutdown) {
   ASSERT_TRUE(handle_.shutdown());
   open.end();
   std::size_t truncated = 0;
-  for (const auto& b : exporter_->batches()) EXPECT_EQ(b.from_records, b.from_data);
+  for (const auto& b : exporter_->batches()) {
+    EXPECT_EQ(b.from_records, b.from_data);
+    EXPECT_EQ(b.json_from_records, b.json_from_data);
+  }
   for (const auto& s : exporter_->spans()) {
     if (!s.truncated) continue;
     ++truncated;

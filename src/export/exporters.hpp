@@ -4,12 +4,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "export/json_writer.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/exporter.hpp"
+#include "tracing/clock.hpp"
+#include "tracing/record_exporter.hpp"
 
 namespace nemo::lens::detail {
 
@@ -42,6 +46,15 @@ namespace nemo::lens::detail {
 /// - Null entries of `spans` are skipped; negative timestamps are written as "0".
 void append_otlp_json(std::string& out, std::span<const SpanData* const> spans,
                       const Resource& resource);
+
+/// The request append_otlp_json() writes for the spans the pipeline would materialize() of
+/// `records` (ids from export_ids(), times converted by `clock`), written over `buffer` from `at`
+/// on: `buffer` grows when the request needs room and never shrinks, its bytes past the request
+/// staying as they were (a buffer kept from batch to batch is not filled with zeros again).
+/// Returns the request's size: it is buffer[at, at + size). Null records are skipped.
+std::size_t write_otlp_json_records(std::string& buffer, std::size_t at,
+                                    std::span<const SpanRecord* const> records,
+                                    const Resource& resource, const TickConverter& clock);
 
 /// Writes one compact JSON object per span per line to a stream (stdout by default).
 /// Field names are snake_case (see console_exporter.cpp); each batch is one fwrite and fflush.
@@ -80,6 +93,8 @@ class JsonLinesOutput {
   JsonLinesOutput& operator=(const JsonLinesOutput&) = delete;
   /// Appends `line` and a newline (added to `line`, which the caller reuses); false on an error.
   bool write_line(std::string& line) noexcept;
+  /// Appends `line`, which ends with its newline; false on an error.
+  bool write_bytes(std::string_view line) noexcept;
   /// Closes the file (not a stream). Later writes fail.
   void close() noexcept;
   /// Whether writes can still succeed (a stream, or a file not closed).
@@ -98,7 +113,9 @@ class JsonLinesOutput {
 /// be longer is written as several lines of whole spans, and a span whose line alone would be
 /// longer has its longest strings cut (each ending in "…[lens: cut from N bytes]") until it fits.
 /// Such spans are counted (spans_cut()), and reported on stderr the first time and at shutdown.
-class FileSpanExporter : public SpanExporter {
+/// It encodes the pipeline's records itself (write_otlp_json_records()) unless a batch might make
+/// a line that long: then it makes SpanData of them and goes the way of export_spans().
+class FileSpanExporter : public SpanExporter, public RecordSpanExporter {
  public:
   /// Opens (creating, mode 0644) `path` for appending. Throws ConfigError naming the path, where
   /// it came from (`origin`, e.g. export_path_origin(); left out when empty) and the OS error.
@@ -109,6 +126,10 @@ class FileSpanExporter : public SpanExporter {
   FileSpanExporter& operator=(const FileSpanExporter&) = delete;
   ExportResult export_spans(std::span<const SpanData* const> spans, const Resource& resource,
                             std::chrono::steady_clock::time_point deadline) noexcept override;
+  bool encodes_records() const noexcept override { return true; }
+  ExportResult export_records(std::span<const SpanRecord* const> records, const Resource& resource,
+                              const TickConverter& clock,
+                              std::chrono::steady_clock::time_point deadline) noexcept override;
   bool force_flush(std::chrono::steady_clock::time_point deadline) noexcept override;
   void shutdown(std::chrono::steady_clock::time_point deadline) noexcept override;
   const std::string& path() const noexcept;
@@ -124,8 +145,11 @@ class FileSpanExporter : public SpanExporter {
   bool write_group(std::span<const SpanData* const> spans, const Resource& resource);
 
   JsonLinesOutput out_;
-  std::string buffer_;
+  std::string buffer_;  // export_records() writes over it (write_otlp_json_records())
   std::size_t max_line_bytes_;
+  // export_records() for a batch that might make too long a line: its spans as SpanData.
+  std::vector<SpanData> views_;
+  std::vector<const SpanData*> view_ptrs_;
   std::uint64_t spans_cut_ = 0;
 };
 

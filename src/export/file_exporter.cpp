@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "export/exporters.hpp"
+#include "tracing/engine.hpp"
 #include "nemo/lens/errors.hpp"
 #include "strings.hpp"
 
@@ -73,6 +74,10 @@ bool JsonLinesOutput::write_line(std::string& line) noexcept {
   } catch (...) {
     return false;
   }
+  return write_bytes(line);
+}
+
+bool JsonLinesOutput::write_bytes(std::string_view line) noexcept {
   if (stream_ != nullptr) {
     const bool ok = std::fwrite(line.data(), 1, line.size(), stream_) == line.size();
     return std::fflush(stream_) == 0 && ok;
@@ -163,7 +168,7 @@ struct Cutter {
 
 // Calls f(string) for every string of `attributes`, and counts its attributes and elements.
 template <class F>
-void for_each_string(const std::vector<KeyValue>& attributes, std::size_t& items, F&& f) {
+void for_each_string(std::span<const KeyValue> attributes, std::size_t& items, F&& f) {
   for (const KeyValue& kv : attributes) {
     ++items;
     f(kv.key);
@@ -250,6 +255,34 @@ std::size_t frame_size(const Resource& resource, bool exact) {
     text += kStringRoom + (exact ? escaped_size(s) : 6 * s.size());
   });
   return kFrameRoom + items * kItemRoom + text;
+}
+
+// At least span_size(span, false) of the SpanData materialize() makes of `r`, from the record:
+// an inline attribute's key and value are counted at their slot's capacity.
+std::size_t record_size(const SpanRecord& r) {
+  constexpr std::size_t kInlineRoom = kItemRoom + 2 * kStringRoom +
+                                      6 * (InlineAttribute::kKeyCapacity +
+                                           InlineAttribute::kStringCapacity);
+  std::size_t text = 4 * kStringRoom + 6 * (r.name().size() + r.group().size());
+  std::size_t items = 0;
+  const SpanCold* c = r.cold_part();
+  if (NEMO_LENS_UNLIKELY(c != nullptr)) {
+    auto add = [&](std::string_view s) { text += kStringRoom + 6 * s.size(); };
+    add(c->trace_state);
+    add(c->status_message);
+    for_each_string(std::span(c->attributes.data(), c->attributes_used), items, add);
+    for (const SpanEvent& e : c->events) {
+      ++items;
+      add(e.name);
+      for_each_string(e.attributes, items, add);
+    }
+    for (const SpanLink& l : c->links) {
+      items += 2;
+      add(l.context.trace_state);
+      for_each_string(l.attributes, items, add);
+    }
+  }
+  return kSpanRoom + r.inline_used * kInlineRoom + items * kItemRoom + text;
 }
 
 std::size_t longest_string(const SpanData& span) {
@@ -361,6 +394,46 @@ ExportResult FileSpanExporter::export_spans(std::span<const SpanData* const> spa
   // Do not keep the memory of lines that long for the next, ordinary batches.
   std::string().swap(buffer_);
   return ok ? ExportResult::kSuccess : ExportResult::kFailure;
+}
+
+ExportResult FileSpanExporter::export_records(std::span<const SpanRecord* const> records,
+                                              const Resource& resource, const TickConverter& clock,
+                                              std::chrono::steady_clock::time_point deadline) noexcept {
+  try {
+    std::size_t bound = frame_size(resource, false);
+    for (const SpanRecord* r : records) {
+      if (r != nullptr) bound += record_size(*r);
+    }
+    if (bound <= max_line_bytes_) {  // the usual case: one line, encoded from the records
+      const std::size_t size = write_otlp_json_records(buffer_, 0, records, resource, clock);
+      if (size == buffer_.size()) {
+        buffer_.push_back('\n');
+      } else {
+        buffer_[size] = '\n';
+      }
+      return out_.write_bytes(std::string_view(buffer_.data(), size + 1)) ? ExportResult::kSuccess
+                                                                          : ExportResult::kFailure;
+    }
+    // Perhaps longer than lens report reads: the spans as SpanData, packed into lines (and cut)
+    // by export_spans().
+    if (views_.size() < records.size()) views_.resize(records.size());
+    view_ptrs_.clear();
+    RecordIds ids[1];
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      if (records[i] == nullptr) continue;
+      export_ids(records.subspan(i, 1), ids);
+      materialize(*records[i], clock, views_[i]);
+      views_[i].context.trace_id = ids[0].trace_id;
+      views_[i].context.span_id = ids[0].span_id;
+      view_ptrs_.push_back(&views_[i]);
+    }
+  } catch (const std::exception&) {
+    return ExportResult::kFailure;  // out of memory
+  }
+  const ExportResult result = export_spans(view_ptrs_, resource, deadline);
+  // Do not keep the memory of spans that long for the next, ordinary batches.
+  std::vector<SpanData>().swap(views_);
+  return result;
 }
 
 bool FileSpanExporter::force_flush(std::chrono::steady_clock::time_point) noexcept {

@@ -31,8 +31,8 @@ class Writer {
   /// Writes over `buffer` from `at` on rather than appending: the string only grows (when the
   /// writes need room), and finish() leaves its size as it is, the bytes past size() as they
   /// were. A buffer kept from message to message is then never filled with zeros again (a
-  /// std::string can only grow by filling), which for a batch of spans costs as much as encoding
-  /// a third of them.
+  /// std::string can only grow by filling): for a batch of spans, the room reserved for it, 256
+  /// bytes per span.
   struct Overwrite {};
   Writer(std::string& buffer, std::size_t at, Overwrite) : out_(buffer), used_(at), trim_(false) {}
   ~Writer() { finish(); }

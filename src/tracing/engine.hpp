@@ -226,8 +226,9 @@ void reset_record(SpanRecord& r) noexcept;
 SpanRecord* copy_record(const SpanRecord& r);
 
 /// The span as exporters see it, its times converted by `clock`, written into `out` (whose
-/// storage is reused). May throw std::bad_alloc.
-void materialize(const SpanRecord& r, const TickConverter& clock, SpanData& out);
+/// storage is reused). May throw std::bad_alloc. Exported from the library for the encoders of
+/// records, which are also built apart from it (tests, benchmarks).
+NEMO_LENS_API void materialize(const SpanRecord& r, const TickConverter& clock, SpanData& out);
 
 /// The span's attributes, inline ones first, into `out`. May throw std::bad_alloc.
 void copy_attributes(const SpanRecord& r, std::vector<KeyValue>& out);
