@@ -6,6 +6,7 @@
 //
 //   build/bench/export_rate --rate 100000              # one 10 s trial at 100,000 spans/s
 //   build/bench/export_rate --search                   # the highest rate with none dropped
+//   build/bench/export_rate --search --lens /tmp/lens  # another lens binary as the receiver
 //
 // --search doubles the rate from --start while a trial drops nothing, bisects between the last
 // rate that dropped nothing and the first that did (to 5%), each trial --search-seconds long, and
@@ -37,6 +38,9 @@ namespace {
 using namespace nemo::lens;
 using Clock = std::chrono::steady_clock;
 
+// The lens binary whose `lens collect` receives the spans (--lens; the build's by default).
+std::string g_lens_binary = LENS_BINARY;
+
 // `lens collect` on a free loopback port, appending to a temporary file; stopped and the file
 // removed when it goes.
 struct Collector {
@@ -47,7 +51,7 @@ struct Collector {
   Collector() {
     std::remove(out.c_str());
     child = std::make_unique<lens_test::ChildProcess>(
-        std::vector<std::string>{LENS_BINARY, "collect", "--out", out, "--listen", "127.0.0.1:0",
+        std::vector<std::string>{g_lens_binary, "collect", "--out", out, "--listen", "127.0.0.1:0",
                                  "--grpc-listen", "off"},
         "/dev/null");
     const auto line = child->wait_for_line("OTLP/HTTP on http://");
@@ -177,8 +181,9 @@ Trial trial(double rate, double seconds) {
 
 void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--rate SPANS_PER_S] [--seconds S]\n"
-               "       %s --search [--start SPANS_PER_S] [--search-seconds S] [--seconds S]\n",
+               "usage: %s [--rate SPANS_PER_S] [--seconds S] [--lens PATH]\n"
+               "       %s --search [--start SPANS_PER_S] [--search-seconds S] [--seconds S]"
+               " [--lens PATH]\n",
                argv0, argv0);
 }
 
@@ -206,6 +211,8 @@ int main(int argc, char** argv) {
       start = value();
     } else if (arg == "--search-seconds") {
       search_seconds = value();
+    } else if (arg == "--lens" && a + 1 < argc) {
+      g_lens_binary = argv[++a];
     } else {
       usage(argv[0]);
       return 2;
@@ -220,9 +227,9 @@ int main(int argc, char** argv) {
                         "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT"}) {
     unsetenv(v);
   }
-  std::printf("OTLP http/protobuf to lens collect on 127.0.0.1; default queue (2048 spans per "
+  std::printf("OTLP http/protobuf to %s collect on 127.0.0.1; default queue (2048 spans per "
               "thread, batches of 512); %u hardware threads\n",
-              std::thread::hardware_concurrency());
+              g_lens_binary.c_str(), std::thread::hardware_concurrency());
   if (!search) {
     const Trial t = trial(rate, seconds);
     return t.ok() ? 0 : 1;
