@@ -14,6 +14,7 @@
 // core.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 
@@ -36,6 +37,7 @@ BENCHMARK(BM_TwoClockReads);
 struct Traced {
   std::unique_ptr<lens_bench::RealExporter> exporter;
   TelemetryHandle handle;
+  std::atomic<std::uint64_t> bursts{0};
 };
 Traced g_traced;
 
@@ -60,15 +62,19 @@ void stop(benchmark::State& state, ExporterKind kind) {
       st.spans_ended ? static_cast<double>(st.spans_dropped_queue_full) / st.spans_ended : 0;
   state.SetLabel(lens_bench::exporter_name(kind));
   g_traced.handle.shutdown();
-  g_traced = Traced();
+  g_traced.handle = TelemetryHandle();
+  g_traced.exporter.reset();
+  g_traced.bursts = 0;
 }
 
-// Every kBurst iterations, stops the clock until the exporter has exported everything.
+// Every kBurst iterations, stops the clock until the exporter has exported everything (and every
+// 64 bursts empties the file the spans went to).
 inline void end_of_burst(benchmark::State& state, int& k) {
   if (NEMO_LENS_UNLIKELY(++k == kBurst)) {
     k = 0;
     state.PauseTiming();
     g_traced.handle.force_flush();
+    if (g_traced.bursts.fetch_add(1) % 64 == 63) g_traced.exporter->trim();
     state.ResumeTiming();
   }
 }
