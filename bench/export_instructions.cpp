@@ -4,9 +4,15 @@
 // encodes them as OTLP protobuf straight from the records, as the OTLP exporter does, and
 // discards the bytes; with `json`, to the file exporter (OTLP/JSON lines in a temporary file).
 // The queue holds every span, so that none is dropped while callgrind runs one thread at a time.
+// Run natively, it also prints the CPU time the process spent off the main thread per span
+// exported: the exporter thread's, a timing figure (noisy on a shared machine).
 //
 //   bench/count_export_instructions.sh build     # instructions per span on the exporter thread
+//   build/bench/export_instructions proto 1000000  # and the exporter thread's CPU time
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <ctime>
 
 #include <cstdio>
 #include <cstdlib>
@@ -76,11 +82,26 @@ int main(int argc, char** argv) {
     config.exporter = "file";
   }
   TelemetryHandle handle = setup_telemetry(config, 0, 1, options);
+  auto cpu_seconds = [](clockid_t id) {
+    timespec t{};
+    clock_gettime(id, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  auto process_cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  const double process_before = process_cpu_seconds();
+  const double main_before = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
   for (long i = 0; i < n; ++i) {
     LENS_SPAN(s, SpanGroup::STEP, "train_step", {"iteration", static_cast<std::int64_t>(i)},
               {"stage", "fwd"});
   }
   handle.force_flush(std::chrono::seconds(600));
+  const double off_main = (process_cpu_seconds() - process_before) -
+                          (cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - main_before);
   handle.shutdown();
   const auto st = handle.stats();
   std::remove(path.c_str());
@@ -91,6 +112,8 @@ int main(int argc, char** argv) {
                                               st.spans_dropped_export_failed +
                                               st.spans_dropped_shutdown));
   if (proto) std::printf(", %zu protobuf bytes", proto->bytes());
-  std::printf("\n");
+  std::printf("; %.1f ns CPU per span off the main thread\n",
+              st.spans_exported != 0 ? 1e9 * off_main / static_cast<double>(st.spans_exported)
+                                     : 0.0);
   return 0;
 }
