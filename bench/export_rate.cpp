@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -74,6 +75,11 @@ struct Trial {
                 wakeups = 0;
   double other_cpu_us_per_span = 0;  // this process's CPU off the producer thread, per span
   double collector_cpu_us_per_span = 0;  // lens collect's CPU, per span
+  // The machine's busy CPU time while spans were made, in cores, and the part of it neither this
+  // process nor lens collect spent (other programs: a trial they took cores from may drop spans
+  // that a quiet machine would not).
+  double busy_cores = 0, others_cores = 0;
+  double process_cpu_seconds_while_making = 0, making_seconds = 0;
   bool ok() const { return dropped == 0 && achieved >= 0.97 * rate; }
 };
 
@@ -81,6 +87,20 @@ double cpu_seconds(clockid_t id) {
   timespec t{};
   clock_gettime(id, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The machine's busy CPU time so far, in seconds (all cores; /proc/stat), or 0 when unreadable.
+double machine_busy_seconds() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v[8] = {};
+  const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                            &v[3], &v[4], &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  if (n != 8) return 0;
+  // All but idle (v[3]) and iowait (v[4]), in clock ticks.
+  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return static_cast<double>(busy) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 double process_cpu_seconds(int who = RUSAGE_SELF) {
@@ -108,6 +128,7 @@ Trial run_trial_with(const Collector& collector, double rate, double seconds) {
   const auto period = std::chrono::duration<double>(kBatch / rate);
   const double process_cpu_before = process_cpu_seconds();
   const double producer_cpu_before = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+  const double machine_before = machine_busy_seconds();
   const auto start = Clock::now();
   const auto stop = start + std::chrono::duration_cast<Clock::duration>(
                                 std::chrono::duration<double>(seconds));
@@ -124,6 +145,8 @@ Trial run_trial_with(const Collector& collector, double rate, double seconds) {
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   const double producer_cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - producer_cpu_before;
+  const double machine_busy = machine_busy_seconds() - machine_before;
+  const double process_cpu_while_making = process_cpu_seconds() - process_cpu_before;
   handle.force_flush(std::chrono::seconds(60));
   const double other_cpu = process_cpu_seconds() - process_cpu_before - producer_cpu;
   const TelemetryStats st = handle.stats();
@@ -140,6 +163,9 @@ Trial run_trial_with(const Collector& collector, double rate, double seconds) {
   t.requests = st.export_requests;
   t.wakeups = st.exporter_wakeups;
   t.other_cpu_us_per_span = t.made != 0 ? 1e6 * other_cpu / static_cast<double>(t.made) : 0;
+  t.busy_cores = machine_busy / elapsed;
+  t.process_cpu_seconds_while_making = process_cpu_while_making;
+  t.making_seconds = elapsed;
   // A span neither exported nor counted as dropped (none should be) counts as dropped too.
   const std::uint64_t accounted = t.exported + t.dropped;
   if (accounted < t.made) t.dropped += t.made - accounted;
@@ -157,18 +183,22 @@ Trial run_trial(double rate, double seconds) {
   // The collector was reaped: its CPU time is in the children's.
   const double collector_cpu = process_cpu_seconds(RUSAGE_CHILDREN) - children_cpu_before;
   t.collector_cpu_us_per_span = t.made != 0 ? 1e6 * collector_cpu / static_cast<double>(t.made) : 0;
+  // The collector's CPU time of the whole trial (its flush included): "others" is a lower bound.
+  t.others_cores = std::max(0.0, t.busy_cores - (t.process_cpu_seconds_while_making + collector_cpu) /
+                                                    t.making_seconds);
   return t;
 }
 
 void print(const Trial& t, double seconds) {
   std::printf(
       "rate %9.0f/s for %4.1f s: made %9llu (%9.0f/s), exported %9llu, dropped %7llu "
-      "(queue full %llu), %5llu requests, %4llu wake-ups, CPU/span: %.2f us off the producer, %.2f us in lens collect%s\n",
+      "(queue full %llu), %5llu requests, %4llu wake-ups, CPU/span: %.2f us off the producer, "
+      "%.2f us in lens collect; machine busy %.2f cores, others %.2f%s\n",
       t.rate, seconds, static_cast<unsigned long long>(t.made), t.achieved,
       static_cast<unsigned long long>(t.exported), static_cast<unsigned long long>(t.dropped),
       static_cast<unsigned long long>(t.dropped_queue_full),
       static_cast<unsigned long long>(t.requests), static_cast<unsigned long long>(t.wakeups),
-      t.other_cpu_us_per_span, t.collector_cpu_us_per_span,
+      t.other_cpu_us_per_span, t.collector_cpu_us_per_span, t.busy_cores, t.others_cores,
       t.achieved < 0.97 * t.rate ? "  [the producer fell behind]" : "");
   std::fflush(stdout);
 }
