@@ -7,6 +7,7 @@
 //   build/bench/export_rate --rate 100000              # one 10 s trial at 100,000 spans/s
 //   build/bench/export_rate --search                   # the highest rate with none dropped
 //   build/bench/export_rate --search --lens /tmp/lens  # another lens binary as the receiver
+//   build/bench/export_rate --search --queue 8192      # OTEL_BSP_MAX_QUEUE_SIZE=8192
 //
 // --search doubles the rate from --start while a trial drops nothing, bisects between the last
 // rate that dropped nothing and the first that did (to 5%), each trial --search-seconds long, and
@@ -221,6 +222,7 @@ void usage(const char* argv0) {
 
 int main(int argc, char** argv) {
   double rate = 100000, seconds = 10, start = 25000, search_seconds = 3;
+  long queue = 0;  // 0: the default
   bool search = false;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -243,6 +245,8 @@ int main(int argc, char** argv) {
       search_seconds = value();
     } else if (arg == "--lens" && a + 1 < argc) {
       g_lens_binary = argv[++a];
+    } else if (arg == "--queue") {
+      queue = static_cast<long>(value());
     } else {
       usage(argv[0]);
       return 2;
@@ -252,14 +256,16 @@ int main(int argc, char** argv) {
     usage(argv[0]);
     return 2;
   }
-  // The queue a user has by default.
+  // The queue a user has by default, unless --queue says otherwise.
   for (const char* v : {"OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
                         "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT"}) {
     unsetenv(v);
   }
-  std::printf("OTLP http/protobuf to %s collect on 127.0.0.1; default queue (2048 spans per "
-              "thread, batches of 512); %u hardware threads\n",
-              g_lens_binary.c_str(), std::thread::hardware_concurrency());
+  if (queue > 0) setenv("OTEL_BSP_MAX_QUEUE_SIZE", std::to_string(queue).c_str(), 1);
+  std::printf("OTLP http/protobuf to %s collect on 127.0.0.1; a queue of %ld spans per thread%s, "
+              "batches of 512; %u hardware threads\n",
+              g_lens_binary.c_str(), queue > 0 ? queue : 2048L, queue > 0 ? "" : " (the default)",
+              std::thread::hardware_concurrency());
   if (!search) {
     const Trial t = trial(rate, seconds);
     return t.ok() ? 0 : 1;
