@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
 #include "common/otlp_transcode.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
 #include "nemo/lens/lens.hpp"
+#include "real_exporters.hpp"
 
 namespace {
 
@@ -93,28 +93,6 @@ void BM_ReceiverTranscodeProtobufToJson(benchmark::State& state) {
 }
 BENCHMARK(BM_ReceiverTranscodeProtobufToJson);
 
-// lens collect on a free loopback port, writing to a temporary file; removed afterwards.
-struct Receiver {
-  std::string out = "/tmp/lens_otlp_bench_" + std::to_string(::getpid()) + ".jsonl";
-  std::unique_ptr<lens_test::ChildProcess> child;
-  std::string url;
-
-  Receiver() {
-    child = std::make_unique<lens_test::ChildProcess>(
-        std::vector<std::string>{LENS_BINARY, "collect", "--out", out, "--listen", "127.0.0.1:0",
-                                 "--grpc-listen", "off"},
-        "/dev/null");
-    const auto line = child->wait_for_line("OTLP/HTTP on http://");
-    url = line ? line->substr(line->find("http://")) : "";
-    child->wait_for_line("ready");
-  }
-  ~Receiver() {
-    child->signal(SIGTERM);
-    child->wait();
-    std::remove(out.c_str());
-  }
-};
-
 TelemetryHandle start_otlp(const std::string& url) {
   setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf", 1);
   setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url.c_str(), 1);
@@ -133,7 +111,7 @@ TelemetryHandle start_otlp(const std::string& url) {
 // Spans created, exported over HTTP protobuf and written by lens collect, 8192 per iteration
 // (half the queue, so none is dropped), each iteration ending with force_flush.
 void BM_ExportToLensCollectHttpProtobuf(benchmark::State& state) {
-  Receiver receiver;
+  lens_bench::LensCollect receiver;
   TelemetryHandle handle = start_otlp(receiver.url);
   std::int64_t i = 0;
   for (auto _ : state) {
@@ -155,7 +133,7 @@ BENCHMARK(BM_ExportToLensCollectHttpProtobuf)->Unit(benchmark::kMillisecond)->Us
 // The caller's cost of an enabled span while the OTLP exporter sends to lens collect on its own
 // thread: compare with span_bench's BM_EnabledSpanTwoAttributes (null exporter).
 void BM_EnabledSpanWhileOtlpExports(benchmark::State& state) {
-  Receiver receiver;
+  lens_bench::LensCollect receiver;
   TelemetryHandle handle = start_otlp(receiver.url);
   std::int64_t i = 0;
   for (auto _ : state) {
