@@ -20,39 +20,13 @@
 #include <string>
 
 #include "export/otlp.hpp"
+#include "encoding_exporter.hpp"
 #include "nemo/lens/lens.hpp"
 #include "tracing/record_exporter.hpp"
 
 namespace {
 
 using namespace nemo::lens;
-
-// Encodes each batch as OTLP protobuf, as the OTLP exporter does, and discards it.
-class EncodingNullExporter : public SpanExporter, public detail::RecordSpanExporter {
- public:
-  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
-                            std::chrono::steady_clock::time_point) noexcept override {
-    return ExportResult::kFailure;  // never called: encodes_records()
-  }
-  bool encodes_records() const noexcept override { return true; }
-  ExportResult export_records(std::span<const detail::SpanRecord* const> records,
-                              const Resource& resource, const detail::TickConverter& clock,
-                              std::chrono::steady_clock::time_point) noexcept override {
-    std::size_t size = 0;
-    try {
-      size = detail::write_otlp_proto_records(encoded_, records, resource, clock);
-    } catch (...) {
-      return ExportResult::kFailure;
-    }
-    bytes_ += size;
-    return ExportResult::kSuccess;
-  }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::string encoded_;
-  std::size_t bytes_ = 0;
-};
 
 }  // namespace
 
@@ -74,9 +48,9 @@ int main(int argc, char** argv) {
   config.span_groups = "per_step";
   config.metrics_enabled = false;  // no metric reader thread
   SetupOptions options;
-  std::shared_ptr<EncodingNullExporter> proto;
+  std::shared_ptr<lens_bench::EncodingNullExporter> proto;
   if (mode == "proto") {
-    proto = std::make_shared<EncodingNullExporter>();
+    proto = std::make_shared<lens_bench::EncodingNullExporter>();
     options.exporter = proto;
   } else {
     config.exporter = "file";

@@ -15,6 +15,7 @@
 #include "common/otlp_transcode.hpp"
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
+#include "encoding_exporter.hpp"
 #include "nemo/lens/lens.hpp"
 #include "real_exporters.hpp"
 
@@ -147,45 +148,13 @@ void BM_EnabledSpanWhileOtlpExports(benchmark::State& state) {
 }
 BENCHMARK(BM_EnabledSpanWhileOtlpExports);
 
-// Encodes each batch as OTLP protobuf, as the OTLP exporter does (straight from the pipeline's
-// records), and discards it. Inside the export it reads the calling thread's CPU clock: the
-// exporter thread's CPU time so far (drain, encoding, recycling), which over the spans exported
-// is the exporter's own cost per span.
-class EncodingNullExporter : public SpanExporter, public detail::RecordSpanExporter {
- public:
-  ExportResult export_spans(std::span<const SpanData* const>, const Resource&,
-                            std::chrono::steady_clock::time_point) noexcept override {
-    return ExportResult::kFailure;  // never called: encodes_records()
-  }
-  bool encodes_records() const noexcept override { return true; }
-  ExportResult export_records(std::span<const detail::SpanRecord* const> records,
-                              const Resource& resource, const detail::TickConverter& clock,
-                              std::chrono::steady_clock::time_point) noexcept override {
-    try {
-      detail::write_otlp_proto_records(encoded_, records, resource, clock);
-    } catch (...) {
-      return ExportResult::kFailure;
-    }
-    benchmark::DoNotOptimize(encoded_.data());
-    timespec cpu{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    thread_cpu_ns_.store(cpu.tv_sec * 1'000'000'000LL + cpu.tv_nsec, std::memory_order_relaxed);
-    return ExportResult::kSuccess;
-  }
-  std::int64_t thread_cpu_ns() const { return thread_cpu_ns_.load(std::memory_order_relaxed); }
-
- private:
-  std::string encoded_;
-  std::atomic<std::int64_t> thread_cpu_ns_{0};
-};
-
 // Issue 15's exporter figures: the exporter thread's CPU per span (drain, encode OTLP protobuf from
 // the spans, hand to a discarding exporter) and how full its requests are, under the steady load
 // of one producer making enabled spans with two attributes as fast as it can.
 void BM_ExporterThreadCpuPerSpan(benchmark::State& state) {
   setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8192", 1);
   setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", 1);
-  auto exporter = std::make_shared<EncodingNullExporter>();
+  auto exporter = std::make_shared<lens_bench::EncodingNullExporter>();
   NemoLensConfig config;
   config.enabled = true;
   config.export_strategy = "all_ranks";
