@@ -33,6 +33,7 @@
 #include "tracing/ids.hpp"
 #include "tracing/mpmc_queue.hpp"
 #include "tracing/open_spans.hpp"
+#include "tracing/owner_lock.hpp"
 #include "tracing/record_exporter.hpp"
 #include "tracing/spsc_ring.hpp"
 
@@ -42,25 +43,19 @@ struct Pipeline;
 struct ThreadState;
 struct SpanRing;
 
-/// A test-and-test-and-set lock for the short critical sections of span bookkeeping.
-class SpinLock {
+/// ThreadState::mu: an OwnerLock whose owner is the thread the state belongs to. lock(), unlock()
+/// and try_lock() take the owner's side on that thread and the guests' side on any other; code
+/// that knows it runs on the owner calls the owner's side directly.
+class StateLock : public OwnerLock {
  public:
-  void lock() noexcept {
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      while (locked_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
-    }
-  }
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-  /// Takes the lock if it is free; never waits.
-  bool try_lock() noexcept {
-    return !locked_.load(std::memory_order_relaxed) &&
-           !locked_.exchange(true, std::memory_order_acquire);
-  }
-  /// Only for a forked child, where the holder no longer exists.
-  void reset_after_fork() noexcept { locked_.store(false, std::memory_order_relaxed); }
+  explicit StateLock(const ThreadState* state) noexcept : state_(state) {}
+  void lock() noexcept;
+  void unlock() noexcept;
+  bool try_lock() noexcept;
 
  private:
-  std::atomic<bool> locked_{false};
+  bool owned_here() const noexcept;  // the calling thread's state is state_
+  const ThreadState* const state_;
 };
 
 /// A span attribute kept in its record as plain bytes: a key of at most kKeyCapacity bytes and a
@@ -319,7 +314,7 @@ struct SiteAddressEntry {
 /// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records on it, `nvtx`
 /// and writes to `open` are guarded by `mu`; counters are written by the owner and read by anyone.
 struct ThreadState {
-  SpinLock mu;
+  StateLock mu{this};
   std::vector<SpanRecord*> stack;       // open spans started by this thread, oldest first
   OpenStack open;                       // the open-span registry's light entries
   NvtxStack nvtx;                       // NVTX ranges of this thread's spans
@@ -388,6 +383,25 @@ void remember_off_pair(ThreadState& ts, std::string_view group, std::string_view
 
 /// The calling thread's state, once acquired (a %fs-relative load: the initial-exec TLS model).
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local ThreadState* t_state;
+inline bool StateLock::owned_here() const noexcept { return t_state == state_; }
+inline void StateLock::lock() noexcept {
+  if (owned_here()) {
+    lock_as_owner();
+  } else {
+    lock_as_guest();
+  }
+}
+inline void StateLock::unlock() noexcept {
+  if (owned_here()) {
+    unlock_as_owner();
+  } else {
+    unlock_as_guest();
+  }
+}
+inline bool StateLock::try_lock() noexcept {
+  return owned_here() ? try_lock_as_owner() : try_lock_as_guest();
+}
+
 /// Acquires a state for the calling thread; null when memory ran out or the thread is exiting.
 ThreadState* acquire_for_this_thread() noexcept;
 

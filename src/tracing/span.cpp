@@ -140,9 +140,7 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
   if (rec == nullptr) return nullptr;
   const SiteKeys* keys = nullptr;
   try {
-    std::lock_guard lock(ts->mu);
-    // The record's stores come after the lock's exchange, which would otherwise wait for them: a
-    // recycled record's lines are often still in the exporter thread's cache.
+    OwnerLockGuard lock(ts->mu);  // this thread's own state
     init_record(*rec, ts, p);
     // Parent: explicit, else the thread's current span, else the inherited context, else none.
     ParentView parent;
@@ -287,7 +285,7 @@ Span open_light_span(const SpanSite& site) noexcept {
   if (ts == nullptr) return Span();
   std::uint32_t token = 0;
   {
-    std::lock_guard lock(ts->mu);
+    OwnerLockGuard lock(ts->mu);
     token = open_light_entry(*ts, site);
   }
   return SpanAccess::make_light(ts, token);
@@ -506,7 +504,8 @@ void mutate(SpanRecord* rec, F&& f) noexcept {
 
 namespace {
 // set_attribute() for every case but a new attribute that fits a free slot under a key that is not
-// redacted: replacing, spilling to the cold list, limits, redaction, a span shutdown copied.
+// redacted, set on the span's own thread while no guest shares its lock: replacing, spilling to
+// the cold list, limits, redaction, a span shutdown copied, another thread.
 // Returns `span` (set_attribute() ends with a jump here, and so keeps nothing across it).
 [[gnu::noinline]] Span& set_attribute_slow(Span& span, SpanRecord* rec, std::string_view key,
                                            const AttributeArg& value) noexcept {
@@ -518,13 +517,15 @@ namespace {
 Span& Span::set_attribute(std::string_view key, const AttributeArg& value) noexcept {
   SpanRecord* rec = detail::record_of(rec_);
   if (rec == nullptr || !rec->recording) return *this;
-  // The common case in few instructions and no call: the lock, a free slot, the lock again.
-  detail::SpinLock& mu = rec->owner->mu;
-  mu.lock();
-  const bool done = !rec->orphaned && detail::append_new_inline(*rec, key, value);
-  mu.unlock();
-  if (NEMO_LENS_UNLIKELY(!done)) return set_attribute_slow(*this, rec, key, value);
-  return *this;
+  // The common case in few instructions and no call: the span's own thread takes its lock, a
+  // free slot, the lock again. A guest thread, or a lock a guest holds, takes the slow path.
+  detail::ThreadState* owner = rec->owner;
+  if (NEMO_LENS_LIKELY(owner == detail::t_state && owner->mu.try_lock_as_owner_if_unshared())) {
+    const bool done = !rec->orphaned && detail::append_new_inline(*rec, key, value);
+    owner->mu.unlock_as_owner();
+    if (NEMO_LENS_LIKELY(done)) return *this;
+  }
+  return set_attribute_slow(*this, rec, key, value);
 }
 
 Span& Span::set_attributes(std::initializer_list<Attribute> attributes) noexcept {
@@ -600,7 +601,7 @@ Span attach_context(const SpanContext& ctx) noexcept {
   rec->is_remote = ctx.is_remote;
   try {
     if (!ctx.trace_state.empty()) rec->use_cold().trace_state = ctx.trace_state;
-    std::lock_guard lock(ts->mu);
+    detail::OwnerLockGuard lock(ts->mu);
     ts->stack.push_back(rec);
   } catch (...) {
     detail::recycle(rec);  // out of memory: no parent
@@ -710,18 +711,18 @@ namespace {
   auto& stack = current->stack;
   if (NEMO_LENS_UNLIKELY(!detail::kTscTicks ||
                          !detail::g_clock_ticks_are_tsc.load(std::memory_order_relaxed) ||
-                         !current->mu.try_lock())) {
+                         !current->mu.try_lock_as_owner_if_unshared())) {
     return false;
   }
   const std::uint64_t now = detail::tsc_ticks();
   if (NEMO_LENS_UNLIKELY(rec->nvtx != 0 || stack.empty() || stack.back() != rec ||
                          !rec->recording || rec->orphaned)) {
-    current->mu.unlock();
+    current->mu.unlock_as_owner();
     return false;
   }
   stack.pop_back();
   rec->end_ticks = std::max(now, rec->start_ticks);  // as end_record()
-  current->mu.unlock();
+  current->mu.unlock_as_owner();
   return true;
 }
 
@@ -753,7 +754,7 @@ void Span::finish_scope() noexcept {
 SpanContext current_span_context() noexcept {
   detail::ThreadState* ts = detail::this_thread_state();
   if (ts == nullptr) return {};
-  std::lock_guard lock(ts->mu);
+  detail::OwnerLockGuard lock(ts->mu);
   detail::SpanRecord* top = detail::current_record(*ts);
   if (top == nullptr) return {};
   try {

@@ -54,6 +54,7 @@ ThreadState* acquire_state() noexcept {
         continue;
       }
       s->nvtx.depth = 0;  // ranges of the exited thread, all of whose spans have ended
+      s->mu.start_over_for_new_owner();  // guests of the old thread do not make the new one fence
       s->in_use = true;
       s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
       return s;
@@ -195,6 +196,7 @@ void reset_thread_states_in_child() noexcept {
   // the parent are the parent's to export: the child keeps the calling thread's stack for context
   // but never exports those records; other threads do not exist here.
   ThreadState* self = t_state;
+  const bool biased = register_owner_locks();  // a new process: register it for membarrier
   for (ThreadState* s : registry()) {
     for (SpanRecord* r : s->stack) r->orphaned = true;
     if (s == self) {
@@ -208,7 +210,7 @@ void reset_thread_states_in_child() noexcept {
       s->nvtx.depth = 0;  // those threads' ranges do not exist in the child
       s->in_use = false;
     }
-    s->mu.reset_after_fork();
+    s->mu.reset_after_fork(biased);
   }
   // registry_mu() is held by this thread (the prepare handler took it); release it normally.
   registry_mu().unlock();
