@@ -34,6 +34,7 @@
 #include "tracing/mpmc_queue.hpp"
 #include "tracing/open_spans.hpp"
 #include "tracing/owner_lock.hpp"
+#include "tracing/prefetch.hpp"
 #include "tracing/record_exporter.hpp"
 #include "tracing/spsc_ring.hpp"
 
@@ -431,25 +432,18 @@ inline SpanRecord* take_record(ThreadState& s) noexcept {
   return rec;
 }
 
-/// Whether the CPU prefetches for writing (x86 PREFETCHW, from CPUID; set when the library loads).
-extern const bool g_cpu_prefetches_for_write;
-
-/// How many spans before its start prefetch_next_record() asks for a record's lines. A line the
-/// exporter thread's core read last takes longer than a span to come back when that core is far
-/// (another CCD of an EPYC: the span took 2.3x longer with the next record asked for only).
+/// How many spans before its start prefetch_next_record() asks for a record's lines: a line the
+/// exporter thread's core read last can take longer than a span to come back (on this project's
+/// VM, spans took twice as long with only the next record asked for).
 inline constexpr std::size_t kPrefetchAhead = 8;
 
 /// Asks for the lines a span's start writes in `rec`, in a state that allows writing: the
-/// exporter thread read them last, and without this the start waits for them to come back. A
-/// hint: nothing happens where the CPU has no such prefetch.
+/// exporter thread read them last, and without this the start waits for them to come back.
 inline void prefetch_record(const SpanRecord* rec) noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  if (!g_cpu_prefetches_for_write) return;
-  const char* r = reinterpret_cast<const char*>(rec);
-  asm volatile("prefetchw %0\n\tprefetchw %1\n\tprefetchw %2" ::"m"(r[0]), "m"(r[64]), "m"(r[128]));
-#else
-  __builtin_prefetch(rec, 1);
-#endif
+  const auto r = reinterpret_cast<std::uintptr_t>(rec);
+  prefetch_for_write(r);
+  prefetch_for_write(r + 64);
+  prefetch_for_write(r + 128);
 }
 
 /// prefetch_record() for the record of `s`'s cache kPrefetchAhead starts from now (the cache is a

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "tracing/prefetch.hpp"
+
 namespace nemo::lens::detail {
 
 template <class T>
@@ -29,6 +31,9 @@ class SpscRing {
       if (tail - head_seen_ >= capacity_) return false;
     }
     slots_[tail_slot_] = v;
+    // The slots a few lines on: the consumer read them last, and the store into each would
+    // otherwise wait for its line to come back (and a locked instruction after it, for the store).
+    prefetch_for_write(reinterpret_cast<std::uintptr_t>(&slots_[tail_slot_]) + kPrefetchBytes);
     if (++tail_slot_ == capacity_) tail_slot_ = 0;
     tail_.store(tail + 1, std::memory_order_release);  // publishes the slot to the consumer
     return true;
@@ -75,6 +80,7 @@ class SpscRing {
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
+  static constexpr std::size_t kPrefetchBytes = 256;  // four lines ahead
   const std::size_t capacity_;
   const std::unique_ptr<T[]> slots_;
   // The producer's line.

@@ -5,10 +5,6 @@
 
 #include <mutex>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include "tracing/engine.hpp"
 
 namespace nemo::lens::detail {
@@ -93,19 +89,6 @@ struct ThreadStateHolder {
 }  // namespace
 
 [[gnu::tls_model("initial-exec")]] constinit thread_local ThreadState* t_state = nullptr;
-
-namespace {
-bool detect_prefetch_for_write() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(0x80000001u, &a, &b, &c, &d) != 0 && (c & (1u << 8)) != 0;  // PRFCHW
-#else
-  return false;
-#endif
-}
-}  // namespace
-
-const bool g_cpu_prefetches_for_write = detect_prefetch_for_write();
 
 ThreadState* acquire_for_this_thread() noexcept {
   if (t_exited) return nullptr;  // a destructor running after this thread's holder is gone
