@@ -22,16 +22,11 @@ void back_off(int& spins) noexcept {
   }
 }
 
-// The guest's half of the fence: a full barrier on every running thread of the process, the
-// owner's among them.
+// The guest's half of the fence on a biased lock: a full barrier on every running thread of the
+// process, the owner's among them. (Should the call fail, which registration rules out, nothing
+// else would order the owner's store; the guest's read-modify-write before it orders its own.)
 void guest_fence() noexcept {
-#if !defined(__SANITIZE_THREAD__)
-  if (g_biased.load(std::memory_order_relaxed) &&
-      ::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
-    return;
-  }
-#endif
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  (void)::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 }
 
 const bool g_registered_at_load = register_owner_locks();
@@ -64,8 +59,9 @@ bool OwnerLock::owner_slow(bool wait) noexcept {
       g = guests_.fetch_and(static_cast<std::uint8_t>(~kToSymmetric), std::memory_order_acq_rel);
     }
     if ((g & kSymmetric) != 0) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // between owner_in_ and the load
-      g = guests_.load(std::memory_order_acquire);
+      // Symmetric: the owner's store and load are sequentially consistent too, as the guests'.
+      owner_in_.exchange(true, std::memory_order_seq_cst);
+      g = guests_.load(std::memory_order_seq_cst);
     }
     if ((g & kGuestIn) == 0) return true;
     owner_in_.store(false, std::memory_order_release);  // a guest is in or about to be: let it
@@ -82,7 +78,7 @@ void OwnerLock::lock_as_guest() noexcept {
   }
   const std::uint8_t before = guests_.fetch_or(kGuestIn, std::memory_order_seq_cst);
   if ((before & kSymmetric) == 0) guest_fence();
-  for (int spins = 0; owner_in_.load(std::memory_order_acquire);) back_off(spins);
+  for (int spins = 0; owner_in_.load(std::memory_order_seq_cst);) back_off(spins);
   count_guest();
 }
 
@@ -93,7 +89,7 @@ bool OwnerLock::try_lock_as_guest() noexcept {
   }
   const std::uint8_t before = guests_.fetch_or(kGuestIn, std::memory_order_seq_cst);
   if ((before & kSymmetric) == 0) guest_fence();
-  for (int spins = 0; owner_in_.load(std::memory_order_acquire); ++spins) {
+  for (int spins = 0; owner_in_.load(std::memory_order_seq_cst); ++spins) {
     if (spins == 256) {  // the owner is in for longer than its few stores: preempted
       unlock_as_guest();
       return false;

@@ -86,13 +86,10 @@ class OwnerLock {
   static constexpr std::uint8_t kToSymmetric = 2;  // guests came often: the owner turns symmetric
   static constexpr std::uint8_t kSymmetric = 4;  // the owner fences too; guests need no membarrier
 
-  static void owner_fence() noexcept {
-#if defined(__SANITIZE_THREAD__)
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // TSan does not model membarrier
-#else
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the guest's membarrier is the fence
-#endif
-  }
+  // Between the owner's store to owner_in_ and its load of guests_ on the biased path: only the
+  // compiler's order, the guest's membarrier being the fence. (A symmetric lock, as every lock is
+  // under TSan, never passes that load: guests_ is not 0.)
+  static void owner_fence() noexcept { std::atomic_signal_fence(std::memory_order_seq_cst); }
   // The owner's lock when guests_ was not 0 (owner_in_ set): a guest in, the lock symmetric or to
   // turn so. False (owner_in_ cleared) when a guest holds it and !wait.
   bool owner_slow(bool wait) noexcept;
