@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     h = setup_telemetry(config, 0, 1, options);
   } else {
     real.emplace(std::strcmp(kind, "file") == 0 ? lens_bench::ExporterKind::kFile
-                                                 : lens_bench::ExporterKind::kOtlp);
+                                                : lens_bench::ExporterKind::kOtlp);
     h = real->setup(config);
   }
   std::vector<double> all, woke, slept;
@@ -74,13 +74,13 @@ int main(int argc, char** argv) {
     if (real && b % 64 == 63) real->trim();
   }
   const TelemetryStats st = h.stats();
-  std::printf("%s exporter, %d bursts of %d: median %.1f ns a span (p10 %.1f, p90 %.1f); "
-              "%zu bursts woke the exporter thread (median %.1f), %zu did not (median %.1f); "
-              "%llu dropped\n",
-              kind, bursts, kBurst, percentile(all, 0.5), percentile(all, 0.1),
-              percentile(all, 0.9), woke.size(), percentile(woke, 0.5), slept.size(),
-              percentile(slept, 0.5),
-              static_cast<unsigned long long>(st.spans_dropped_queue_full));
+  std::printf(
+      "%s exporter, %d bursts of %d: median %.1f ns a span (p10 %.1f, p90 %.1f); "
+      "%zu bursts woke the exporter thread (median %.1f), %zu did not (median %.1f); "
+      "%llu dropped\n",
+      kind, bursts, kBurst, percentile(all, 0.5), percentile(all, 0.1), percentile(all, 0.9),
+      woke.size(), percentile(woke, 0.5), slept.size(), percentile(slept, 0.5),
+      static_cast<unsigned long long>(st.spans_dropped_queue_full));
   h.shutdown();
   return 0;
 }

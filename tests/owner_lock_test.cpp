@@ -14,8 +14,8 @@
 
 namespace {
 
-using nemo::lens::detail::OwnerLock;
 using nemo::lens::detail::owner_locks_biased;
+using nemo::lens::detail::OwnerLock;
 
 // What the lock guards: two counters that every holder steps together, and a flag that says
 // whether someone is inside.

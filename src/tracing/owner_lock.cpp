@@ -113,8 +113,7 @@ void OwnerLock::unlock_as_guest() noexcept {
 
 void OwnerLock::start_over_for_new_owner() noexcept {
   guest_count_ = 0;
-  guests_.store(owner_locks_biased() ? kGuestIn : kGuestIn | kSymmetric,
-                std::memory_order_relaxed);
+  guests_.store(owner_locks_biased() ? kGuestIn : kGuestIn | kSymmetric, std::memory_order_relaxed);
 }
 
 void OwnerLock::reset_after_fork(bool biased) noexcept {

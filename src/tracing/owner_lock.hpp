@@ -82,7 +82,7 @@ class OwnerLock {
   void reset_after_fork(bool biased) noexcept;
 
  private:
-  static constexpr std::uint8_t kGuestIn = 1;    // a guest announced itself or holds the lock
+  static constexpr std::uint8_t kGuestIn = 1;      // a guest announced itself or holds the lock
   static constexpr std::uint8_t kToSymmetric = 2;  // guests came often: the owner turns symmetric
   static constexpr std::uint8_t kSymmetric = 4;  // the owner fences too; guests need no membarrier
 
