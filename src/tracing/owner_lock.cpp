@@ -29,7 +29,7 @@ void guest_fence() noexcept {
   (void)::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 }
 
-const bool g_registered_at_load = register_owner_locks();
+[[maybe_unused]] const bool g_registered_at_load = register_owner_locks();
 
 }  // namespace
 
@@ -44,10 +44,7 @@ bool register_owner_locks() noexcept {
   return ok;
 }
 
-bool owner_locks_biased() noexcept {
-  (void)g_registered_at_load;
-  return g_biased.load(std::memory_order_relaxed);
-}
+bool owner_locks_biased() noexcept { return g_biased.load(std::memory_order_relaxed); }
 
 bool OwnerLock::owner_slow(bool wait) noexcept {
   for (int spins = 0;;) {
@@ -72,12 +69,16 @@ bool OwnerLock::owner_slow(bool wait) noexcept {
   }
 }
 
+void OwnerLock::announce_guest() noexcept {
+  const std::uint8_t before = guests_.fetch_or(kGuestIn, std::memory_order_seq_cst);
+  if ((before & kSymmetric) == 0) guest_fence();
+}
+
 void OwnerLock::lock_as_guest() noexcept {
   for (int spins = 0; guest_mu_.exchange(true, std::memory_order_acquire);) {
     while (guest_mu_.load(std::memory_order_relaxed)) back_off(spins);
   }
-  const std::uint8_t before = guests_.fetch_or(kGuestIn, std::memory_order_seq_cst);
-  if ((before & kSymmetric) == 0) guest_fence();
+  announce_guest();
   for (int spins = 0; owner_in_.load(std::memory_order_seq_cst);) back_off(spins);
   count_guest();
 }
@@ -87,8 +88,7 @@ bool OwnerLock::try_lock_as_guest() noexcept {
       guest_mu_.exchange(true, std::memory_order_acquire)) {
     return false;
   }
-  const std::uint8_t before = guests_.fetch_or(kGuestIn, std::memory_order_seq_cst);
-  if ((before & kSymmetric) == 0) guest_fence();
+  announce_guest();
   for (int spins = 0; owner_in_.load(std::memory_order_seq_cst); ++spins) {
     if (spins == 256) {  // the owner is in for longer than its few stores: preempted
       unlock_as_guest();

@@ -40,25 +40,17 @@ class OwnerLock {
   /// The owner's side: only ever called by the one thread that owns the lock.
   /// Takes the lock when no guest holds it or waits for one; never waits for one.
   [[gnu::always_inline]] bool try_lock_as_owner() noexcept {
-    owner_in_.store(true, std::memory_order_relaxed);
-    owner_fence();
-    if (__builtin_expect(guests_.load(std::memory_order_acquire) == 0, 1)) return true;
-    return owner_slow(false);
+    return enter_if_unshared() || owner_slow(false);
   }
   /// try_lock_as_owner() in the common case only, with no call on its way: also false, the lock
   /// left free, whenever the lock is symmetric or turning so.
   [[gnu::always_inline]] bool try_lock_as_owner_if_unshared() noexcept {
-    owner_in_.store(true, std::memory_order_relaxed);
-    owner_fence();
-    if (__builtin_expect(guests_.load(std::memory_order_acquire) == 0, 1)) return true;
+    if (__builtin_expect(enter_if_unshared(), 1)) return true;
     owner_in_.store(false, std::memory_order_release);
     return false;
   }
   [[gnu::always_inline]] void lock_as_owner() noexcept {
-    owner_in_.store(true, std::memory_order_relaxed);
-    owner_fence();
-    if (__builtin_expect(guests_.load(std::memory_order_acquire) == 0, 1)) return;
-    owner_slow(true);
+    if (__builtin_expect(!enter_if_unshared(), 0)) owner_slow(true);
   }
   [[gnu::always_inline]] void unlock_as_owner() noexcept {
     owner_in_.store(false, std::memory_order_release);
@@ -90,6 +82,16 @@ class OwnerLock {
   // compiler's order, the guest's membarrier being the fence. (A symmetric lock, as every lock is
   // under TSan, never passes that load: guests_ is not 0.)
   static void owner_fence() noexcept { std::atomic_signal_fence(std::memory_order_seq_cst); }
+  // The owner's biased path: announces the owner, then whether guests_ is 0 (no guest, the lock
+  // not symmetric): the lock is then the owner's. Otherwise owner_in_ stays set.
+  [[gnu::always_inline]] bool enter_if_unshared() noexcept {
+    owner_in_.store(true, std::memory_order_relaxed);
+    owner_fence();
+    return guests_.load(std::memory_order_acquire) == 0;
+  }
+  // Announces a guest (holding guest_mu_) and, on a biased lock, runs the guest's half of the
+  // fence; then owner_in_ says whether the owner is in.
+  void announce_guest() noexcept;
   // The owner's lock when guests_ was not 0 (owner_in_ set): a guest in, the lock symmetric or to
   // turn so. False (owner_in_ cleared) when a guest holds it and !wait.
   bool owner_slow(bool wait) noexcept;
