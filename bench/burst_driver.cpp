@@ -5,7 +5,10 @@
 // prints the median, 10th and 90th percentile ns a span, and how many bursts needed a producer's
 // wake-up call for the exporter thread (exporter_wakeups) with their median apart.
 //
-//   build/bench/burst_driver [discard|file|otlp] [BURSTS]        # default: file 3000
+// `read` takes the records as `discard` does but first reads the lines each span wrote, as an
+// encoder does: the cost of handing records between the cores, with no encoding or output.
+//
+//   build/bench/burst_driver [discard|read|file|otlp] [BURSTS]   # default: file 3000
 //   taskset -c 0 build/bench/burst_driver file                   # caller and exporter on one vCPU
 //   LD_LIBRARY_PATH=/tmp/other-build build/bench/burst_driver    # another build of the library
 #include <algorithm>
@@ -38,10 +41,11 @@ double percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   const char* kind = argc > 1 ? argv[1] : "file";
   const int bursts = argc > 2 ? std::atoi(argv[2]) : 3000;
-  if ((std::strcmp(kind, "discard") != 0 && std::strcmp(kind, "file") != 0 &&
-       std::strcmp(kind, "otlp") != 0) ||
+  const bool discard = std::strcmp(kind, "discard") == 0;
+  const bool read = std::strcmp(kind, "read") == 0;
+  if ((!discard && !read && std::strcmp(kind, "file") != 0 && std::strcmp(kind, "otlp") != 0) ||
       bursts <= 0) {
-    std::fprintf(stderr, "usage: burst_driver [discard|file|otlp] [BURSTS > 0]\n");
+    std::fprintf(stderr, "usage: burst_driver [discard|read|file|otlp] [BURSTS > 0]\n");
     return 2;
   }
   NemoLensConfig config;
@@ -49,10 +53,11 @@ int main(int argc, char** argv) {
   config.span_groups = "per_step";
   std::optional<lens_bench::RealExporter> real;
   TelemetryHandle h;
-  if (std::strcmp(kind, "discard") == 0) {
+  if (discard || read) {
     config.metrics_enabled = false;
     SetupOptions options;
-    options.exporter = std::make_shared<lens_bench::NullSpanExporter>();
+    options.exporter = read ? std::make_shared<lens_bench::ReadingSpanExporter>()
+                            : std::make_shared<lens_bench::NullSpanExporter>();
     h = setup_telemetry(config, 0, 1, options);
   } else {
     real.emplace(std::strcmp(kind, "file") == 0 ? lens_bench::ExporterKind::kFile

@@ -2,7 +2,8 @@
 // copy_small against memcpy, equal_short against std::string_view's ==, the id generator against
 // wyrand written with 32-bit limbs instead of a 128-bit multiply, the single-producer ring against
 // std::deque (one thread), the ring between two threads (order kept, nothing lost or duplicated;
-// run under TSan as a concurrency test), and the read-only memory check against /proc/self/maps.
+// run under TSan as a concurrency test), the read-only memory check against /proc/self/maps, and
+// the cache-line hints' CPU checks against the kernel's /proc/cpuinfo.
 #include <gtest/gtest.h>
 
 #include <gnu/libc-version.h>
@@ -13,12 +14,15 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "strings.hpp"
+#include "tracing/cache_lines.hpp"
+#include "tracing/engine.hpp"
 #include "tracing/ids.hpp"
 #include "tracing/read_only_memory.hpp"
 #include "tracing/spsc_ring.hpp"
@@ -29,6 +33,7 @@ using nemo::lens::detail::copy_small;
 using nemo::lens::detail::equal_short;
 using nemo::lens::detail::IdGenerator;
 using nemo::lens::detail::in_read_only_memory;
+using nemo::lens::detail::SpanRecord;
 using nemo::lens::detail::SpscRing;
 
 TEST(CopySmall, CopiesExactlyTheBytesMemcpyCopiesForEveryLength) {
@@ -246,6 +251,58 @@ TEST(ReadOnlyMemory, NeverCallsWritableMemoryReadOnly) {
       }
     }
   }
+}
+
+// The CPU flags the kernel read for this machine (the first processor's), for the CPUID checks.
+std::set<std::string> cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+TEST(CacheLines, CpuChecksAgreeWithTheKernel) {
+#if defined(__x86_64__)
+  const std::set<std::string> flags = cpuinfo_flags();
+  ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+  EXPECT_EQ(nemo::lens::detail::g_cpu_prefetches_for_write, flags.count("3dnowprefetch") == 1);
+  EXPECT_EQ(nemo::lens::detail::g_cpu_evicts_lines, flags.count("clflushopt") == 1);
+#else
+  GTEST_SKIP() << "x86 only";
+#endif
+}
+
+// The lines a span wrote, counted as the distinct 64-byte lines its fixed fields and inline
+// attributes in use cover, byte by byte; and evicting them keeps what they hold.
+TEST(CacheLines, AnExportedRecordsWrittenLinesAreEvictedAndKeepTheirContents) {
+  auto r = std::make_unique<SpanRecord>();
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(r.get()) % 64, 0u);
+  for (std::uint8_t used = 0; used <= SpanRecord::kInlineAttributes; ++used) {
+    r->inline_used = used;
+    std::set<std::uintptr_t> lines;
+    const auto* first = reinterpret_cast<const char*>(r.get());
+    const auto* end = reinterpret_cast<const char*>(&r->attributes[0]) +
+                      used * sizeof(nemo::lens::detail::InlineAttribute);
+    for (const char* b = first; b < end; ++b) {
+      lines.insert(reinterpret_cast<std::uintptr_t>(b) / 64);
+    }
+    EXPECT_EQ(nemo::lens::detail::record_lines_written(*r), lines.size()) << int(used);
+    EXPECT_LE(nemo::lens::detail::record_lines_written(*r) * 64, sizeof(SpanRecord));
+  }
+  r->start_ticks = 11;
+  r->end_ticks = 22;
+  r->attributes[3].i = 33;
+  nemo::lens::detail::evict_record(*r);
+  EXPECT_EQ(r->start_ticks, 11u);
+  EXPECT_EQ(r->end_ticks, 22u);
+  EXPECT_EQ(r->attributes[3].i, 33);
+  EXPECT_EQ(r->inline_used, SpanRecord::kInlineAttributes);
 }
 
 }  // namespace

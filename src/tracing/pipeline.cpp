@@ -263,6 +263,7 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     }
   }
   const bool open = ledger_.settle(batch.size(), outcome);
+  for (const SpanRecord* r : batch) evict_record(*r);
   recycle_batch(batch);
   return open;
 }

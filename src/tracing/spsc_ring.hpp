@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "tracing/prefetch.hpp"
+#include "tracing/cache_lines.hpp"
 
 namespace nemo::lens::detail {
 

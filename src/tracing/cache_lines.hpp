@@ -1,0 +1,61 @@
+// Hints about cache lines that cross between a thread that writes them and one that reads them: a
+// prefetch for writing (asks for a line in a state that allows a store, ahead of the store) and an
+// eviction (drops a line this core read from every cache, so that the next store does not wait for
+// it to be taken from this core). Internal.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace nemo::lens::detail {
+
+/// Whether the CPU prefetches for writing (x86 PREFETCHW, from CPUID), read once per program.
+inline bool detect_prefetch_for_write() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(0x80000001u, &a, &b, &c, &d) != 0 && (c & (1u << 8)) != 0;  // PRFCHW
+#else
+  return false;
+#endif
+}
+inline const bool g_cpu_prefetches_for_write = detect_prefetch_for_write();
+
+/// Asks for the line at `address` for writing. A hint: the address may be anywhere (a prefetch
+/// never faults), and nothing happens where the CPU has no such prefetch.
+[[gnu::always_inline]] inline void prefetch_for_write(std::uintptr_t address) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  if (g_cpu_prefetches_for_write) asm volatile("prefetchw (%0)" ::"r"(address));
+#else
+  __builtin_prefetch(reinterpret_cast<const void*>(address), 1);
+#endif
+}
+
+/// Whether the CPU evicts a line without ordering it against other evictions (x86 CLFLUSHOPT, from
+/// CPUID), read once per program.
+inline bool detect_evict_line() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (b & (1u << 23)) != 0;  // CLFLUSHOPT
+#else
+  return false;
+#endif
+}
+inline const bool g_cpu_evicts_lines = detect_evict_line();
+
+/// Writes the line at `address` back to memory if it was modified and drops it from every core's
+/// caches. For lines this thread only read and another core writes next: that core's store then
+/// takes the line from memory (which its prefetch hides) instead of waiting for this core to give
+/// up its copy. The contents stay as they are. `address` must be mapped and readable (unlike a
+/// prefetch, an eviction can fault); nothing happens where the CPU has no CLFLUSHOPT.
+[[gnu::always_inline]] inline void evict_line(std::uintptr_t address) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  if (g_cpu_evicts_lines) asm volatile("clflushopt (%0)" ::"r"(address) : "memory");
+#else
+  (void)address;
+#endif
+}
+
+}  // namespace nemo::lens::detail
