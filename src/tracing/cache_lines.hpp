@@ -52,7 +52,7 @@ inline const bool g_cpu_evicts_lines = detect_evict_line();
 /// prefetch, an eviction can fault); nothing happens where the CPU has no CLFLUSHOPT.
 [[gnu::always_inline]] inline void evict_line(std::uintptr_t address) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-  if (g_cpu_evicts_lines) asm volatile("clflushopt (%0)" ::"r"(address) : "memory");
+  if (g_cpu_evicts_lines) asm volatile("clflushopt (%0)" ::"r"(address));
 #else
   (void)address;
 #endif
