@@ -115,6 +115,31 @@ inline std::size_t cut_length(std::string_view s, std::size_t limit) noexcept {
   return h ^ (h >> 32);
 }
 
+/// The OR of `mark(w)` over the bytes of `s` read as 64-bit words, for a check of every byte that
+/// `mark` makes on a word at once, each byte's verdict in bits of its own (so that a byte read
+/// twice changes nothing): whole words, the last one overlapping the one before; 4 to 7 bytes as
+/// their first four and last four; 1 to 3 as their first, middle and last byte, the rest of the
+/// word `fill`'s. `mark` must leave `fill`'s bytes unmarked (`fill` is the word of "").
+template <class Mark>
+[[gnu::always_inline]] inline std::uint64_t or_marked_words(std::string_view s, std::uint64_t fill,
+                                                            Mark mark) noexcept {
+  const char* p = s.data();
+  const std::size_t n = s.size();
+  if (n >= 8) {
+    std::uint64_t marked = 0;
+    for (std::size_t i = 0; i + 8 <= n; i += 8) marked |= mark(load64(p + i));
+    return marked | mark(load64(p + n - 8));
+  }
+  if (n >= 4) return mark(load32(p) | (load32(p + n - 4) << 32));
+  if (n != 0) {
+    const auto b = [&](std::size_t i) {
+      return static_cast<std::uint64_t>(static_cast<unsigned char>(p[i]));
+    };
+    return mark((fill & ~std::uint64_t{0xffffff}) | b(0) | (b(n / 2) << 8) | (b(n - 1) << 16));
+  }
+  return mark(fill);
+}
+
 /// One step of UTF-8 decoding: the length of the valid sequence at the start of the input, or of
 /// its maximal invalid subpart (Unicode's "maximal subpart" rule, so each subpart becomes exactly
 /// one U+FFFD).

@@ -1,5 +1,6 @@
 // The hand-written helpers of the span hot path, each against an independent implementation:
-// copy_small against memcpy, equal_short against std::string_view's ==, the id generator against
+// copy_small against memcpy, equal_short against std::string_view's ==, the encoders' word-wise
+// string checks (is_plain, is_ascii) against byte-by-byte ones, the id generator against
 // wyrand written with 32-bit limbs instead of a 128-bit multiply, the single-producer ring against
 // std::deque (one thread), the ring between two threads (order kept, nothing lost or duplicated;
 // run under TSan as a concurrency test), the read-only memory check against /proc/self/maps, and
@@ -20,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "export/json_writer.hpp"
+#include "export/otlp_common.hpp"
 #include "strings.hpp"
 #include "tracing/cache_lines.hpp"
 #include "tracing/engine.hpp"
@@ -85,6 +88,36 @@ std::uint64_t bytes_as_u64(const std::uint8_t* p) {
   std::uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
+}
+
+// Every length up to 40, each byte in turn made one that fails the check (and strings with none),
+// the rest random bytes that pass it.
+TEST(WordWiseStringChecks, AgreeWithByteByByteChecksForEveryLengthAndPosition) {
+  const auto plain = [](unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; };
+  const auto ascii = [](unsigned char c) { return c < 0x80; };
+  const unsigned char unplain[] = {0x00, 0x1f, '"', '\\', 0x80, 0xff, 0xc3};
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (std::size_t n = 0; n <= 40; ++n) {
+    for (std::size_t bad = 0; bad <= n; ++bad) {  // bad == n: none
+      for (const unsigned char b : unplain) {
+        std::string s(n, ' ');
+        for (char& c : s) c = static_cast<char>(0x20 + rng() % 0x5f);  // printable ASCII
+        for (char& c : s) c = plain(static_cast<unsigned char>(c)) ? c : 'x';
+        if (bad < n) s[bad] = static_cast<char>(b);
+        bool want_plain = true, want_ascii = true;
+        for (const char c : s) {
+          want_plain = want_plain && plain(static_cast<unsigned char>(c));
+          want_ascii = want_ascii && ascii(static_cast<unsigned char>(c));
+        }
+        ASSERT_EQ(nemo::lens::detail::json::is_plain(s), want_plain) << n << " " << bad;
+        ASSERT_EQ(nemo::lens::detail::otlp::is_ascii(s), want_ascii) << n << " " << bad;
+        ++checked;
+        if (bad == n) break;  // one clean string per length
+      }
+    }
+  }
+  EXPECT_GT(checked, 5000);
 }
 
 TEST(IdGenerator, ProducesWyrandsSequenceForSpanAndTraceIds) {
@@ -253,6 +286,7 @@ TEST(ReadOnlyMemory, NeverCallsWritableMemoryReadOnly) {
   }
 }
 
+#if defined(__x86_64__)
 // The CPU flags the kernel read for this machine (the first processor's), for the CPUID checks.
 std::set<std::string> cpuinfo_flags() {
   std::ifstream in("/proc/cpuinfo");
@@ -266,6 +300,7 @@ std::set<std::string> cpuinfo_flags() {
   }
   return {};
 }
+#endif
 
 TEST(CacheLines, CpuChecksAgreeWithTheKernel) {
 #if defined(__x86_64__)

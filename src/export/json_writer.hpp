@@ -111,36 +111,10 @@ inline std::uint64_t unplain_bytes(std::uint64_t w) {
 }
 
 /// Whether append_string() writes `s` as it is between its quotes: every byte printable ASCII
-/// (0x20 .. 0x7f) other than '"' and '\\'. Whole words, the last one overlapping; below eight
-/// bytes, the string's bytes filled up with 'a'.
+/// (0x20 .. 0x7f) other than '"' and '\\'.
 inline bool is_plain(std::string_view s) {
-  const char* p = s.data();
-  const std::size_t n = s.size();
-  std::uint64_t w = 0;
-  if (n >= 8) {
-    std::uint64_t bad = 0;
-    for (std::size_t i = 0; i + 8 <= n; i += 8) {
-      std::memcpy(&w, p + i, 8);
-      bad |= unplain_bytes(w);
-    }
-    std::memcpy(&w, p + n - 8, 8);
-    return (bad | unplain_bytes(w)) == 0;
-  }
   constexpr std::uint64_t kFill = 0x6161616161616161ULL;  // "aaaaaaaa"
-  if (n >= 4) {
-    std::uint32_t a = 0, b = 0;
-    std::memcpy(&a, p, 4);
-    std::memcpy(&b, p + n - 4, 4);
-    w = a | (std::uint64_t{b} << 32);
-  } else if (n != 0) {
-    // The first, middle and last bytes: every byte of a string of 1 to 3.
-    w = (kFill & ~std::uint64_t{0xffffff}) | static_cast<unsigned char>(p[0]) |
-        (std::uint64_t{static_cast<unsigned char>(p[n / 2])} << 8) |
-        (std::uint64_t{static_cast<unsigned char>(p[n - 1])} << 16);
-  } else {
-    w = kFill;
-  }
-  return unplain_bytes(w) == 0;
+  return or_marked_words(s, kFill, unplain_bytes) == 0;
 }
 
 /// Appends `"key":` for a key that needs no escaping (a literal of the encoder).

@@ -108,33 +108,10 @@ inline std::size_t scope_bound(std::string_view name, std::string_view version) 
   return kMessageOverhead + string_bound(name) + string_bound(version);
 }
 
-/// Whether every byte of `s` is ASCII: whole words, the last one overlapping, so that a short
-/// string costs one or two loads and no loop.
+/// Whether every byte of `s` is ASCII.
 inline bool is_ascii(std::string_view s) {
-  const char* p = s.data();
-  const std::size_t n = s.size();
-  std::uint64_t high = 0;
-  if (n >= 8) {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      std::uint64_t word = 0;
-      std::memcpy(&word, p + i, 8);
-      high |= word;
-    }
-    std::uint64_t last = 0;
-    std::memcpy(&last, p + n - 8, 8);
-    high |= last;
-  } else if (n >= 4) {
-    std::uint32_t a = 0, b = 0;
-    std::memcpy(&a, p, 4);
-    std::memcpy(&b, p + n - 4, 4);
-    high = a | b;
-  } else if (n != 0) {
-    // The first, middle and last bytes: every byte of a string of 1 to 3.
-    high = static_cast<unsigned char>(p[0]) | static_cast<unsigned char>(p[n / 2]) |
-           static_cast<unsigned char>(p[n - 1]);
-  }
-  return (high & 0x8080808080808080ULL) == 0;
+  // The words' OR, masked once: a byte's high bit is its own in every word it is read in.
+  return (or_marked_words(s, 0, [](std::uint64_t w) { return w; }) & 0x8080808080808080ULL) == 0;
 }
 
 /// A proto3 string field: valid UTF-8, repaired with U+FFFD where it is not.
