@@ -32,8 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.hpp"
 #include "nemo/lens/lens.hpp"
+#include "real_exporters.hpp"
 
 namespace {
 
@@ -42,32 +42,6 @@ using Clock = std::chrono::steady_clock;
 
 // The lens binary whose `lens collect` receives the spans (--lens; the build's by default).
 std::string g_lens_binary = LENS_BINARY;
-
-// `lens collect` on a free loopback port, appending to a temporary file; stopped and the file
-// removed when it goes.
-struct Collector {
-  std::string out = "/tmp/lens_export_rate_" + std::to_string(::getpid()) + ".jsonl";
-  std::unique_ptr<lens_test::ChildProcess> child;
-  std::string url;
-
-  Collector() {
-    std::remove(out.c_str());
-    child = std::make_unique<lens_test::ChildProcess>(
-        std::vector<std::string>{g_lens_binary, "collect", "--out", out, "--listen", "127.0.0.1:0",
-                                 "--grpc-listen", "off"},
-        "/dev/null");
-    const auto line = child->wait_for_line("OTLP/HTTP on http://");
-    if (!line) throw std::runtime_error("lens collect did not start");
-    url = line->substr(line->find("http://"));
-    if (const auto space = url.find_first_of(" \t"); space != std::string::npos) url.resize(space);
-    child->wait_for_line("ready");
-  }
-  ~Collector() {
-    child->signal(SIGTERM);
-    child->wait();
-    std::remove(out.c_str());
-  }
-};
 
 struct Trial {
   double rate = 0;      // asked for, spans/s
@@ -112,7 +86,7 @@ double process_cpu_seconds(int who = RUSAGE_SELF) {
 }
 
 // One trial: spans at `rate` for `seconds` to `collector`, then a flush.
-Trial run_trial_with(const Collector& collector, double rate, double seconds) {
+Trial run_trial_with(const lens_bench::LensCollect& collector, double rate, double seconds) {
   setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf", 1);
   setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", collector.url.c_str(), 1);
   NemoLensConfig config;
@@ -178,7 +152,7 @@ Trial run_trial(double rate, double seconds) {
   const double children_cpu_before = process_cpu_seconds(RUSAGE_CHILDREN);
   Trial t;
   {
-    const Collector collector;
+    const lens_bench::LensCollect collector(g_lens_binary);
     t = run_trial_with(collector, rate, seconds);
   }
   // The collector was reaped: its CPU time is in the children's.

@@ -23,24 +23,28 @@
 
 namespace lens_bench {
 
-/// `lens collect` on a free loopback port, writing OTLP JSON lines to a temporary file; stopped
-/// and the file removed at the end. Throws std::runtime_error when it does not start.
+/// `lens collect` of `binary` (the build's by default) on a free loopback port, writing OTLP JSON
+/// lines to a temporary file; stopped and the file removed at the end. Throws std::runtime_error
+/// when it does not start.
 struct LensCollect {
   std::string out = "/tmp/lens_bench_collect_" + std::to_string(::getpid()) + ".jsonl";
   std::unique_ptr<lens_test::ChildProcess> child;
   std::string url;  // http://127.0.0.1:PORT/v1/traces
 
-  LensCollect() {
+  explicit LensCollect(const std::string& binary = LENS_BINARY) {
+    std::remove(out.c_str());
     child = std::make_unique<lens_test::ChildProcess>(
-        std::vector<std::string>{LENS_BINARY, "collect", "--out", out, "--listen", "127.0.0.1:0",
+        std::vector<std::string>{binary, "collect", "--out", out, "--listen", "127.0.0.1:0",
                                  "--grpc-listen", "off"},
         "/dev/null");
     const auto line = child->wait_for_line("OTLP/HTTP on http://");
     if (!line || !child->wait_for_line("ready")) {
-      throw std::runtime_error("lens collect (" LENS_BINARY ") did not start");
+      throw std::runtime_error("lens collect (" + binary + ") did not start");
     }
     url = line->substr(line->find("http://"));
-    while (!url.empty() && (url.back() == '\n' || url.back() == ' ')) url.pop_back();
+    if (const auto space = url.find_first_of(" \t\n"); space != std::string::npos) {
+      url.resize(space);
+    }
   }
   ~LensCollect() {
     child->signal(SIGTERM);
