@@ -12,16 +12,24 @@
 
 namespace nemo::lens::detail {
 
-/// Whether the CPU prefetches for writing (x86 PREFETCHW, from CPUID), read once per program.
-inline bool detect_prefetch_for_write() noexcept {
+/// A CPUID output register that holds feature bits.
+enum class CpuidRegister : std::uint8_t { kEbx, kEcx };
+
+/// Whether CPUID leaf `leaf` (subleaf 0) sets bit `bit` of `reg`; false for a leaf the CPU does
+/// not have, and on CPUs other than x86.
+inline bool cpuid_bit(unsigned leaf, CpuidRegister reg, unsigned bit) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(0x80000001u, &a, &b, &c, &d) != 0 && (c & (1u << 8)) != 0;  // PRFCHW
+  if (__get_cpuid_count(leaf, 0, &a, &b, &c, &d) == 0) return false;
+  return (((reg == CpuidRegister::kEbx ? b : c) >> bit) & 1u) != 0;
 #else
+  (void)leaf, (void)reg, (void)bit;
   return false;
 #endif
 }
-inline const bool g_cpu_prefetches_for_write = detect_prefetch_for_write();
+
+/// Whether the CPU prefetches for writing (x86 PREFETCHW), read once per program.
+inline const bool g_cpu_prefetches_for_write = cpuid_bit(0x80000001u, CpuidRegister::kEcx, 8);
 
 /// Asks for the line at `address` for writing. A hint: the address may be anywhere (a prefetch
 /// never faults), and nothing happens where the CPU has no such prefetch.
@@ -33,17 +41,9 @@ inline const bool g_cpu_prefetches_for_write = detect_prefetch_for_write();
 #endif
 }
 
-/// Whether the CPU evicts a line without ordering it against other evictions (x86 CLFLUSHOPT, from
-/// CPUID), read once per program.
-inline bool detect_evict_line() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (b & (1u << 23)) != 0;  // CLFLUSHOPT
-#else
-  return false;
-#endif
-}
-inline const bool g_cpu_evicts_lines = detect_evict_line();
+/// Whether the CPU evicts a line without ordering it against other evictions (x86 CLFLUSHOPT),
+/// read once per program.
+inline const bool g_cpu_evicts_lines = cpuid_bit(7, CpuidRegister::kEbx, 23);
 
 /// Writes the line at `address` back to memory if it was modified and drops it from every core's
 /// caches. For lines this thread only read and another core writes next: that core's store then
