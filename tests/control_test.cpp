@@ -20,6 +20,7 @@
 
 #include "control_client.hpp"
 #include "nemo/lens/lens.hpp"
+#include "quiet_fork.hpp"
 #include "tracing_fixture.hpp"
 
 namespace nemo::lens {
@@ -619,6 +620,7 @@ TEST_F(Control, AForkedChildNeverAnswersForItsParent) {
   int to_child[2], to_parent[2];
   ASSERT_EQ(::pipe(to_child), 0);
   ASSERT_EQ(::pipe(to_parent), 0);
+  ASSERT_EQ(lens_test::wait_for_other_threads_to_sleep(), "");  // the endpoint may be starting
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

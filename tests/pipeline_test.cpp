@@ -1,5 +1,6 @@
 // The export pipeline: batching, flushing, a full queue, failing exporters, fork and ids.
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "quiet_fork.hpp"
 #include "tracing/record_exporter.hpp"
 #include "tracing_fixture.hpp"
 
@@ -405,6 +407,8 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
   Span around = span_cm("parent_open_across_fork");
   for (int i = 0; i < 3; ++i) span_cm("parent_before_fork");  // queued behind the parked export
   const SpanContext parent_ctx = around.context();
+  // The set-up's other threads (control endpoint, metric reader) may still be starting.
+  ASSERT_EQ(lens_test::wait_for_other_threads_to_sleep(), "");
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -443,6 +447,29 @@ TEST(Pipeline, ForkedChildExportsItsOwnSpansWithoutTheParents) {
   EXPECT_EQ(by_name["parent_open_across_fork"], 1);
   EXPECT_EQ(by_name["child_span"], 5);
   std::remove(path.c_str());
+}
+
+// The check the fork tests rely on: it catches a thread that runs and passes one that blocks.
+TEST(QuietFork, ARunningThreadIsAwakeAndABlockedOneAsleep) {
+  std::atomic<long> tid{0};
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    tid.store(static_cast<long>(::syscall(SYS_gettid)));
+    while (!stop.load()) {
+    }
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  const std::string awake =
+      lens_test::wait_for_other_threads_to_sleep(std::chrono::milliseconds(50));
+  EXPECT_NE(awake.find(std::to_string(tid.load()) + " ("), std::string::npos) << awake;
+  stop.store(true);
+  spinner.join();
+  std::atomic<int> gate{0};
+  std::thread sleeper([&] { gate.wait(0); });
+  EXPECT_EQ(lens_test::wait_for_other_threads_to_sleep(), "");
+  gate.store(1);
+  gate.notify_all();
+  sleeper.join();
 }
 
 TEST(Pipeline, ExitWithoutShutdownStillExports) {
