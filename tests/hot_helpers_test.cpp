@@ -1,13 +1,15 @@
 // The hand-written helpers of the span hot path, each against an independent implementation:
-// copy_small against memcpy, equal_short against std::string_view's ==, the encoders' word-wise
+// copy_small and copy_within_page against memcpy (the latter at a page's end before an unmapped
+// page), equal_short against std::string_view's ==, the encoders' word-wise
 // string checks (is_plain, is_ascii) against byte-by-byte ones, the id generator against
 // wyrand written with 32-bit limbs instead of a 128-bit multiply, the single-producer ring against
 // std::deque (one thread), the ring between two threads (order kept, nothing lost or duplicated;
 // run under TSan as a concurrency test), the read-only memory check against /proc/self/maps, and
 // the cache-line hints' CPU checks against the kernel's /proc/cpuinfo.
-#include <gtest/gtest.h>
-
 #include <gnu/libc-version.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -33,6 +35,7 @@
 namespace {
 
 using nemo::lens::detail::copy_small;
+using nemo::lens::detail::copy_within_page;
 using nemo::lens::detail::equal_short;
 using nemo::lens::detail::IdGenerator;
 using nemo::lens::detail::in_read_only_memory;
@@ -52,6 +55,46 @@ TEST(CopySmall, CopiesExactlyTheBytesMemcpyCopiesForEveryLength) {
       ASSERT_EQ(std::memcmp(got, want, sizeof got), 0) << "length " << n;  // nothing around it
     }
   }
+}
+
+// A source at every offset of a page's last 48 bytes, the next page unmapped: copy_within_page()
+// copies what memcpy copies, or declines, exactly when its 16-byte read would cross into that page
+// (a read there would fault); under ASan and TSan it always copies, byte-exact.
+TEST(CopyWithinPage, CopiesTheBytesOrDeclinesAtAPagesLast16) {
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  ASSERT_GE(page_size, 4096);
+  const auto page = static_cast<std::size_t>(page_size);
+  void* map = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  char* base = static_cast<char*>(map);
+  ASSERT_EQ(::mprotect(base + page, page, PROT_NONE), 0);
+  std::mt19937 rng(13);
+  for (std::size_t i = 0; i < page; ++i) base[i] = static_cast<char>(rng());
+  for (std::size_t back = 1; back <= 48; ++back) {
+    const char* src = base + page - back;
+    const bool near_end = (reinterpret_cast<std::uintptr_t>(src) & 4095) > 4096 - 16;
+    for (std::size_t n = 0; n <= std::min<std::size_t>(16, back); ++n) {
+      char got[24], want[24];
+      std::memset(got, '#', sizeof got);
+      std::memset(want, '#', sizeof want);
+      std::memcpy(want + 4, src, n);
+      const bool copied = copy_within_page(got + 4, src, n);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+      ASSERT_TRUE(copied);
+      ASSERT_EQ(std::memcmp(got, want, sizeof got), 0) << "length " << n;
+#else
+      ASSERT_EQ(copied, !near_end) << back << " bytes before the end, length " << n;
+      if (copied) {
+        ASSERT_EQ(std::memcmp(got + 4, want + 4, n), 0) << "length " << n;
+        ASSERT_EQ(std::string(got, 4) + std::string(got + 20, 4), "########")
+            << "nothing outside the 16 bytes";
+      } else {
+        ASSERT_EQ(std::string(got, sizeof got), std::string(sizeof got, '#')) << "nothing copied";
+      }
+#endif
+    }
+  }
+  ::munmap(map, 2 * page);
 }
 
 TEST(EqualShort, AgreesWithStringViewEqualityForEveryLengthAndDifference) {

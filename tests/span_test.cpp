@@ -1,8 +1,11 @@
 #include "nemo/lens/span.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -789,6 +792,131 @@ TEST_F(Tracing, AnAttachedContextParentsTheThreadsSpansAndIsNeverExported) {
   const TelemetryStats st = handle_.stats();
   EXPECT_EQ(st.spans_started, 3u);  // nor counted
   EXPECT_EQ(st.spans_ended, 3u);
+}
+
+// Fills this thread's record cache as in steady state, so that LENS_SPAN's common start (which
+// takes only cached records) runs: exported records come back through the free pool, and the
+// second flush's batch is exported after the first one's records are back (one exporter thread).
+void warm_record_cache(TelemetryHandle& handle) {
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 64; ++i) span_cm("warm_up");
+    ASSERT_TRUE(handle.force_flush(std::chrono::seconds(10)));
+  }
+}
+
+// LENS_SPAN starts its common spans without the general start (try_start_site_record()) and
+// leaves the rest to it: both must give the same spans. Roots, children of LENS_SPANs (the first
+// before its parent has ids, the next after), of a managed span, of an attached remote context
+// with a trace state, and of an unsampled one.
+TEST_F(Tracing, LensSpansNestLikeEveryOtherSpan) {
+  warm_record_cache(handle_);
+  const SpanContext remote = w3c_example_context();
+  for (int i = 0; i < 3; ++i) {
+    LENS_SPAN(outer, SpanGroup::STEP, "outer", {"i", i}, {"phase", "train"});
+    for (int j = 0; j < 3; ++j) {
+      LENS_SPAN(inner, SpanGroup::STEP, "inner", {"j", j});
+    }
+  }
+  {
+    auto managed = managed_span("step", "managed");
+    for (int j = 0; j < 2; ++j) {
+      LENS_SPAN(under_managed, SpanGroup::STEP, "under_managed");
+    }
+  }
+  {
+    SpanContext with_state = remote;
+    with_state.trace_state = "rojo=00f067aa0ba902b7";
+    Span attached = attach_context(with_state);
+    for (int j = 0; j < 2; ++j) {
+      LENS_SPAN(under_remote, SpanGroup::STEP, "under_remote", {"j", j});
+    }
+  }
+  {
+    SpanContext unsampled = remote;
+    unsampled.trace_flags = 0;
+    Span attached = attach_context(unsampled);
+    LENS_SPAN(sampled_out, SpanGroup::STEP, "sampled_out", {"j", 0});
+    EXPECT_FALSE(sampled_out);
+    EXPECT_EQ(sampled_out.context().trace_id, remote.trace_id);
+    EXPECT_FALSE(sampled_out.context().is_sampled());
+  }
+  const auto all = spans();
+  std::map<std::string, std::vector<SpanData>> by_name;
+  for (const auto& s : all) by_name[s.name].push_back(s);
+  ASSERT_EQ(by_name["outer"].size(), 3u);
+  ASSERT_EQ(by_name["inner"].size(), 9u);
+  ASSERT_EQ(by_name["under_managed"].size(), 2u);
+  ASSERT_EQ(by_name["under_remote"].size(), 2u);
+  EXPECT_EQ(by_name.count("sampled_out"), 0u);
+  std::map<std::string, const SpanData*> outer_of_trace;
+  std::set<std::int64_t> is;
+  for (const auto& o : by_name["outer"]) {
+    EXPECT_FALSE(o.parent_span_id.is_valid());
+    EXPECT_TRUE(o.context.is_sampled());
+    EXPECT_EQ(o.group, "step");
+    EXPECT_EQ(std::get<std::string>(*attr(o, "phase")), "train");
+    is.insert(std::get<std::int64_t>(*attr(o, "i")));
+    outer_of_trace[o.context.trace_id.to_hex()] = &o;
+  }
+  EXPECT_EQ(is, (std::set<std::int64_t>{0, 1, 2}));
+  ASSERT_EQ(outer_of_trace.size(), 3u) << "each root its own trace";
+  std::map<std::string, std::multiset<std::int64_t>> js;
+  for (const auto& in : by_name["inner"]) {
+    const SpanData* o = outer_of_trace[in.context.trace_id.to_hex()];
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(in.parent_span_id, o->context.span_id);
+    EXPECT_FALSE(in.parent_is_remote);
+    EXPECT_EQ(in.context.trace_flags, o->context.trace_flags);
+    ASSERT_EQ(in.attributes.size(), 1u);
+    js[o->context.trace_id.to_hex()].insert(std::get<std::int64_t>(*attr(in, "j")));
+  }
+  for (const auto& [trace, j] : js) EXPECT_EQ(j, (std::multiset<std::int64_t>{0, 1, 2})) << trace;
+  const SpanData managed = only(all, "managed");
+  for (const auto& u : by_name["under_managed"]) {
+    EXPECT_EQ(u.parent_span_id, managed.context.span_id);
+    EXPECT_EQ(u.context.trace_id, managed.context.trace_id);
+    EXPECT_TRUE(u.attributes.empty());
+  }
+  for (const auto& u : by_name["under_remote"]) {
+    EXPECT_EQ(u.context.trace_id, remote.trace_id);
+    EXPECT_EQ(u.parent_span_id, remote.span_id);
+    EXPECT_TRUE(u.parent_is_remote);
+    EXPECT_EQ(u.context.trace_state, "rojo=00f067aa0ba902b7");
+    EXPECT_EQ(u.context.trace_flags, 0x01) << "the remote parent's flags, not a root's random one";
+  }
+  std::set<std::string> ids;
+  for (const auto& s : all) ids.insert(s.context.span_id.to_hex());
+  EXPECT_EQ(ids.size(), all.size());
+  const TelemetryStats st = handle_.stats();
+  EXPECT_EQ(st.spans_started, 128u + 18u);  // the sampled-out span is started and ended too
+  EXPECT_EQ(st.spans_ended, 128u + 18u);
+}
+
+// A string attribute of a LENS_SPAN is copied with one 16-byte read when that read stays in the
+// string's page; strings that end at a page whose next page is unmapped must arrive whole, and
+// the read must not fault.
+TEST_F(Tracing, LensSpanStringsEndingAtAnUnmappedPageArriveWhole) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  char* base = static_cast<char*>(map);
+  for (std::size_t i = 0; i < page; ++i) base[i] = static_cast<char>('a' + i % 26);
+  ASSERT_EQ(::mprotect(base + page, page, PROT_NONE), 0);
+  warm_record_cache(handle_);
+  for (int back = 1; back <= 40; ++back) {
+    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(back), 16);
+    const std::string_view value(base + page - back, n);
+    LENS_SPAN(s, SpanGroup::STEP, "near_page_end", {"value", value}, {"back", back});
+  }
+  auto all = spans();
+  std::erase_if(all, [](const SpanData& s) { return s.name == "warm_up"; });
+  ASSERT_EQ(all.size(), 40u);
+  for (const auto& s : all) {
+    const auto back = static_cast<std::size_t>(std::get<std::int64_t>(*attr(s, "back")));
+    const std::string want(base + page - back, std::min<std::size_t>(back, 16));
+    EXPECT_EQ(std::get<std::string>(*attr(s, "value")), want) << back;
+  }
+  ::munmap(map, 2 * page);
 }
 
 TEST_F(Tracing, TheEnvironmentsTraceParentParentsEveryNewTraceAndPassesToChildren) {

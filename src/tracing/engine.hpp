@@ -43,6 +43,7 @@ namespace nemo::lens::detail {
 struct Pipeline;
 struct ThreadState;
 struct SpanRing;
+struct EhGlobals;
 
 /// ThreadState::mu: an OwnerLock whose owner is the thread the state belongs to. lock(), unlock()
 /// and try_lock() take the owner's side on that thread and the guests' side on any other; code
@@ -328,6 +329,9 @@ struct ThreadState {
   Pipeline* ring_pipeline = nullptr;
   std::size_t until_wake = 0;
   std::int64_t tid = 0;
+  /// The owner thread's exception globals (lookup_eh_globals()), set when a thread acquires the
+  /// state: what a span reads std::uncaught_exceptions() from, with no thread-local lookup.
+  const EhGlobals* eh = nullptr;
   bool in_use = false;  // guarded by the registry mutex
   std::atomic<std::uint64_t> started{0};
   std::atomic<std::uint64_t> ended{0};
@@ -582,10 +586,21 @@ struct Pipeline {
   /// Every span without a parent is a sampled root: no inherited context and an always-on root
   /// sampler. Set with `inherited`.
   bool plain_roots = false;
-  /// Sets `inherited` (and plain_roots); before the pipeline is published.
+  /// What a LENS_SPAN site's common start (try_start_site_record()) may take with no further
+  /// check of the pipeline and the clock, both needing TSC ticks: kFastRoots, spans without a
+  /// parent (plain_roots); kFastChildren, children of a sampled parent (a parent-based sampler
+  /// in a pipeline that records). Set with `inherited`.
+  static constexpr std::uint8_t kFastRoots = 1, kFastChildren = 2;
+  std::uint8_t fast_starts = 0;
+  /// Sets `inherited` (plain_roots, fast_starts); before the pipeline is published, after the
+  /// clock's calibration.
   void inherit(const SpanContext& context) noexcept {
     inherited = context;
     plain_roots = !inherited.is_valid() && sampler.root == SamplerConfig::Root::kAlwaysOn;
+    const bool tsc = g_clock_ticks_are_tsc.load(std::memory_order_acquire);
+    fast_starts = static_cast<std::uint8_t>(
+        (tsc && plain_roots ? kFastRoots : 0) |
+        (tsc && sampler.parent_based && sampler.records_anything ? kFastChildren : 0));
   }
 
   /// False once shutdown began (read by every producer, written once).
@@ -670,9 +685,9 @@ struct Pipeline {
 };
 
 inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
+  // A ring of this pipeline: its exporter thread runs (ring_for()).
   if (NEMO_LENS_LIKELY(current != nullptr && current->ring_pipeline == this &&
                        accepting.load(std::memory_order_acquire) &&
-                       thread_started_.load(std::memory_order_acquire) &&
                        current->ring->queue.try_push(rec))) {
     // Counting here, rather than reading the queue's size, keeps the consumer's cache line out of
     // the producer's path.
@@ -755,6 +770,9 @@ struct SiteKeys {
   /// count when the list did not pass the checks: its starts check each key as it comes.
   static constexpr std::uint32_t kUnchecked = UINT32_MAX;
   const Pipeline* pipeline = nullptr;
+  /// `pipeline` when every key passed the checks and is recognised by address (by_address): a
+  /// LENS_SPAN start compares this one field to know both. Null otherwise.
+  const Pipeline* checked_by_address = nullptr;
   std::uint32_t count = kUnchecked;
   /// Every key lies in read-only memory of a LENS_SPAN site's own object (a literal): a key at the
   /// same address and of the same size is the same key. Otherwise keys are compared by content.

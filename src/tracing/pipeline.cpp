@@ -63,12 +63,12 @@ Pipeline::Pipeline(BatchOptions opts, SpanLimits lim, SamplerConfig samp,
       exporter(std::move(exp)),
       shared_queue_(opts.max_queue_size) {
   keep_reachable(this);  // immortal: records and handles may point here
+  calibrate_clock();
   inherit(SpanContext{});
   record_exporter_ = dynamic_cast<RecordSpanExporter*>(exporter.get());
   if (record_exporter_ != nullptr && !record_exporter_->encodes_records()) {
     record_exporter_ = nullptr;
   }
-  calibrate_clock();
   visit_thread_states([&](ThreadState& s) {
     base_started_ += s.started.load(std::memory_order_relaxed);
     base_ended_ += s.ended.load(std::memory_order_relaxed);
@@ -107,7 +107,9 @@ SpanRing* Pipeline::ring_for(ThreadState& ts) noexcept {
     }
   }
   ts.ring = ring;
-  ts.ring_pipeline = this;
+  // enqueue() takes a thread's ring of this pipeline as a sign that the exporter thread runs:
+  // while it could not be started, every span comes back here, which tries again.
+  ts.ring_pipeline = thread_started_.load(std::memory_order_acquire) ? this : nullptr;
   ts.until_wake = options.max_export_batch_size;
   return ring;
 }
@@ -138,6 +140,7 @@ void Pipeline::enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept {
     recycle(rec);
     return;
   }
+  ensure_thread();  // first: ring_for() marks a thread's ring for enqueue() only once it runs
   SpanRing* ring = nullptr;
   if (current != nullptr) {
     ring = NEMO_LENS_LIKELY(current->ring_pipeline == this) ? current->ring : ring_for(*current);
@@ -148,7 +151,6 @@ void Pipeline::enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept {
     recycle(rec);
     return;
   }
-  ensure_thread();
   // Wake the exporter once per batch's worth of this thread's spans: counting here, rather than
   // reading the queue's size, keeps the consumer's cache line out of the producer's path.
   if (ring == nullptr) {

@@ -39,7 +39,14 @@ void check_site_keys(const SpanSite& site, const Pipeline& p, std::span<const At
     by_address = by_address && in_read_only_memory(key.data(), key.size());
   }
   if (ok) keys->count = static_cast<std::uint32_t>(attributes.size());
+  // The slots past the list get an address no key of a caller has: a start with more attributes
+  // than were checked fails at the first of them (try_start_site_record() compares no count).
+  static const char unused_key = 0;
+  for (std::size_t i = attributes.size(); i < SpanRecord::kInlineAttributes; ++i) {
+    keys->keys[i].data = &unused_key;
+  }
   keys->by_address = by_address;
+  if (ok && by_address) keys->checked_by_address = &p;
   // Publish, unless another thread published the keys for `p` first. Release pairs with
   // site_keys()' acquire: the keys are complete before they are seen.
   const void* old = site.keys.load(std::memory_order_acquire);

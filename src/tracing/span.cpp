@@ -248,6 +248,7 @@ constexpr std::uint32_t kNoGroupIndex = UINT32_MAX;
 
 struct SpanAccess {
   static Span make(SpanRecord* rec) noexcept { return Span(rec, 0, uncaught_exceptions_now()); }
+  static Span make(SpanRecord* rec, int uncaught) noexcept { return Span(rec, 0, uncaught); }
   static void finish(Span& span, bool unwinding) noexcept;  // Span::finish()
   static Span make_light(ThreadState* owner, std::uint32_t token) noexcept {
     return Span(reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(owner) | kLightTag),
@@ -324,9 +325,118 @@ namespace {
   if (!g.nvtx) return start();
   return start_with_range(site, g.index, start);
 }
-}  // namespace
 
-Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
+// Stores a LENS_SPAN site's attributes in `rec` through the site's checked keys, none of which
+// may differ from the ones checked (the same key literal and value type), and no string may be
+// longer than a slot or end within 16 bytes of a page's end (copy_within_page()): false, at the
+// first that does, for start_record() to store them all again.
+[[gnu::always_inline]] inline bool put_site_attributes(SpanRecord& rec, const SiteKeys& keys,
+                                                       const Attribute* attributes,
+                                                       std::size_t count) noexcept {
+  using T = AttributeArg::Type;
+  if (count > SpanRecord::kInlineAttributes) return false;  // never (keys.count): for the unrolling
+#pragma GCC unroll 4
+  for (std::size_t i = 0; i < count; ++i) {
+    const Attribute& a = attributes[i];
+    const SiteKeys::Key& k = keys.keys[i];
+    const T type = a.value.type();
+    if (a.key.data() != k.data || a.key.size() != k.slot.key_size || type != k.type) return false;
+    InlineAttribute& slot = rec.attributes[i];
+    std::memcpy(&slot, &k.slot, kInlineHeaderSize);
+    if (type == T::kInt) {
+      slot.i = a.value.as_int();
+    } else if (type == T::kString) {
+      const std::string_view v = a.value.as_string();
+      if (v.size() > InlineAttribute::kStringCapacity ||
+          !copy_within_page(slot.s, v.data(), v.size())) {
+        return false;
+      }
+      slot.string_size = static_cast<std::uint8_t>(v.size());
+    } else if (type == T::kDouble) {
+      slot.d = a.value.as_double();
+    } else {
+      slot.b = a.value.as_bool();
+    }
+  }
+  return true;
+}
+
+// The common start of a LENS_SPAN site's span, with no call on its way: a recorded span of
+// thread state `ts` (the caller's) whose record cache and stack have room, the site's keys checked
+// for `p` and recognised by address, a root or the child of a sampled parent with ids and no trace
+// state as `p` allows (Pipeline::fast_starts). Null, with nothing changed, otherwise.
+[[gnu::always_inline]] inline SpanRecord* try_start_site_record(const SpanSite& site, Pipeline& p,
+                                                                ThreadState& ts,
+                                                                const Attribute* attributes,
+                                                                std::size_t count) noexcept {
+  auto& stack = ts.stack;
+  auto& cache = ts.cache;
+  // Acquire pairs with check_site_keys()' publication.
+  const auto* keys = static_cast<const SiteKeys*>(site.keys.load(std::memory_order_acquire));
+  if (NEMO_LENS_UNLIKELY(!kTscTicks || cache.empty() ||
+                         (count != 0 && (keys == nullptr || keys->checked_by_address != &p)))) {
+    return nullptr;
+  }
+  SpanRecord* rec = cache.back();  // owner only: nobody sees it until it is on the stack
+  rec->site = &site;               // (early: one value less to keep until the stores below)
+  if (NEMO_LENS_UNLIKELY(rec->cold_used ||
+                         (count != 0 && !put_site_attributes(*rec, *keys, attributes, count)) ||
+                         !ts.mu.try_lock_as_owner_if_unshared())) {
+    return nullptr;
+  }
+  // Parent: the thread's current span, else none (start_record() for every other case). The
+  // capacity is checked here, next to the push, so that the push needs no growing path.
+  const SpanRecord* top = stack.empty() ? nullptr : stack.back();
+  if (NEMO_LENS_UNLIKELY(
+          stack.size() == stack.capacity() ||
+          (top == nullptr ? (p.fast_starts & Pipeline::kFastRoots) == 0
+                          : (p.fast_starts & Pipeline::kFastChildren) == 0 || top->not_current ||
+                                !top->span_id.is_valid() || (top->trace_flags & 0x01) == 0 ||
+                                (top->cold_used && !top->cold->trace_state.empty())))) {
+    ts.mu.unlock_as_owner();
+    return nullptr;
+  }
+  cache.pop_back();
+  stack.push_back(rec);  // within its capacity: no allocation
+  // What init_record() and start_record() leave in a recorded span of a site.
+  if (top == nullptr) {
+    rec->trace_id = TraceId{};
+    rec->parent_span_id = SpanId{};
+    rec->parent_is_remote = false;
+    rec->trace_flags = 0x03;  // sampled; a root's trace id is random
+  } else {
+    rec->trace_id = top->trace_id;
+    rec->parent_span_id = top->span_id;
+    rec->parent_is_remote = top->is_remote;
+    rec->trace_flags = static_cast<std::uint8_t>(0x01 | (top->trace_flags & 0x02));
+  }
+  rec->span_id = SpanId{};
+  rec->owner = &ts;
+  rec->pipeline = &p;
+  rec->thread_id = ts.tid;
+  rec->nvtx = 0;
+  rec->dropped_attributes_count = 0;
+  rec->is_remote = false;
+  rec->kind = SpanKind::kInternal;
+  rec->status_code = StatusCode::kUnset;
+  rec->recording = true;
+  rec->exception_recorded = false;
+  rec->status_final = false;
+  rec->orphaned = false;
+  rec->truncated = false;
+  rec->not_current = false;
+  rec->inline_used = static_cast<std::uint8_t>(count);
+  rec->inline_room = p.inline_room;
+  rec->start_ticks = tsc_ticks();
+  ts.mu.unlock_as_owner();
+  ts.count(ts.started);
+  return rec;
+}
+
+// start_site_span() for every case try_start_site_record() does not take. Apart, so that the
+// common case saves no registers.
+[[gnu::noinline]] Span start_site_span_general(
+    const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
   if (NEMO_LENS_LIKELY(records_without_range(site.gate) && p != nullptr &&
                        p->sampler.records_anything)) {
@@ -336,6 +446,24 @@ Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attr
     return SpanAccess::make(start_record(p, req, attributes));
   }
   return start_site_span_slow(site, span_site_state(site.gate), p, attributes);
+}
+}  // namespace
+
+// Without GCC's SLP vectoriser, which pairs two of the record's pointer stores through an SSE
+// register: four instructions for two.
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-tree-slp-vectorize")]]
+#endif
+Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
+  Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
+  ThreadState* ts = t_state;
+  if (NEMO_LENS_LIKELY(records_without_range(site.gate) && p != nullptr && ts != nullptr)) {
+    if (SpanRecord* rec =
+            try_start_site_record(site, *p, *ts, attributes.begin(), attributes.size())) {
+      return SpanAccess::make(rec, static_cast<int>(ts->eh->uncaught_exceptions));
+    }
+  }
+  return start_site_span_general(site, attributes);
 }
 
 }  // namespace detail
@@ -736,14 +864,13 @@ void Span::finish(bool unwinding) noexcept { detail::SpanAccess::finish(*this, u
 
 void Span::finish_scope() noexcept {
   SpanRecord* rec = rec_;
-  const detail::EhGlobals* eh = detail::t_eh_globals;
   detail::ThreadState* current = detail::t_state;
-  // The common end: no exception leaving the scope, the span ended on the thread that started it.
-  if (NEMO_LENS_LIKELY(detail::tags(rec) == 0 && eh != nullptr &&
-                       static_cast<int>(eh->uncaught_exceptions) <= uncaught_ &&
-                       rec->owner == current && current != nullptr &&
+  // The common end: no exception leaving the scope, the span ended on the thread that started it
+  // (a record's owner is never null).
+  if (NEMO_LENS_LIKELY(detail::tags(rec) == 0 && rec->owner == current &&
+                       static_cast<int>(current->eh->uncaught_exceptions) <= uncaught_ &&
                        try_end_record(rec, current))) {
-    rec_ = nullptr;
+    // The handle is not cleared: only its destructor calls this, and nothing reads it after.
     current->count(current->ended);
     detail::prefetch_next_record(*current);
     return rec->pipeline->enqueue(rec, current);  // its calls are tail calls

@@ -1,5 +1,6 @@
 // A bounded single-producer single-consumer ring: a push is a store and a release store, with no
-// read-modify-write and no division. The producer and the consumer each keep a cached copy of the
+// read-modify-write and no division: the slots are a power of two (at least the capacity), an
+// index's slot its low bits. The producer and the consumer each keep a cached copy of the
 // other's index on their own cache line, and read the other's only when the ring looks full
 // (producer) or empty (consumer). Internal.
 //
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,7 +23,9 @@ template <class T>
 class SpscRing {
  public:
   explicit SpscRing(std::size_t capacity)
-      : capacity_(capacity == 0 ? 1 : capacity), slots_(new T[capacity_]) {}
+      : capacity_(capacity == 0 ? 1 : capacity),
+        mask_(std::bit_ceil(capacity_) - 1),
+        slots_(new T[mask_ + 1]) {}
 
   /// Adds `v`; false when the ring holds `capacity` elements. Producer only.
   bool try_push(T v) noexcept {
@@ -30,11 +34,11 @@ class SpscRing {
       head_seen_ = head_.load(std::memory_order_acquire);  // pairs with the consumer's release
       if (tail - head_seen_ >= capacity_) return false;
     }
-    slots_[tail_slot_] = v;
+    T* slot = &slots_[tail & mask_];
+    *slot = v;
     // The slots a few lines on: the consumer read them last, and the store into each would
     // otherwise wait for its line to come back (and a locked instruction after it, for the store).
-    prefetch_for_write(reinterpret_cast<std::uintptr_t>(&slots_[tail_slot_]) + kPrefetchBytes);
-    if (++tail_slot_ == capacity_) tail_slot_ = 0;
+    prefetch_for_write(reinterpret_cast<std::uintptr_t>(slot) + kPrefetchBytes);
     tail_.store(tail + 1, std::memory_order_release);  // publishes the slot to the consumer
     return true;
   }
@@ -46,8 +50,7 @@ class SpscRing {
       tail_seen_ = tail_.load(std::memory_order_acquire);  // pairs with the producer's release
       if (head == tail_seen_) return false;
     }
-    out = slots_[head_slot_];
-    if (++head_slot_ == capacity_) head_slot_ = 0;
+    out = slots_[head & mask_];
     head_.store(head + 1, std::memory_order_release);  // the slot is the producer's again
     return true;
   }
@@ -61,11 +64,10 @@ class SpscRing {
     }
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(max, tail_seen_ - head));
     if (n == 0) return 0;
-    const std::size_t first = std::min(n, capacity_ - head_slot_);  // up to the end of the array
-    std::copy_n(slots_.get() + head_slot_, first, out);
+    const auto at = static_cast<std::size_t>(head & mask_);
+    const std::size_t first = std::min(n, mask_ + 1 - at);  // up to the end of the array
+    std::copy_n(slots_.get() + at, first, out);
     std::copy_n(slots_.get(), n - first, out + first);
-    head_slot_ += n;
-    if (head_slot_ >= capacity_) head_slot_ -= capacity_;
     head_.store(head + n, std::memory_order_release);  // the slots are the producer's again
     return n;
   }
@@ -82,15 +84,14 @@ class SpscRing {
  private:
   static constexpr std::size_t kPrefetchBytes = 256;  // four lines ahead
   const std::size_t capacity_;
+  const std::size_t mask_;  // the slots less one
   const std::unique_ptr<T[]> slots_;
   // The producer's line.
   alignas(64) std::atomic<std::uint64_t> tail_{0};
   std::uint64_t head_seen_ = 0;
-  std::size_t tail_slot_ = 0;
   // The consumer's line.
   alignas(64) std::atomic<std::uint64_t> head_{0};
   std::uint64_t tail_seen_ = 0;
-  std::size_t head_slot_ = 0;
 };
 
 }  // namespace nemo::lens::detail

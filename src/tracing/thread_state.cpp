@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "tracing/engine.hpp"
+#include "tracing/exception_info.hpp"
 
 namespace nemo::lens::detail {
 
@@ -94,6 +95,7 @@ ThreadState* acquire_for_this_thread() noexcept {
   if (t_exited) return nullptr;  // a destructor running after this thread's holder is gone
   thread_local ThreadStateHolder holder;
   ThreadState* s = acquire_state();
+  if (s != nullptr) s->eh = t_eh_globals != nullptr ? t_eh_globals : lookup_eh_globals();
   holder.state = s;
   t_state = s;
   return s;

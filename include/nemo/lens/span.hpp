@@ -99,7 +99,8 @@ class NEMO_LENS_API Span {
   Span(detail::SpanRecord* rec, std::uint32_t token, int uncaught) noexcept
       : rec_(rec), uncaught_(uncaught), token_(token) {}
   void finish(bool unwinding) noexcept;
-  // finish(), unwinding when more exceptions are in flight than at the start.
+  // finish(), unwinding when more exceptions are in flight than at the start. Only the
+  // destructor calls it: it may leave the handle as it was.
   void finish_scope() noexcept;
 
   // A recording (or sampled-out) span's record; or, with a low bit set, the thread state that
