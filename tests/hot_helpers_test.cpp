@@ -72,7 +72,6 @@ TEST(CopyWithinPage, CopiesTheBytesOrDeclinesAtAPagesLast16) {
   for (std::size_t i = 0; i < page; ++i) base[i] = static_cast<char>(rng());
   for (std::size_t back = 1; back <= 48; ++back) {
     const char* src = base + page - back;
-    const bool near_end = (reinterpret_cast<std::uintptr_t>(src) & 4095) > 4096 - 16;
     for (std::size_t n = 0; n <= std::min<std::size_t>(16, back); ++n) {
       char got[24], want[24];
       std::memset(got, '#', sizeof got);
@@ -83,6 +82,7 @@ TEST(CopyWithinPage, CopiesTheBytesOrDeclinesAtAPagesLast16) {
       ASSERT_TRUE(copied);
       ASSERT_EQ(std::memcmp(got, want, sizeof got), 0) << "length " << n;
 #else
+      const bool near_end = (reinterpret_cast<std::uintptr_t>(src) & 4095) > 4096 - 16;
       ASSERT_EQ(copied, !near_end) << back << " bytes before the end, length " << n;
       if (copied) {
         ASSERT_EQ(std::memcmp(got + 4, want + 4, n), 0) << "length " << n;
