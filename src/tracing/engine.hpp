@@ -786,35 +786,52 @@ struct SiteKeys {
   const SiteKeys* previous = nullptr;  // the site's keys for an earlier pipeline (kept: immortal)
 };
 
+/// Stores `value`, of the type checked for `k`, in `slot` under `k`'s header: false, the slot's
+/// value unset, for a string longer than a slot or one `copy(dst, src, n)` (which returns whether
+/// it copied) declines. Both starts of a span with a site's checked keys store through it.
+template <class Copy>
+[[gnu::always_inline]] inline bool store_checked_value(InlineAttribute& slot,
+                                                       const SiteKeys::Key& k,
+                                                       const AttributeArg& value,
+                                                       Copy copy) noexcept {
+  using T = AttributeArg::Type;
+  const T type = value.type();  // k's: the callers compared them (read before the header's store)
+  std::memcpy(&slot, &k.slot, kInlineHeaderSize);
+  if (type == T::kInt) {
+    slot.i = value.as_int();
+  } else if (type == T::kString) {
+    const std::string_view v = value.as_string();
+    // No limit cuts a string that fits (checked).
+    if (v.size() > InlineAttribute::kStringCapacity || !copy(slot.s, v.data(), v.size())) {
+      return false;
+    }
+    slot.string_size = static_cast<std::uint8_t>(v.size());
+  } else if (type == T::kDouble) {
+    slot.d = value.as_double();
+  } else {
+    slot.b = value.as_bool();
+  }
+  return true;
+}
+
 /// Stores `attributes` as the first attributes of `r` (which has none yet) through `keys`, while
 /// each key and value type is the one checked and each value fits its slot; returns how many it
 /// stored (the rest go through put_span_attribute()). Requires keys.count == attributes' size.
 [[gnu::always_inline]] inline std::size_t put_checked_attributes(
     SpanRecord& r, const SiteKeys& keys, const Attribute* attributes) noexcept {
-  using T = AttributeArg::Type;
   std::size_t i = 0;
   for (; i < keys.count; ++i) {
     const Attribute& a = attributes[i];
     const SiteKeys::Key& k = keys.keys[i];
-    const T type = a.value.type();
-    if (type != k.type || a.key.size() != k.slot.key_size) break;
+    if (a.value.type() != k.type || a.key.size() != k.slot.key_size) break;
     if (!(keys.by_address && a.key.data() == k.data) && !equal_short(a.key, k.slot.key_view())) {
       break;
     }
-    InlineAttribute& slot = r.attributes[i];
-    std::memcpy(&slot, &k.slot, kInlineHeaderSize);
-    if (type == T::kInt) {
-      slot.i = a.value.as_int();
-    } else if (type == T::kString) {
-      const std::string_view v = a.value.as_string();
-      if (v.size() > InlineAttribute::kStringCapacity) break;  // no limit cuts it (checked)
-      slot.string_size = static_cast<std::uint8_t>(v.size());
-      copy_small(slot.s, v.data(), v.size());
-    } else if (type == T::kDouble) {
-      slot.d = a.value.as_double();
-    } else {
-      slot.b = a.value.as_bool();
-    }
+    const auto copy = [](char* dst, const char* src, std::size_t n) noexcept {
+      copy_small(dst, src, n);
+      return true;
+    };
+    if (!store_checked_value(r.attributes[i], k, a.value, copy)) break;
   }
   r.inline_used = static_cast<std::uint8_t>(i);
   return i;

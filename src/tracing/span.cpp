@@ -333,29 +333,17 @@ namespace {
 [[gnu::always_inline]] inline bool put_site_attributes(SpanRecord& rec, const SiteKeys& keys,
                                                        const Attribute* attributes,
                                                        std::size_t count) noexcept {
-  using T = AttributeArg::Type;
   if (count > SpanRecord::kInlineAttributes) return false;  // never (keys.count): for the unrolling
 #pragma GCC unroll 4
   for (std::size_t i = 0; i < count; ++i) {
     const Attribute& a = attributes[i];
     const SiteKeys::Key& k = keys.keys[i];
-    const T type = a.value.type();
-    if (a.key.data() != k.data || a.key.size() != k.slot.key_size || type != k.type) return false;
-    InlineAttribute& slot = rec.attributes[i];
-    std::memcpy(&slot, &k.slot, kInlineHeaderSize);
-    if (type == T::kInt) {
-      slot.i = a.value.as_int();
-    } else if (type == T::kString) {
-      const std::string_view v = a.value.as_string();
-      if (v.size() > InlineAttribute::kStringCapacity ||
-          !copy_within_page(slot.s, v.data(), v.size())) {
-        return false;
-      }
-      slot.string_size = static_cast<std::uint8_t>(v.size());
-    } else if (type == T::kDouble) {
-      slot.d = a.value.as_double();
-    } else {
-      slot.b = a.value.as_bool();
+    if (a.key.data() != k.data || a.key.size() != k.slot.key_size || a.value.type() != k.type ||
+        !store_checked_value(rec.attributes[i], k, a.value,
+                             [](char* dst, const char* src, std::size_t n) noexcept {
+                               return copy_within_page(dst, src, n);
+                             })) {
+      return false;
     }
   }
   return true;
