@@ -7,6 +7,7 @@
 
 #include "nemo/lens/lens.hpp"
 #include "nemo/lens/mpi.hpp"
+#include "mpi_session.hpp"
 #include "tracing_fixture.hpp"
 
 namespace {
@@ -21,6 +22,7 @@ TEST_F(MpiBroadcast, CarriesTheSourcesCurrentSpanAndIsEmptyOutsideMpi) {
   // Singleton initialisation (no mpirun); root needs OpenMPI's consent.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  const lens_test::PrivateMpiSession session;  // MPI_Init creates a session directory too
   ASSERT_EQ(MPI_Init(nullptr, nullptr), MPI_SUCCESS);
 
   EXPECT_TRUE(lens::broadcast_trace_context(MPI_COMM_SELF, 0).empty()) << "no current span";

@@ -17,6 +17,7 @@
 #include "child_process.hpp"
 #include "control_client.hpp"
 #include "ctl_run.hpp"
+#include "mpi_session.hpp"
 #include "scoped_env.hpp"
 
 namespace {
@@ -80,6 +81,7 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   // between the ranks' writes.
   const int ready_fd = ::open(ready_fifo.c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(ready_fd, 0);
+  const lens_test::PrivateMpiSession session;
   lens_test::ChildProcess mpirun(
       {MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "4", MPI_HANG_JOB});
   // Opening a FIFO for writing and closing it lets the stuck rank, blocked reading it, go on.

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <map>
 #include <set>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "child_process.hpp"
 #include "lens_collect.hpp"
+#include "mpi_session.hpp"
 #include "scoped_env.hpp"
 
 namespace {
@@ -63,6 +67,7 @@ Job run_job(const std::string& name, const std::map<std::string, std::string>& v
   }
   Job job;
   {
+    const lens_test::PrivateMpiSession session;
     lens_test::ChildProcess mpirun(argv);
     job.exit_status = mpirun.wait(120s);
     job.stderr_text = mpirun.stderr_text();
@@ -196,6 +201,42 @@ TEST(MpiRanks, SamplerEnabledKeepsSomeRanksAndTheOthersExportNothing) {
   ASSERT_EQ(job.exit_status, 0) << job.stderr_text;
   EXPECT_EQ(job.ranks(), expected);
   for (int rank : expected) EXPECT_EQ(job.spans_by_rank.at(rank).size(), 6u);
+}
+
+// Issue 39: on a machine where Open MPI's session directory did not exist yet, two mpiruns started
+// at once by ctest -j2 raced to create it and one died in orte_init ("mkdir ... File exists";
+// reproduced by hand with three mpiruns at once on a shared fresh base: 2 of 60 rounds failed).
+// Each job a test starts gets a base of its own (PrivateMpiSession): here three jobs start at
+// once, each from nothing, round after round, and each finds its session directory in its own
+// base and nowhere else.
+TEST(MpiSession, ConcurrentJobsOnAFreshMachineEachCreateTheirOwnSessionDirectory) {
+  constexpr int kRounds = 8;
+  constexpr int kJobs = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::unique_ptr<lens_test::PrivateMpiSession>> sessions;
+    std::vector<std::unique_ptr<lens_test::ChildProcess>> jobs;
+    std::vector<std::string> outputs;
+    for (int j = 0; j < kJobs; ++j) {
+      // Each job is started while its own session is the newest: the environment is copied at
+      // its start, so the three run at once, each with its own base.
+      sessions.push_back(std::make_unique<lens_test::PrivateMpiSession>());
+      outputs.push_back(sessions.back()->base() + ".out");
+      jobs.push_back(std::make_unique<lens_test::ChildProcess>(
+          std::vector<std::string>{MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                                   "/bin/sh", "-c", "ls -d \"$OMPI_MCA_orte_tmpdir_base\"/ompi.*"},
+          outputs.back()));
+    }
+    for (int j = 0; j < kJobs; ++j) {
+      ASSERT_EQ(jobs[j]->wait(60s), 0) << "round " << round << ", job " << j << ": "
+                                       << jobs[j]->stderr_text();
+      std::ifstream in(outputs[j]);
+      const std::string listed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // Both ranks list the job's session directory, which lies in this job's base.
+      EXPECT_EQ(listed.rfind(sessions[j]->base() + "/ompi.", 0), 0u) << listed;
+      std::remove(outputs[j].c_str());
+    }
+    while (!sessions.empty()) sessions.pop_back();  // newest first: each restores the one before
+  }
 }
 
 }  // namespace

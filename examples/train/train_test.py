@@ -134,10 +134,18 @@ def run_job(args, train_args, env_extra=None, collector=None, ranks=RANKS):
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.url,
         })
     env.update(env_extra or {})
+    # Open MPI's session directory in a base of this job's own: two jobs starting at once where
+    # the shared one (<TMPDIR>/ompi.<host>.<uid>) does not exist yet race to create it, and the
+    # loser dies in orte_init with "File exists" (issue 39).
+    session_base = tempfile.mkdtemp(prefix="lens_ompi_")
+    env["OMPI_MCA_orte_tmpdir_base"] = session_base
     command = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
                args.lens_train] + train_args
-    return subprocess.run(command, env=env, capture_output=True, text=True,
-                          timeout=JOB_TIMEOUT_S)
+    try:
+        return subprocess.run(command, env=env, capture_output=True, text=True,
+                              timeout=JOB_TIMEOUT_S)
+    finally:
+        shutil.rmtree(session_base, ignore_errors=True)
 
 
 def expect_success(job, what):
