@@ -5,9 +5,9 @@
 
 #include <cstdlib>
 
+#include "mpi_session.hpp"
 #include "nemo/lens/lens.hpp"
 #include "nemo/lens/mpi.hpp"
-#include "mpi_session.hpp"
 #include "tracing_fixture.hpp"
 
 namespace {

@@ -71,7 +71,8 @@ TEST(MpiCtl, DumpNamesTheRankStuckInsideItsAllReduce) {
   env.set("NEMO_LENS_CONTROL_DIR", ctl_dir);
   env.set("NEMO_LENS_EXPORTER", "file");
   env.set("NEMO_LENS_EXPORT_PATH", (dir.path() / "spans.jsonl").string());
-  // Metrics are on by default: each rank's file goes into the test's directory, not the working one.
+  // Metrics are on by default: each rank's file goes into the test's directory, not the working
+  // one.
   env.set("NEMO_LENS_METRICS_EXPORT_PATH", (dir.path() / "metrics-{rank}.jsonl").string());
   env.set("LENS_HANG_RANK", std::to_string(kStuck));
   env.set("LENS_HANG_READY", ready_fifo);

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,7 +61,8 @@ Job run_job(const std::string& name, const std::map<std::string, std::string>& v
   for (const auto& [k, v] : vars) env.set(k, v);
   std::vector<std::string> argv{MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "4"};
   if (two_nodes) {
-    argv.insert(argv.end(), {"/bin/sh", "-c", "LOCAL_RANK=$((OMPI_COMM_WORLD_RANK % 2)) exec \"$0\"", MPI_JOB});
+    argv.insert(argv.end(),
+                {"/bin/sh", "-c", "LOCAL_RANK=$((OMPI_COMM_WORLD_RANK % 2)) exec \"$0\"", MPI_JOB});
   } else {
     argv.push_back(MPI_JOB);
   }
@@ -176,8 +177,9 @@ TEST(MpiRanks, SampledExportsExactlyTheRanksTheMd5RulePicks) {
   for (const char* rate : {"0.5", "0.85"}) {
     const std::set<int> expected = md5_ranks(std::stod(rate));
     ASSERT_FALSE(expected.empty());
-    const Job job = run_job(std::string("sampled_") + rate, {{"NEMO_LENS_EXPORT_STRATEGY", "sampled"},
-                                                             {"NEMO_LENS_EXPORT_SAMPLE_RATE", rate}});
+    const Job job =
+        run_job(std::string("sampled_") + rate,
+                {{"NEMO_LENS_EXPORT_STRATEGY", "sampled"}, {"NEMO_LENS_EXPORT_SAMPLE_RATE", rate}});
     ASSERT_EQ(job.exit_status, 0) << job.stderr_text;
     EXPECT_EQ(job.ranks(), expected) << "rate " << rate;
   }
@@ -227,10 +229,11 @@ TEST(MpiSession, ConcurrentJobsOnAFreshMachineEachCreateTheirOwnSessionDirectory
           outputs.back()));
     }
     for (int j = 0; j < kJobs; ++j) {
-      ASSERT_EQ(jobs[j]->wait(60s), 0) << "round " << round << ", job " << j << ": "
-                                       << jobs[j]->stderr_text();
+      ASSERT_EQ(jobs[j]->wait(60s), 0)
+          << "round " << round << ", job " << j << ": " << jobs[j]->stderr_text();
       std::ifstream in(outputs[j]);
-      const std::string listed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string listed((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
       // Both ranks list the job's session directory, which lies in this job's base.
       EXPECT_EQ(listed.rfind(sessions[j]->base() + "/ompi.", 0), 0u) << listed;
       std::remove(outputs[j].c_str());

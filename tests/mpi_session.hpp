@@ -31,7 +31,8 @@ class PrivateMpiSession {
  public:
   PrivateMpiSession() {
     std::string pattern = ::testing::TempDir() + "lens_ompi_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + pattern);
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("mkdtemp failed: " + pattern);
     base_ = pattern;
     if (const char* old = ::getenv(kOmpiTmpdirVariable)) previous_ = old;
     ::setenv(kOmpiTmpdirVariable, base_.c_str(), 1);
