@@ -1,7 +1,8 @@
 #!/bin/sh
-# lens report's memory follows the aggregates, not the span count: the same job shape with four
-# times the spans (100,000 then 400,000 spans, 8 ranks) must not raise the report's peak resident
-# memory by more than 8 MiB. report_scale writes the input, runs the report, checks its counts and
+# lens report's memory follows the aggregates and the largest trace, not the span count (the spans
+# of the steps wait in temporary files, docs/report.md): the same job shape with four times the
+# spans (100,000 then 400,000 spans, 8 ranks) must not raise the report's peak resident memory by
+# more than 8 MiB. report_scale writes the input, runs the report, checks its counts and
 # prints the peak RSS (from wait4).
 #
 #   memory_flat.sh REPORT_SCALE LENS_BINARY WORK_DIR

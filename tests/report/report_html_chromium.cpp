@@ -4,8 +4,9 @@
 // per rank (on the timeline's axis: a point at the first step's start is drawn where that step's
 // bar starts); a screenshot of it must not be blank, and the page must log nothing to its
 // console. A second page, of 40 ranks' metrics, must draw the aggregate (median, min-max band,
-// the ranks furthest from the median named). Exits 77 (ctest: skipped) when no Chromium is
-// installed; the CHROMIUM variable names one explicitly.
+// the ranks furthest from the median named). A third, of a DDP-like job, must draw the spans
+// beside the steps on their own row under the steps, overlapped and exposed parts to scale. Exits
+// 77 (ctest: skipped) when no Chromium is installed; the CHROMIUM variable names one explicitly.
 //
 //   report_html_chromium LENS_BINARY WORK_DIR
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -343,5 +345,60 @@ int main(int argc, char** argv) {
   expect(many_dom.find("furthest from the median: rank 39 (") != std::string::npos,
          "rank 39 named first as furthest from the median");
   if (failures > 0) std::printf("the DOM of 40 ranks is in %s/many-dom.html\n", dir.c_str());
+
+  // Spans beside the steps (issue 40): rank 0's steps of 100 ms have two all-reduces on another
+  // thread, [30,60) and [60,85) ms, exposed in [70,80) (forward_backward [0,70), optimizer
+  // [80,95) on the step's thread); rank 1 runs everything on its step's thread, the all-reduces
+  // inside forward_backward.
+  std::string ddp;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<report_test::SpanSpec> spans;
+    for (std::uint64_t step = 0; step < 2; ++step) {
+      using report_test::kMs;
+      const std::uint64_t t = report_test::kT0 + step * 110 * kMs, id = 10 * (step + 1);
+      spans.push_back(report_test::make_span(id, 0, "train_step", "step", t, t + 100 * kMs, 5));
+      spans.push_back(report_test::make_span(id + 1, id, "forward_backward", "forward_backward", t,
+                                             t + 70 * kMs, 5));
+      spans.push_back(report_test::make_span(id + 2, id, "optimizer", "optimizer", t + 80 * kMs,
+                                             t + 95 * kMs, 5));
+      for (const auto& [from, to] : {std::pair{30, 60}, std::pair{60, 85}}) {
+        // Rank 1 waits for each inside forward_backward, on the step's thread.
+        spans.push_back(report_test::make_span(
+            id + 3 + (from > 30 ? 1 : 0), rank == 0 ? id : id + 1, "all_reduce", "communication",
+            t + from * kMs, t + (rank == 0 ? to : std::min(to, 70)) * kMs, rank == 0 ? 6 : 5));
+      }
+    }
+    ddp += report_test::request_line(report_test::rank_resource(rank), spans) + "\n";
+  }
+  report_test::write_file(dir + "/ddp.jsonl", ddp);
+  const std::string ddp_html = dir + "/ddp.html";
+  if (run_with_timeout({lens, "report", "--html", ddp_html, dir + "/ddp.jsonl"}, dir + "/ddp.txt",
+                       dir + "/ddp.err", std::chrono::seconds(60)) != 0) {
+    std::printf("FAIL: lens report --html of the DDP-like job: %s\n",
+                report_test::read_file(dir + "/ddp.err").c_str());
+    return 1;
+  }
+  const int ddp_status =
+      run_chromium(chromium, dir + "/profile4", {"--dump-dom", "file://" + ddp_html},
+                   dir + "/ddp-dom.html", dir + "/ddp-chromium.err");
+  const std::string ddp_dom = report_test::read_file(dir + "/ddp-dom.html");
+  expect(ddp_status == 0 && ddp_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the DDP-like page rendered");
+  expect(count(ddp_dom, "class=\"beside-row\"") == 1 &&
+             ddp_dom.find("class=\"beside-row\" data-rank=\"0\"") != std::string::npos,
+         "one row beside the steps, under rank 0's");
+  expect(count(ddp_dom, "class=\"overlap-bar\"") == 2, "2 overlapped intervals (one per step)");
+  expect(count(ddp_dom, "class=\"exposed-bar\"") == 2, "2 exposed intervals (one per step)");
+  const double step_w = std::atof(attribute_after(ddp_dom, "class=\"step-bar\"", "width").c_str());
+  const double overlap_w =
+      std::atof(attribute_after(ddp_dom, "class=\"overlap-bar\"", "width").c_str());
+  const double exposed_w =
+      std::atof(attribute_after(ddp_dom, "class=\"exposed-bar\"", "width").c_str());
+  expect(step_w > 0 && std::abs(overlap_w / step_w - 0.55) < 0.01 &&
+             std::abs(exposed_w / step_w - 0.10) < 0.01,
+         "overlapped 55 % and exposed 10 % of a step's width (" + std::to_string(overlap_w) + ", " +
+             std::to_string(exposed_w) + " of " + std::to_string(step_w) + ")");
+  expect(count(ddp_dom, "class=\"overlap-row\"") == 1, "one all_reduce row in the table beside");
+  if (failures > 0) std::printf("the DDP-like DOM is in %s/ddp-dom.html\n", dir.c_str());
   return failures == 0 ? 0 : 1;
 }

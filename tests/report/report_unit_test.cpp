@@ -23,6 +23,7 @@
 #include "report/convert_chrome.hpp"
 #include "report/report_builder.hpp"
 #include "report/report_metrics.hpp"
+#include "report/report_output.hpp"
 #include "report/report_sketch.hpp"
 
 namespace nemo::lens::cli {
@@ -472,6 +473,118 @@ TEST(ReportBuilder, AncestryIsPerRank) {
   EXPECT_EQ(r.ranks.size(), 2u);
 }
 
+// A DDP-like job, the shape the demo's PyTorch job exports: per rank a job span and steps; per
+// step forward_backward (with microbatches) and the optimizer on the step's thread, all-reduces
+// on a communication thread (children of the step, some outliving it), a data-loading span on a
+// worker thread, truncated spans now and then. Every span's parent is in the job.
+std::vector<std::pair<int, SpanSpec>> ddp_like_job(std::mt19937_64& rng, int ranks, int steps) {
+  std::vector<std::pair<int, SpanSpec>> out;
+  auto jitter = [&](std::uint64_t ms) { return ms * kMs + rng() % kMs; };
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::uint64_t id = 1000 * static_cast<std::uint64_t>(rank + 1);
+    const std::uint64_t job = id++;
+    std::uint64_t t = kT0;
+    for (int step = 0; step < steps; ++step) {
+      const std::uint64_t s = id++, fb = id++;
+      const std::uint64_t fb_end = t + jitter(60), opt_start = fb_end + jitter(5);
+      const std::uint64_t end = opt_start + jitter(15) + jitter(3);
+      out.push_back({rank, make_span(s, job, "train_step", "step", t, end, 1)});
+      out.push_back({rank, make_span(fb, s, "forward_backward", "forward_backward", t, fb_end, 1)});
+      out.push_back({rank, make_span(id++, fb, "microbatch", "microbatch", t, t + jitter(25), 1)});
+      out.push_back({rank, make_span(id++, s, "optimizer", "optimizer", opt_start,
+                                     opt_start + jitter(15), 1)});
+      for (int b = 0; b < 3; ++b) {
+        const std::uint64_t ar = t + jitter(20 + 20 * b);
+        out.push_back(
+            {rank, make_span(id++, s, "all_reduce", "communication", ar, ar + jitter(25), 2)});
+      }
+      SpanSpec load = make_span(id++, s, "next_batch", "data_loading", t, t + jitter(4), 3);
+      load.truncated = step % 7 == 3;
+      out.push_back({rank, load});
+      t = end + jitter(2);
+    }
+    out.push_back({rank, make_span(job, 0, "job", "job", kT0, t, 1)});
+  }
+  return out;
+}
+
+// The JSON report of `spans` fed as lines of at most `per_line` spans of one rank each, less its
+// "input" (the count of requests follows the lines).
+std::string report_of(const std::vector<std::pair<int, SpanSpec>>& spans, std::size_t per_line) {
+  std::vector<std::pair<int, std::vector<SpanSpec>>> lines;
+  for (const auto& [rank, span] : spans) {
+    if (lines.empty() || lines.back().first != rank || lines.back().second.size() >= per_line) {
+      lines.push_back({rank, {}});
+    }
+    lines.back().second.push_back(span);
+  }
+  nlohmann::ordered_json j = report_json(build(lines), std::nullopt);
+  j.erase("input");
+  return dump_json(j);
+}
+
+TEST(ReportBuilder, AnyOrderOfTheSpansGivesTheSameReport) {
+  std::mt19937_64 rng(40);
+  auto spans = ddp_like_job(rng, 3, 60);
+  const std::string reference = report_of(spans, 16);
+  ASSERT_NE(reference.find("\"all_reduce\""), std::string::npos);
+  std::reverse(spans.begin(), spans.end());  // every parent before its children
+  EXPECT_EQ(report_of(spans, 16), reference);
+  for (int trial = 0; trial < 12; ++trial) {
+    std::shuffle(spans.begin(), spans.end(), rng);
+    const std::string shuffled = report_of(spans, 1 + rng() % 40);
+    // Where they part, not two 50 kB strings.
+    const auto at =
+        std::mismatch(shuffled.begin(), shuffled.end(), reference.begin(), reference.end());
+    EXPECT_EQ(shuffled, reference)
+        << "trial " << trial << ": first difference at byte " << (at.first - shuffled.begin())
+        << ": " << std::string(at.first, std::min(at.first + 80, shuffled.end()));
+  }
+}
+
+TEST(ReportBuilder, NoShareIsAboveOneHundredPercentAndTheStepsThreadAddsUp) {
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto j = nlohmann::json::parse(report_of(ddp_like_job(rng, 2, 30), 10));
+    ASSERT_GT(j["step"]["total_ns"].get<std::uint64_t>(), 0u);
+    std::uint64_t own = 0;
+    for (const auto& g : j["groups"]) {
+      own += g["in_step_self_ns"].get<std::uint64_t>();
+      EXPECT_LE(g["step_share"].get<double>(), 1.0) << g;
+      EXPECT_LE(g["self_share"].get<double>(), 1.0) << g;
+    }
+    EXPECT_EQ(own, j["step"]["total_ns"].get<std::uint64_t>());
+    for (const auto& n : j["names"]) {
+      EXPECT_LE(n["step_share"].get<double>(), 1.0) << n;
+      EXPECT_LE(n["self_share"].get<double>(), 1.0) << n;
+    }
+    ASSERT_FALSE(j["overlap"]["names"].empty());
+    for (const auto* rows : {&j["overlap"]["groups"], &j["overlap"]["names"]}) {
+      for (const auto& o : *rows) {
+        EXPECT_LE(o["overlapped_share"].get<double>(), 1.0) << o;
+        EXPECT_LE(o["exposed_ns"].get<std::uint64_t>(), o["overlapped_ns"].get<std::uint64_t>());
+      }
+    }
+  }
+}
+
+TEST(ReportBuilder, ARunFilterNamesOnlyThatRun) {
+  SpanLineReader reader({.threads = 1});
+  ReportBuilder builder("run-b");
+  ParsedRequest request;
+  for (const char* run : {"run-a", "run-b", "run-c"}) {
+    ASSERT_EQ(
+        reader.parse_line(request_line(report_test::rank_resource(0, run),
+                                       {make_span(1, 0, "train_step", "step", kT0, kT0 + kMs)}),
+                          request),
+        "");
+    builder.add(request);
+  }
+  const Report r = builder.finish({}, {});
+  EXPECT_EQ(r.run_ids, std::vector<std::string>{"run-b"});
+  EXPECT_EQ(r.step_count, 1u);
+}
+
 TEST(ReportBuilder, StragglersAreStrictlyAboveTheThreshold) {
   std::vector<std::pair<int, std::vector<SpanSpec>>> lines;
   const std::uint64_t step_ms[] = {100, 100, 120, 121};
@@ -497,14 +610,21 @@ TEST(ReportBuilder, StragglersAreStrictlyAboveTheThreshold) {
 
 TEST(ReportBuilder, TimelineIsThinnedEvenly) {
   TimelineSampler sampler(10);
-  for (std::uint64_t i = 0; i < 1000; ++i) sampler.add({i, 1});
+  for (std::uint64_t i = 0; i < 1000; ++i) sampler.add({i, 1, {}, {}});
   EXPECT_LE(sampler.steps().size(), 10u);
   EXPECT_GE(sampler.steps().size(), 5u);
   EXPECT_EQ(sampler.seen(), 1000u);
-  for (std::size_t i = 1; i < sampler.steps().size(); ++i) {
-    EXPECT_EQ(sampler.steps()[i].start_ns - sampler.steps()[i - 1].start_ns,
-              sampler.steps()[1].start_ns - sampler.steps()[0].start_ns);
+  const std::vector<TimelineStep> kept = sampler.steps();
+  for (std::size_t i = 1; i < kept.size(); ++i) {
+    EXPECT_EQ(kept[i].start_ns - kept[i - 1].start_ns, kept[1].start_ns - kept[0].start_ns);
   }
+  // The same steps whatever the order they come in.
+  std::vector<std::uint64_t> starts(1000);
+  for (std::uint64_t i = 0; i < 1000; ++i) starts[i] = i;
+  std::shuffle(starts.begin(), starts.end(), std::mt19937_64(7));
+  TimelineSampler shuffled(10);
+  for (std::uint64_t start : starts) shuffled.add({start, 1, {}, {}});
+  EXPECT_EQ(shuffled.steps(), kept);
 }
 
 // ---- the Chrome trace writer ----

@@ -67,6 +67,7 @@ struct SpanEventRecord {
 struct SpanRecord {
   std::uint64_t span_id = 0;
   std::uint64_t parent_span_id = 0;  // 0 for a root (parentSpanId absent, empty or all zeros)
+  std::uint64_t trace_key = 0;       // the trace id's two halves mixed (trace_key_of()), any case
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;  // >= start_ns (checked)
   std::string name;

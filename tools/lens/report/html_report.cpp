@@ -206,14 +206,22 @@ constexpr std::string_view kTail = R"html(</script>
         ". Ranks flagged as stragglers are drawn in red. Time from the first step's start; the " +
         "metric charts below share this axis."));
     var rowH = Math.max(4, Math.min(18, Math.floor(600 / d.ranks.length))), gap = rowH > 8 ? 4 : 1;
+    // A rank whose steps had spans beside them (other threads or processes) gets a second, thinner
+    // row under its steps: the time they overlapped a step, its exposed parts marked.
+    var besideH = Math.max(3, Math.round(rowH * 0.6));
+    function hasBeside(r) {
+      return (r.timeline.overlapped_ns || []).some(function (list) { return list.length > 0; });
+    }
+    var anyBeside = d.ranks.some(hasBeside);
     var left = LEFT, width = WIDTH, plot = PLOT, top = 6;
-    var height = top + d.ranks.length * (rowH + gap) + 24;
+    var height = top + 24;
+    d.ranks.forEach(function (r) { height += rowH + gap + (hasBeside(r) ? besideH + gap : 0); });
     var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + height, width: "100%", role: "img",
                             "aria-label": "step timeline", id: "timeline-svg"});
-    var x = axis.x, rowOf = {};
+    var x = axis.x, rowOf = {}, y = top;
     timeTicks(svg, axis, top, height - 20);
-    d.ranks.forEach(function (r, i) {
-      var y = top + i * (rowH + gap), slow = isStraggler(r);
+    d.ranks.forEach(function (r) {
+      var slow = isStraggler(r);
       var g = svgEl("g", {"class": "rank-row", "data-rank": rankLabel(r.rank),
                           "data-straggler": slow ? "true" : "false"});
       if (rowH >= 9) {
@@ -231,7 +239,30 @@ constexpr std::string_view kTail = R"html(</script>
       });
       rowOf[rankLabel(r.rank)] = {g: g, y: y};
       svg.appendChild(g);
+      y += rowH + gap;
+      if (!hasBeside(r)) return;
+      var b = svgEl("g", {"class": "beside-row", "data-rank": rankLabel(r.rank)});
+      b.appendChild(svgEl("rect", {x: left, y: y, width: plot, height: besideH, fill: "#f9fafc"}));
+      function draw(list, cls, color, what) {
+        list.forEach(function (p) {
+          var bar = svgEl("rect", {"class": cls, x: x(p[0]), y: y, height: besideH, fill: color,
+                                   width: Math.max(0.5, x(p[0] + p[1]) - x(p[0]))});
+          bar.appendChild(svgEl("title", {}, "rank " + rankLabel(r.rank) + ": " + fmt(p[1]) + " " +
+                                             what + " at " + axis.label(p[0])));
+          b.appendChild(bar);
+        });
+      }
+      r.timeline.overlapped_ns.forEach(function (list) { draw(list, "overlap-bar", "#9aa7bd", "overlapped (hidden)"); });
+      r.timeline.exposed_ns.forEach(function (list) { draw(list, "exposed-bar", "#e69f00", "exposed"); });
+      svg.appendChild(b);
+      y += besideH + gap;
     });
+    if (anyBeside) {
+      s.appendChild(el("p", {"class": "note"},
+          "Under a rank's steps, a thinner row: its steps' spans on other threads or processes " +
+          "(grey: overlapped with the step, orange: the exposed part, while the step's own thread " +
+          "was in a span of their group or in none)."));
+    }
     logs.forEach(function (l) {
       var row = rowOf[rankLabel(l.rank)];
       if (!row) return;  // a rank without steps has no row
@@ -460,15 +491,16 @@ constexpr std::string_view kTail = R"html(</script>
   }
 
   function breakdown(d) {
-    var s = section("Where the step time goes (self time by group)", "breakdown");
+    var s = section("Where the step time goes (on the steps' own threads, by group)", "breakdown");
     var groups = d.groups.filter(function (g) { return g.in_step_self_ns > 0; });
     if (!d.step.total_ns || groups.length === 0) {
       s.appendChild(el("p", {"class": "note"}, "No time inside top-level step spans."));
       return;
     }
     s.appendChild(el("p", {"class": "note"},
-        "Self time (a span's time minus its direct children's) of each group inside top-level " +
-        "step spans, as a share of the " + fmt(d.step.total_ns) + " of step time."));
+        "Each instant of a top-level step belongs to the innermost span open on the step's own " +
+        "thread; per group, as a share of the " + fmt(d.step.total_ns) + " of step time (the " +
+        "shares add up to 100 %). Spans on other threads are in the table below."));
     var sum = groups.reduce(function (a, g) { return a + g.self_share; }, 0), scale = Math.max(1, sum);
     var width = 1100, h = 28, xpos = 0;
     var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + h, width: "100%", role: "img",
@@ -488,6 +520,19 @@ constexpr std::string_view kTail = R"html(</script>
     });
     s.appendChild(svg);
     s.appendChild(legend);
+    var beside = (d.overlap || {names: []}).names;
+    if (beside.length === 0) return;
+    s.appendChild(el("p", {"class": "note"},
+        "Beside the steps, on other threads or processes: the time these spans overlapped the " +
+        "steps, and the part of it that was exposed (the step's own thread was in a span of the " +
+        "same group, or in none)."));
+    s.appendChild(table([
+      {title: "group", text: function (n) { return n.group; }},
+      {title: "name", text: function (n) { return n.name; }},
+      {title: "spans", num: true, text: function (n) { return String(n.spans); }},
+      {title: "overlapped", num: true, text: function (n) { return fmt(n.overlapped_ns) + " (" + pct(n.overlapped_share) + ")"; }},
+      {title: "exposed", num: true, text: function (n) { return fmt(n.exposed_ns) + " (" + pct(n.exposed_share) + ")"; }}
+    ], beside, function () { return {"class": "overlap-row"}; }));
   }
 
   function stragglers(d) {

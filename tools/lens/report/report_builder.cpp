@@ -1,39 +1,92 @@
 #include "report/report_builder.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <tuple>
 #include <utility>
 
 namespace nemo::lens::cli {
 
 // ---- TimelineSampler ----
 
-void TimelineSampler::add(const TimelineStep& step) {
-  if (seen_++ % stride_ != 0) return;
-  kept_.push_back(step);
-  if (kept_.size() <= limit_) return;
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < kept_.size(); i += 2) kept_[out++] = kept_[i];
-  kept_.resize(out);
-  stride_ *= 2;
+namespace {
+
+// The order of two steps in one cell: the earlier wins (then the shorter, then the intervals), so
+// that a cell keeps the same step whatever the order they came in.
+bool earlier(const TimelineStep& a, const TimelineStep& b) {
+  auto less = [](const Interval& x, const Interval& y) {
+    return std::tie(x.start_ns, x.end_ns) < std::tie(y.start_ns, y.end_ns);
+  };
+  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+  if (a.duration_ns != b.duration_ns) return a.duration_ns < b.duration_ns;
+  if (a.overlapped != b.overlapped) {
+    return std::lexicographical_compare(a.overlapped.begin(), a.overlapped.end(),
+                                        b.overlapped.begin(), b.overlapped.end(), less);
+  }
+  return std::lexicographical_compare(a.exposed.begin(), a.exposed.end(), b.exposed.begin(),
+                                      b.exposed.end(), less);
 }
 
-void TimelineSampler::merge(const TimelineSampler& other) {
-  for (const TimelineStep& s : other.kept_) add(s);
+void keep_earliest(std::map<std::uint64_t, TimelineStep>& cells, std::uint64_t cell,
+                   TimelineStep step) {
+  auto [it, inserted] = cells.try_emplace(cell, std::move(step));
+  if (!inserted && earlier(step, it->second)) it->second = std::move(step);
+}
+
+// At most kMaxTimelineIntervals of `intervals` (sorted, disjoint), for a step of `duration_ns`.
+std::vector<Interval> thin_intervals(std::vector<Interval> intervals, std::uint64_t duration_ns) {
+  if (intervals.size() <= kMaxTimelineIntervals) return intervals;
+  const std::uint64_t gap = duration_ns / 500;
+  std::size_t out = 0;
+  for (const Interval& i : intervals) {
+    if (out > 0 && i.start_ns - intervals[out - 1].end_ns <= gap) {
+      intervals[out - 1].end_ns = i.end_ns;
+    } else {
+      intervals[out++] = i;
+    }
+  }
+  intervals.resize(out);
+  if (intervals.size() > kMaxTimelineIntervals) {
+    std::stable_sort(intervals.begin(), intervals.end(), [](const Interval& x, const Interval& y) {
+      return x.end_ns - x.start_ns > y.end_ns - y.start_ns;
+    });
+    intervals.resize(kMaxTimelineIntervals);
+    std::sort(intervals.begin(), intervals.end(),
+              [](const Interval& x, const Interval& y) { return x.start_ns < y.start_ns; });
+  }
+  return intervals;
+}
+
+}  // namespace
+
+void TimelineSampler::add(TimelineStep step) {
+  ++seen_;
+  const std::uint64_t cell = step.start_ns / cell_ns_;
+  keep_earliest(kept_, cell, std::move(step));
+  while (kept_.size() > limit_ && cell_ns_ <= UINT64_MAX / 2) {
+    cell_ns_ *= 2;
+    std::map<std::uint64_t, TimelineStep> wider;
+    for (auto& [narrow, kept] : kept_) keep_earliest(wider, narrow / 2, std::move(kept));
+    kept_ = std::move(wider);
+  }
+}
+
+std::vector<TimelineStep> TimelineSampler::steps() const {
+  std::vector<TimelineStep> out;
+  out.reserve(kept_.size());
+  for (const auto& [cell, step] : kept_) out.push_back(step);
+  return out;  // cells in order, one step each: by start
 }
 
 // ---- ReportBuilder ----
 
 namespace {
 
-void add_to(std::vector<std::pair<std::uint32_t, std::uint64_t>>& sums, std::uint32_t id,
-            std::uint64_t ns) {
-  for (auto& [key, sum] : sums) {
-    if (key == id) {
-      sum += ns;
-      return;
-    }
-  }
-  sums.emplace_back(id, ns);
+// The order truncated rows are kept in: the least kMaxTruncatedRows whatever the input order.
+bool truncated_before(const TruncatedRow& a, const TruncatedRow& b) {
+  const std::int64_t ra = a.rank.value_or(INT64_MAX), rb = b.rank.value_or(INT64_MAX);
+  return std::tie(ra, a.group, a.name, a.duration_ns) <
+         std::tie(rb, b.group, b.name, b.duration_ns);
 }
 
 // The median of `values` (sorted in place): the middle one, or the mean of the two middle ones.
@@ -46,7 +99,7 @@ double median(std::vector<double>& values) {
 
 }  // namespace
 
-ReportBuilder::ReportBuilder() { recent_ring_.reserve(kRecentSpans); }
+ReportBuilder::ReportBuilder() = default;
 
 ReportBuilder::ReportBuilder(std::string run_id) : ReportBuilder() {
   run_filter_ = std::move(run_id);
@@ -59,10 +112,11 @@ std::uint32_t ReportBuilder::name_id(const SpanRecord& span) {
   if (auto it = name_ids_.find(key_buffer_); it != name_ids_.end()) return it->second;
   const auto id = static_cast<std::uint32_t>(names_.size());
   name_ids_.emplace(key_buffer_, id);
-  NameStats& stats = names_.emplace_back();
-  stats.group = std::string(group);
-  stats.name = span.name;
-  stats.is_step = group == kStepGroup;
+  names_.emplace_back().name = span.name;
+  auto [group_it, new_group] =
+      group_ids_.try_emplace(std::string(group), static_cast<std::uint32_t>(groups_.size()));
+  if (new_group) groups_.emplace_back().group = std::string(group);
+  kinds_.push_back({group_it->second, group == kStepGroup});
   return id;
 }
 
@@ -90,10 +144,9 @@ void ReportBuilder::add_log(const LogEntry& log, const SpanResource& resource) {
 
 void ReportBuilder::add(const ParsedRequest& request) {
   for (const SpanResource& r : request.resources) {
-    if (!r.run_id.empty() && run_ids_.size() < kMaxRunIds &&
-        std::find(run_ids_.begin(), run_ids_.end(), r.run_id) == run_ids_.end()) {
-      run_ids_.push_back(r.run_id);
-    }
+    if (r.run_id.empty() || (!run_filter_.empty() && r.run_id != run_filter_)) continue;
+    run_ids_.insert(r.run_id);
+    if (run_ids_.size() > kMaxRunIds) run_ids_.erase(std::prev(run_ids_.end()));
   }
   if (!request.metrics.empty()) metrics_.add(request, run_filter_);
   for (const LogEntry& log : request.logs) add_log(log, request.resources[log.resource]);
@@ -102,7 +155,11 @@ void ReportBuilder::add(const ParsedRequest& request) {
     if (!run_filter_.empty() && resource.run_id != run_filter_) continue;
     const RankKey rank = resource.rank.value_or(kUnknownRank);
     RankState& state = ranks_[rank];
-    if (state.spans++ == 0) state.instance_id = resource.instance_id;
+    if (state.spans++ == 0 ||
+        (!resource.instance_id.empty() &&
+         (state.instance_id.empty() || resource.instance_id < state.instance_id))) {
+      state.instance_id = resource.instance_id;
+    }
     add_span(rank, span);
   }
 }
@@ -114,133 +171,34 @@ void ReportBuilder::add_span(RankKey rank, const SpanRecord& span) {
   stats.durations.add(duration);
   if (span.truncated) {
     ++truncated_count_;
-    if (truncated_.size() < kMaxTruncatedRows) {
-      truncated_.push_back({rank == kUnknownRank ? std::nullopt : std::optional(rank), stats.group,
-                            stats.name, duration});
+    truncated_.push_back({rank == kUnknownRank ? std::nullopt : std::optional(rank),
+                          groups_[kinds_[id].group_id].group, stats.name, duration});
+    if (truncated_.size() >= 2 * kMaxTruncatedRows) {  // keep the least, in bounded memory
+      std::nth_element(truncated_.begin(), truncated_.begin() + kMaxTruncatedRows, truncated_.end(),
+                       truncated_before);
+      truncated_.resize(kMaxTruncatedRows);
     }
   }
-
-  // What this span's descendants left waiting for it.
-  const PendingKey self_key{rank, span.span_id};
-  Pending mine = take_pending(self_key);
-  const std::uint64_t self = duration > mine.children_ns ? duration - mine.children_ns : 0;
-  Pending up;  // what this span and its descendants contribute to its ancestors
-  if (stats.is_step) {
-    // The span's descendants are inside a step; the span itself is inside one (itself, or a step
-    // ancestor) too. Whether it is a top-level step is known when its ancestors are.
-    resolve_inside_step(mine);
-    stats.in_step_ns += duration;
-    stats.in_step_self_ns += self;
-    StepCandidates& c = up.candidates.emplace_back(StepCandidates{id, {}, {}});
-    c.durations.add(duration);
-    c.timeline.add({span.start_ns, duration});
-  } else {
-    up = std::move(mine);
-    up.children_ns = 0;
-    add_to(up.total, id, duration);
-    add_to(up.self, id, self);
-  }
-
-  // Hand it to the parent: waiting for it, or, when the parent came first (a child exported in a
-  // later batch), along the ancestors already seen.
-  std::uint64_t parent = span.parent_span_id;
-  bool direct_child = true;
-  for (int hops = 0;; ++hops) {
-    if (parent == 0 || hops > 64) {
-      resolve_as_root(rank, up);
-      break;
-    }
-    const PendingKey parent_key{rank, parent};
-    auto seen = recent_.find(parent_key);
-    if (seen == recent_.end()) {
-      Pending& target = pending_for(parent_key);
-      if (direct_child) target.children_ns += duration;
-      merge_into(target, std::move(up));
-      break;
-    }
-    if (seen->second.is_step) {
-      resolve_inside_step(up);
-      break;
-    }
-    parent = seen->second.parent;
-    direct_child = false;
-  }
-  remember(self_key, {stats.is_step, span.parent_span_id});
+  spill_.add({rank, span.trace_key, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
+              span.thread_id.value_or(kNoThread), id, 0});
 }
 
-ReportBuilder::Pending ReportBuilder::take_pending(const PendingKey& key) {
-  auto it = pending_.find(key);
-  if (it == pending_.end()) return {};
-  Pending p = std::move(it->second);
-  pending_age_.erase(p.age);
-  pending_.erase(it);
-  return p;
-}
-
-ReportBuilder::Pending& ReportBuilder::pending_for(const PendingKey& key) {
-  if (auto it = pending_.find(key); it != pending_.end()) return it->second;
-  if (pending_.size() >= kMaxPendingParents) {
-    const PendingKey oldest = pending_age_.front();
-    Pending p = take_pending(oldest);
-    resolve_as_root(oldest.rank, p);
-    ++ancestry_.evicted;
+void ReportBuilder::add_step(const StepResult& step) {
+  RankState& rank = ranks_[step.rank];
+  rank.steps[step.name_id].add(step.duration_ns);
+  step_total_ns_ += step.duration_ns;
+  ++step_count_;
+  for (const auto& [id, ns] : step.own_by_name) {
+    names_[id].in_step_self_ns += ns;
+    groups_[kinds_[id].group_id].in_step_self_ns += ns;
   }
-  Pending& p = pending_[key];
-  p.age = pending_age_.insert(pending_age_.end(), key);
-  ancestry_.peak_pending = std::max<std::uint64_t>(ancestry_.peak_pending, pending_.size());
-  return p;
-}
-
-void ReportBuilder::merge_into(Pending& into, Pending&& from) {
-  if (into.total.empty() && into.self.empty() && into.candidates.empty()) {
-    into.total = std::move(from.total);
-    into.self = std::move(from.self);
-    into.candidates = std::move(from.candidates);
-    return;
-  }
-  for (const auto& [id, ns] : from.total) add_to(into.total, id, ns);
-  for (const auto& [id, ns] : from.self) add_to(into.self, id, ns);
-  for (StepCandidates& c : from.candidates) {
-    auto same = std::find_if(into.candidates.begin(), into.candidates.end(),
-                             [&](const StepCandidates& o) { return o.name_id == c.name_id; });
-    if (same == into.candidates.end()) {
-      into.candidates.push_back(std::move(c));
-    } else {
-      same->durations.merge(c.durations);
-      same->timeline.merge(c.timeline);
-    }
-  }
-}
-
-void ReportBuilder::resolve_inside_step(Pending& p) {
-  for (const auto& [id, ns] : p.total) names_[id].in_step_ns += ns;
-  for (const auto& [id, ns] : p.self) names_[id].in_step_self_ns += ns;
-  p.total.clear();
-  p.self.clear();
-  p.candidates.clear();  // step spans below a step span are not top-level steps
-}
-
-void ReportBuilder::resolve_as_root(RankKey rank, Pending& p) {
-  if (p.candidates.empty()) return;
-  RankState& state = ranks_[rank];
-  for (const StepCandidates& c : p.candidates) {
-    state.steps[c.name_id].merge(c.durations);
-    state.timeline.merge(c.timeline);
-    step_total_ns_ += c.durations.sum();
-    step_count_ += c.durations.count();
-  }
-  p.candidates.clear();
-}
-
-void ReportBuilder::remember(const PendingKey& key, const Recent& value) {
-  if (recent_ring_.size() < kRecentSpans) {
-    recent_ring_.push_back(key);
-  } else {
-    recent_.erase(recent_ring_[recent_next_]);
-    recent_ring_[recent_next_] = key;
-    recent_next_ = (recent_next_ + 1) % kRecentSpans;
-  }
-  recent_[key] = value;
+  for (const auto& [id, ns] : step.within_by_name) names_[id].in_step_ns += ns;
+  for (const auto& [id, ns] : step.within_by_group) groups_[id].in_step_ns += ns;
+  for (const OverlapTimes& t : step.overlap_by_name) names_[t.id].overlap.add(t);
+  for (const OverlapTimes& t : step.overlap_by_group) groups_[t.id].overlap.add(t);
+  rank.timeline.add({step.start_ns, step.duration_ns,
+                     thin_intervals(step.overlapped, step.duration_ns),
+                     thin_intervals(step.exposed, step.duration_ns)});
 }
 
 void ReportBuilder::add_malformed(const MalformedLine& line) {
@@ -250,37 +208,46 @@ void ReportBuilder::add_malformed(const MalformedLine& line) {
 }
 
 Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& input) {
-  // Descendants whose ancestors never arrived: their chains end there.
-  ancestry_.unresolved = pending_.size();
-  while (!pending_age_.empty()) {
-    const PendingKey oldest = pending_age_.front();
-    Pending p = take_pending(oldest);
-    resolve_as_root(oldest.rank, p);
+  // The steps, trace by trace, now that every span is in.
+  AncestryCounts ancestry;
+  ancestry.spilled = spill_.spilled();
+  StepAnalyzer analyzer(kinds_);
+  spill_.for_each_trace([&](std::span<SpanFacts> trace) {
+    analyzer.analyze(trace, [&](const StepResult& step) { add_step(step); });
+  });
+  ancestry.unresolved = analyzer.counts().missing_parents;
+  ancestry.duplicates = analyzer.counts().duplicates;
+  ancestry.cycles = analyzer.counts().cycles;
+  if (truncated_.size() > kMaxTruncatedRows) {
+    std::nth_element(truncated_.begin(), truncated_.begin() + kMaxTruncatedRows, truncated_.end(),
+                     truncated_before);
+    truncated_.resize(kMaxTruncatedRows);
   }
-  recent_.clear();
-  recent_ring_.clear();
+  std::sort(truncated_.begin(), truncated_.end(), truncated_before);
 
   Report report;
   report.files = files_;
   report.input = input;
-  report.run_ids = run_ids_;
+  report.run_ids.assign(run_ids_.begin(), run_ids_.end());
   report.step_total_ns = step_total_ns_;
   report.step_count = step_count_;
   report.straggler_threshold_pct = options.straggler_threshold_pct;
   report.truncated_count = truncated_count_;
   report.truncated = truncated_;
   report.malformed = malformed_;
-  report.ancestry = ancestry_;
+  report.ancestry = ancestry;
   report.metrics = metrics_.finish();
   report.log_count = log_count_;
   report.logs = logs_;
   std::stable_sort(report.logs.begin(), report.logs.end(),
                    [](const LogRow& a, const LogRow& b) { return a.time_ns < b.time_ns; });
 
-  std::map<std::string, GroupRow> groups;
-  for (const NameStats& s : names_) {
+  std::vector<GroupRow> groups(groups_.size());
+  for (std::uint32_t id = 0; id < names_.size(); ++id) {
+    const NameStats& s = names_[id];
+    const GroupStats& group = groups_[kinds_[id].group_id];
     NameRow row;
-    row.group = s.group;
+    row.group = group.group;
     row.name = s.name;
     row.count = s.durations.count();
     row.total_ns = s.durations.sum();
@@ -290,25 +257,43 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
     row.max_ns = s.durations.max();
     row.in_step_ns = s.in_step_ns;
     row.in_step_self_ns = s.in_step_self_ns;
-    GroupRow& g = groups[s.group];
-    g.group = s.group;
+    GroupRow& g = groups[kinds_[id].group_id];
     g.count += row.count;
     g.total_ns += row.total_ns;
-    g.in_step_ns += row.in_step_ns;
-    g.in_step_self_ns += row.in_step_self_ns;
+    if (s.overlap.spans > 0) {
+      report.overlap_names.push_back(
+          {row.group, row.name, s.overlap.spans, s.overlap.overlapped_ns, s.overlap.exposed_ns});
+    }
     report.names.push_back(std::move(row));
+  }
+  for (std::uint32_t id = 0; id < groups_.size(); ++id) {
+    const GroupStats& s = groups_[id];
+    GroupRow& g = groups[id];
+    g.group = s.group;
+    g.in_step_ns = s.in_step_ns;
+    g.in_step_self_ns = s.in_step_self_ns;
+    if (s.overlap.spans > 0) {
+      report.overlap_groups.push_back(
+          {s.group, "", s.overlap.spans, s.overlap.overlapped_ns, s.overlap.exposed_ns});
+    }
   }
   std::sort(report.names.begin(), report.names.end(), [](const NameRow& a, const NameRow& b) {
     if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
     if (a.group != b.group) return a.group < b.group;
     return a.name < b.name;
   });
-  for (auto& [name, g] : groups) report.groups.push_back(std::move(g));
+  report.groups = std::move(groups);
   std::sort(report.groups.begin(), report.groups.end(), [](const GroupRow& a, const GroupRow& b) {
     if (a.in_step_self_ns != b.in_step_self_ns) return a.in_step_self_ns > b.in_step_self_ns;
     if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
     return a.group < b.group;
   });
+  for (auto* rows : {&report.overlap_groups, &report.overlap_names}) {
+    std::sort(rows->begin(), rows->end(), [](const OverlapRow& a, const OverlapRow& b) {
+      if (a.overlapped_ns != b.overlapped_ns) return a.overlapped_ns > b.overlapped_ns;
+      return std::tie(a.group, a.name) < std::tie(b.group, b.name);
+    });
+  }
 
   // Ranks in order, the one without dl.rank last.
   std::vector<std::pair<RankKey, const RankState*>> ordered;
@@ -341,15 +326,13 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
     std::sort(row.steps.begin(), row.steps.end(), [](const RankStepRow& a, const RankStepRow& b) {
       return a.count != b.count ? a.count > b.count : a.name < b.name;
     });
-    const std::vector<TimelineStep>& kept = state->timeline.steps();
+    std::vector<TimelineStep> kept = state->timeline.steps();  // by start
     if (kept.size() <= per_rank) {
-      row.timeline = kept;
+      row.timeline = std::move(kept);
     } else {
       for (std::size_t i = 0; i < per_rank; ++i)
-        row.timeline.push_back(kept[i * kept.size() / per_rank]);
+        row.timeline.push_back(std::move(kept[i * kept.size() / per_rank]));
     }
-    std::sort(row.timeline.begin(), row.timeline.end(),
-              [](const TimelineStep& a, const TimelineStep& b) { return a.start_ns < b.start_ns; });
     if (!row.timeline.empty() &&
         (!have_origin || row.timeline.front().start_ns < report.timeline_origin_ns)) {
       report.timeline_origin_ns = row.timeline.front().start_ns;

@@ -1,10 +1,11 @@
-// What `lens report` computes from the spans it streams: time per span group and name, the step
-// time of every rank, stragglers, truncated spans and malformed lines (and the metrics of the
-// metrics lines, report_metrics.hpp). Memory grows with the number of distinct (group, name)
-// pairs, ranks and step names, never with the number of spans: durations go into DurationSketch
-// summaries, and the parent/child relation needed to find the top-level step spans and the time
-// inside them is kept only for spans whose parent has not been seen yet, as per-parent
-// aggregates (docs/report.md has the rules and the limits).
+// What `lens report` computes from the spans it reads: time per span group and name, where each
+// top-level step's time went (on the step's own thread, and what ran beside it on other threads
+// and processes: step_breakdown.hpp), the step time of every rank, stragglers, truncated spans and
+// malformed lines (and the metrics of the metrics lines, report_metrics.hpp). Every figure depends
+// only on the set of spans read, never on their order: durations go into DurationSketch summaries
+// as they come, and the steps are analysed at the end, trace by trace, from the spans kept in a
+// SpanSpill (temporary files once they are many: memory grows with the largest trace of a rank,
+// not with the input). docs/report.md has the rules and the limits.
 //
 //   ReportBuilder builder;
 //   reader.read(file, [&](const ParsedRequest& r) { builder.add(r); },
@@ -13,9 +14,9 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "common/span_reader.hpp"
 #include "report/report_metrics.hpp"
 #include "report/report_sketch.hpp"
+#include "report/span_spill.hpp"
+#include "report/step_breakdown.hpp"
 
 namespace nemo::lens::cli {
 
@@ -31,29 +34,39 @@ inline constexpr std::string_view kNoGroup = "(none)";
 /// The group whose spans are steps.
 inline constexpr std::string_view kStepGroup = "step";
 
-/// One step drawn on the timeline: its start (Unix ns) and duration.
+/// One step drawn on the timeline: its start (Unix ns) and duration, and the spans beside it (of
+/// other threads or processes): the union of their intervals within the step and its exposed
+/// parts (step_breakdown.hpp), each thinned to at most kMaxTimelineIntervals.
 struct TimelineStep {
   std::uint64_t start_ns = 0;
   std::uint64_t duration_ns = 0;
+  std::vector<Interval> overlapped;
+  std::vector<Interval> exposed;
+  bool operator==(const TimelineStep&) const = default;
 };
 
-/// Keeps an evenly thinned subset of at most `limit` steps in memory bounded by `limit`: every
-/// step until the limit, then every 2nd, 4th, ... step in arrival order.
+/// Intervals kept per step and kind for the timeline: gaps under 1/500 of the step are closed
+/// first (below a pixel on the page), then the longest are kept.
+inline constexpr std::size_t kMaxTimelineIntervals = 64;
+
+/// Keeps at most `limit` steps spread over time, the same ones whatever the order they are added
+/// in: time is cut into cells of one width (1 ns, doubled while more than `limit` cells hold a
+/// step), and each cell keeps its earliest step.
 class TimelineSampler {
  public:
   TimelineSampler() = default;
   explicit TimelineSampler(std::size_t limit) : limit_(limit) {}
-  void add(const TimelineStep& step);
-  void merge(const TimelineSampler& other);
-  const std::vector<TimelineStep>& steps() const { return kept_; }
+  void add(TimelineStep step);
+  /// The kept steps by start.
+  std::vector<TimelineStep> steps() const;
   /// Steps offered, kept or not.
   std::uint64_t seen() const { return seen_; }
 
  private:
   std::size_t limit_ = 1000;
-  std::uint64_t stride_ = 1;
+  std::uint64_t cell_ns_ = 1;
   std::uint64_t seen_ = 0;
-  std::vector<TimelineStep> kept_;
+  std::map<std::uint64_t, TimelineStep> kept_;  // by cell
 };
 
 /// Statistics of one (group, name) pair over every rank.
@@ -66,17 +79,27 @@ struct NameRow {
   double p50_ns = 0;
   double p95_ns = 0;
   std::uint64_t max_ns = 0;
-  std::uint64_t in_step_ns = 0;       // time of these spans inside top-level step spans
-  std::uint64_t in_step_self_ns = 0;  // the same, self time (minus direct children)
+  std::uint64_t in_step_ns = 0;       // the union of these spans' intervals within each step
+  std::uint64_t in_step_self_ns = 0;  // time on the step's own thread with one of these innermost
 };
 
-/// Self time inside top-level step spans, summed per group.
+/// Spans of the top-level steps that ran beside them, on other threads or processes: per group
+/// (name empty) or per group and name.
+struct OverlapRow {
+  std::string group;
+  std::string name;
+  std::uint64_t spans = 0;
+  std::uint64_t overlapped_ns = 0;  // summed over the steps: the union of their intervals within
+  std::uint64_t exposed_ns = 0;     // of which the step's thread was in this group or in no span
+};
+
+/// Time inside top-level step spans, per group.
 struct GroupRow {
   std::string group;
   std::uint64_t count = 0;
   std::uint64_t total_ns = 0;
-  std::uint64_t in_step_ns = 0;
-  std::uint64_t in_step_self_ns = 0;
+  std::uint64_t in_step_ns = 0;       // the union of the group's intervals within each step
+  std::uint64_t in_step_self_ns = 0;  // on the steps' own threads: sums to the step time
 };
 
 /// The distribution of one rank's top-level step spans of one name.
@@ -134,11 +157,12 @@ struct ReportOptions {
   std::size_t timeline_total = 200000;   // and this many in all (but at least 50 per rank)
 };
 
-/// Counters of the bounded parent/child bookkeeping (0 in the usual case).
+/// Counters of the parent links (0 in the usual case).
 struct AncestryCounts {
-  std::uint64_t evicted = 0;       // pending parents given up because of the limit
-  std::uint64_t unresolved = 0;    // pending parents never seen (resolved as roots at the end)
-  std::uint64_t peak_pending = 0;  // the most pending parents held at once
+  std::uint64_t unresolved = 0;  // distinct parents never seen (their children count as roots)
+  std::uint64_t duplicates = 0;  // spans whose id another span of their trace had (one analysed)
+  std::uint64_t cycles = 0;      // spans in a parent cycle (under no root, in no step)
+  bool spilled = false;          // the spans went through temporary files
 };
 
 /// A log record kept for the HTML page's markers.
@@ -153,13 +177,15 @@ struct LogRow {
 struct Report {
   std::vector<std::string> files;
   ReaderCounts input;
-  std::vector<std::string> run_ids;  // distinct nemo.run.id values (at most 16)
+  std::vector<std::string> run_ids;  // distinct nemo.run.id values reported (the 16 first by name)
   std::uint64_t step_total_ns = 0;   // summed durations of top-level step spans
   std::uint64_t step_count = 0;
-  std::vector<NameRow> names;           // by total time, descending
-  std::vector<GroupRow> groups;         // by in-step self time, descending
-  std::vector<RankRow> ranks;           // by rank; unknown last
-  std::vector<StepNameRow> step_names;  // every top-level step name, by name
+  std::vector<NameRow> names;              // by total time, descending
+  std::vector<GroupRow> groups;            // by in-step self time, descending
+  std::vector<OverlapRow> overlap_groups;  // by overlapped time, descending
+  std::vector<OverlapRow> overlap_names;   // by overlapped time, descending
+  std::vector<RankRow> ranks;              // by rank; unknown last
+  std::vector<StepNameRow> step_names;     // every top-level step name, by name
   std::vector<StragglerRow> stragglers;
   double straggler_threshold_pct = 0;
   std::uint64_t timeline_origin_ns = 0;  // the earliest step start on the timeline
@@ -181,20 +207,17 @@ class ReportBuilder {
   /// Log records kept for the HTML page (the rest are counted): the first ones read, except that
   /// records of severity WARN or above replace lower ones once the list is full.
   static constexpr std::size_t kMaxLogRows = 2000;
-  /// Pending parents kept before the oldest is given up (resolved as a root).
-  static constexpr std::size_t kMaxPendingParents = 100000;
-  /// Recently seen spans remembered so that a child arriving after its parent is still placed.
-  static constexpr std::size_t kRecentSpans = 65536;
-
   ReportBuilder();
-  /// Keeps only the spans, metrics and logs whose resource has nemo.run.id `run_id` (empty: all);
-  /// the report still lists every run id it saw.
+  /// Keeps only the spans, metrics and logs whose resource has nemo.run.id `run_id` (empty: all),
+  /// and names only that run.
   explicit ReportBuilder(std::string run_id);
 
   void add_file(const std::string& path) { files_.push_back(path); }
+  /// Throws FileError when the spans cannot be kept (a temporary file, span_spill.hpp).
   void add(const ParsedRequest& request);
   void add_malformed(const MalformedLine& line);
   /// The report; the builder is left empty of pending state. `input` is the reader's counts.
+  /// Throws FileError when the kept spans cannot be read back.
   Report finish(const ReportOptions& options, const ReaderCounts& input);
 
  private:
@@ -203,84 +226,58 @@ class ReportBuilder {
   std::string run_filter_;  // --run: the only nemo.run.id reported (empty: every one)
 
   void add_log(const LogEntry& log, const SpanResource& resource);
+  std::uint32_t name_id(const SpanRecord& span);
+  void add_span(RankKey rank, const SpanRecord& span);
+  void add_step(const StepResult& step);
 
-  struct PendingKey {
-    RankKey rank;
-    std::uint64_t span_id;
-    bool operator==(const PendingKey&) const = default;
-  };
-  struct PendingKeyHash {
-    std::size_t operator()(const PendingKey& k) const noexcept {
-      return std::hash<std::uint64_t>()(
-          k.span_id ^ (static_cast<std::uint64_t>(k.rank) * 0x9E3779B97F4A7C15ull));
+  struct Overlap {
+    std::uint64_t spans = 0;
+    std::uint64_t overlapped_ns = 0;
+    std::uint64_t exposed_ns = 0;
+    void add(const OverlapTimes& t) {
+      spans += t.spans;
+      overlapped_ns += t.overlapped_ns;
+      exposed_ns += t.exposed_ns;
     }
   };
 
-  // Step spans not yet known to have no step ancestor, aggregated per name.
-  struct StepCandidates {
-    std::uint32_t name_id;
-    DurationSketch durations;
-    TimelineSampler timeline;
-  };
-
-  // What the descendants of a span not yet seen contribute, waiting for it.
-  struct Pending {
-    std::vector<std::pair<std::uint32_t, std::uint64_t>> total;  // name id -> ns
-    std::vector<std::pair<std::uint32_t, std::uint64_t>> self;   // name id -> ns
-    std::vector<StepCandidates> candidates;
-    std::uint64_t children_ns = 0;  // summed durations of the direct children
-    std::list<PendingKey>::iterator age;
-  };
-
   struct NameStats {
-    std::string group;
     std::string name;
-    bool is_step = false;
     DurationSketch durations;
     std::uint64_t in_step_ns = 0;
     std::uint64_t in_step_self_ns = 0;
+    Overlap overlap;
+  };
+
+  struct GroupStats {
+    std::string group;
+    std::uint64_t in_step_ns = 0;
+    std::uint64_t in_step_self_ns = 0;
+    Overlap overlap;
   };
 
   struct RankState {
-    std::string instance_id;
+    std::string instance_id;  // the least service.instance.id seen
     std::uint64_t spans = 0;
     std::map<std::uint32_t, DurationSketch> steps;  // top-level step spans per name id
     TimelineSampler timeline;
   };
 
-  struct Recent {
-    bool is_step;
-    std::uint64_t parent;
-  };
-
-  std::uint32_t name_id(const SpanRecord& span);
-  void add_span(RankKey rank, const SpanRecord& span);
-  Pending take_pending(const PendingKey& key);
-  Pending& pending_for(const PendingKey& key);
-  void merge_into(Pending& into, Pending&& from);
-  // The span's descendants in `p` lie inside a step span: count them, drop their candidates.
-  void resolve_inside_step(Pending& p);
-  // The chain above `p` ends without a step span: its candidates are top-level steps.
-  void resolve_as_root(RankKey rank, Pending& p);
-  void remember(const PendingKey& key, const Recent& value);
-
   std::vector<std::string> files_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;  // "group\x1fname" -> index
+  std::unordered_map<std::string, std::uint32_t> group_ids_;
   std::string key_buffer_;
   std::vector<NameStats> names_;
+  std::vector<NameKind> kinds_;  // by name id, for the step analysis
+  std::vector<GroupStats> groups_;
   std::map<RankKey, RankState> ranks_;
-  std::unordered_map<PendingKey, Pending, PendingKeyHash> pending_;
-  std::list<PendingKey> pending_age_;  // oldest first
-  std::unordered_map<PendingKey, Recent, PendingKeyHash> recent_;
-  std::vector<PendingKey> recent_ring_;
-  std::size_t recent_next_ = 0;
+  SpanSpill spill_;
   std::uint64_t step_total_ns_ = 0;
   std::uint64_t step_count_ = 0;
-  std::vector<std::string> run_ids_;
+  std::set<std::string> run_ids_;  // the kMaxRunIds least
   std::uint64_t truncated_count_ = 0;
-  std::vector<TruncatedRow> truncated_;
+  std::vector<TruncatedRow> truncated_;  // the least kMaxTruncatedRows, once finished
   std::vector<MalformedRow> malformed_;
-  AncestryCounts ancestry_;
   MetricAggregator metrics_;
   std::uint64_t log_count_ = 0;
   std::vector<LogRow> logs_;

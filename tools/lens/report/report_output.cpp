@@ -225,6 +225,64 @@ std::string format_duration(double ns) {
   return four_digits(ns / 1e9, "s");
 }
 
+namespace {
+
+// The spans that ran beside the steps, in words per group, then per name.
+std::string overlap_text(const Report& r) {
+  std::string out =
+      "\nBeside the steps (their spans on other threads or processes; exposed: while the step's "
+      "own thread was in no span of another group)\n";
+  if (r.overlap_groups.empty())
+    return out + "  none: every span of the steps ran on their own threads\n";
+  auto time_and_share = [&](std::uint64_t ns) {
+    return format_duration(static_cast<double>(ns)) + " (" + share_text(ns, r.step_total_ns) + ")";
+  };
+  for (const OverlapRow& g : r.overlap_groups) {
+    out += "  " + escape_control(g.group) + ": " + time_and_share(g.overlapped_ns) +
+           " overlapped with the steps, of which " + time_and_share(g.exposed_ns) + " exposed\n";
+  }
+  TextTable t = indented_table({{"group", false},
+                                {"name", false},
+                                {"spans", true},
+                                {"overlapped", true},
+                                {"share", true},
+                                {"exposed", true},
+                                {"share", true}});
+  for (const OverlapRow& n : r.overlap_names) {
+    t.add({n.group, n.name, std::to_string(n.spans),
+           format_duration(static_cast<double>(n.overlapped_ns)),
+           share_text(n.overlapped_ns, r.step_total_ns),
+           format_duration(static_cast<double>(n.exposed_ns)),
+           share_text(n.exposed_ns, r.step_total_ns)});
+  }
+  return out + "\n" + t.str();
+}
+
+ojson overlap_json(const std::vector<OverlapRow>& rows, const Report& r, bool names) {
+  ojson out = ojson::array();
+  for (const OverlapRow& o : rows) {
+    ojson row = {{"group", o.group}};
+    if (names) row["name"] = o.name;
+    row["spans"] = o.spans;
+    row["overlapped_ns"] = o.overlapped_ns;
+    row["exposed_ns"] = o.exposed_ns;
+    row["overlapped_share"] = share_json(o.overlapped_ns, r.step_total_ns);
+    row["exposed_share"] = share_json(o.exposed_ns, r.step_total_ns);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+ojson intervals_json(const std::vector<Interval>& intervals, std::uint64_t origin) {
+  ojson out = ojson::array();
+  for (const Interval& i : intervals) {
+    out.push_back({i.start_ns - origin, i.end_ns - i.start_ns});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string report_text(const Report& r, std::size_t top) {
   std::string lines_detail = std::to_string(r.input.malformed) + " malformed";
   if (r.input.metric_lines > 0) {
@@ -247,9 +305,9 @@ std::string report_text(const Report& r, std::size_t top) {
   const std::size_t shown = top == 0 ? r.names.size() : std::min(top, r.names.size());
   out += "\nTime by span group and name";
   if (r.step_total_ns > 0) {
-    out += " (step% and self%: share of the " +
-           format_duration(static_cast<double>(r.step_total_ns)) + " spent in " +
-           plural(r.step_count, "top-level step span", "top-level step spans") + ")";
+    out += " (share of the " + format_duration(static_cast<double>(r.step_total_ns)) +
+           " spent in " + plural(r.step_count, "top-level step span", "top-level step spans") +
+           "; step%: within the steps, self%: on the steps' own threads)";
   }
   out += '\n';
   if (r.names.empty()) {
@@ -283,7 +341,7 @@ std::string report_text(const Report& r, std::size_t top) {
 
   // The step, broken down by group.
   if (r.step_total_ns > 0) {
-    out += "\nStep time by group (self time inside top-level step spans)\n";
+    out += "\nStep time by group (on the steps' own threads: the innermost span at each instant)\n";
     TextTable t = indented_table({{"group", false}, {"self", true}, {"share", true}});
     for (const GroupRow& g : r.groups) {
       if (g.in_step_self_ns == 0) continue;
@@ -291,6 +349,7 @@ std::string report_text(const Report& r, std::size_t top) {
              share_text(g.in_step_self_ns, r.step_total_ns)});
     }
     out += t.str();
+    out += overlap_text(r);
   }
 
   // Per rank.
@@ -372,10 +431,9 @@ std::string report_text(const Report& r, std::size_t top) {
              escape_control(m.error) + "\n";
     }
   }
-  if (r.ancestry.evicted > 0) {
-    out += "\nnote: more than " + std::to_string(ReportBuilder::kMaxPendingParents) +
-           " spans waited for their parents at once; " + std::to_string(r.ancestry.evicted) +
-           " were given up, so step% and the top-level steps are approximate\n";
+  if (r.ancestry.cycles > 0) {
+    out += "\nnote: " + plural(r.ancestry.cycles, "span", "spans") +
+           " in a cycle of parent ids (under no root) left out of the step analysis\n";
   }
   return out;
 }
@@ -426,6 +484,8 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                       {"self_share", share_json(g.in_step_self_ns, r.step_total_ns)}});
   }
   j["groups"] = std::move(groups);
+  j["overlap"] = {{"groups", overlap_json(r.overlap_groups, r, false)},
+                  {"names", overlap_json(r.overlap_names, r, true)}};
 
   ojson ranks = ojson::array();
   for (const RankRow& rank : r.ranks) {
@@ -439,9 +499,11 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                        {"max_ns", s.max_ns},
                        {"straggler", s.straggler}});
     }
-    ojson timeline = ojson::array();
+    ojson timeline = ojson::array(), overlapped = ojson::array(), exposed = ojson::array();
     for (const TimelineStep& s : rank.timeline) {
       timeline.push_back({s.start_ns - r.timeline_origin_ns, s.duration_ns});
+      overlapped.push_back(intervals_json(s.overlapped, r.timeline_origin_ns));
+      exposed.push_back(intervals_json(s.exposed, r.timeline_origin_ns));
     }
     ranks.push_back({{"rank", rank_json(rank.rank)},
                      {"instance_id", rank.instance_id},
@@ -450,7 +512,9 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                      {"timeline",
                       {{"steps", rank.timeline_steps},
                        {"shown", rank.timeline.size()},
-                       {"offset_and_duration_ns", std::move(timeline)}}}});
+                       {"offset_and_duration_ns", std::move(timeline)},
+                       {"overlapped_ns", std::move(overlapped)},
+                       {"exposed_ns", std::move(exposed)}}}});
   }
   j["ranks"] = std::move(ranks);
   j["timeline_origin_unix_ns"] = r.timeline_origin_ns;
@@ -487,9 +551,9 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
     malformed.push_back({{"file", m.file}, {"line", m.line}, {"error", m.error}});
   }
   j["malformed"] = {{"count", r.input.malformed}, {"lines", std::move(malformed)}};
-  j["ancestry"] = {{"evicted", r.ancestry.evicted},
-                   {"unresolved", r.ancestry.unresolved},
-                   {"peak_pending", r.ancestry.peak_pending}};
+  j["ancestry"] = {{"unresolved", r.ancestry.unresolved},
+                   {"duplicates", r.ancestry.duplicates},
+                   {"cycles", r.ancestry.cycles}};
   j["metrics"] = metrics_json(r.metrics, max_series_points);
   ojson logs = ojson::array();
   for (const LogRow& l : r.logs) {

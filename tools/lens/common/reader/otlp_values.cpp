@@ -24,6 +24,12 @@ std::optional<std::uint64_t> parse_span_id(std::string_view s) {
   return v;
 }
 
+std::uint64_t trace_key_of(std::string_view trace_id) {
+  const std::uint64_t high = parse_span_id(trace_id.substr(0, 16)).value_or(0);
+  const std::uint64_t low = parse_span_id(trace_id.substr(16, 16)).value_or(0);
+  return (high * 0x9E3779B97F4A7C15ull) ^ low;
+}
+
 bool is_trace_id(std::string_view s) {
   if (s.size() != 32) return false;
   bool nonzero = false;

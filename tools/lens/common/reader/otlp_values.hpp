@@ -17,6 +17,9 @@ using ojson = nlohmann::ordered_json;
 // 16 hex digits as a 64-bit value.
 std::optional<std::uint64_t> parse_span_id(std::string_view s);
 
+// The 32 hex digits of a checked trace id (is_trace_id) as one 64-bit key: its two halves mixed,
+// the same for either case. Distinct traces share a key with probability 2^-64.
+std::uint64_t trace_key_of(std::string_view trace_id);
 // 32 hex digits, not all zero.
 bool is_trace_id(std::string_view s);
 

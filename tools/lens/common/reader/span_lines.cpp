@@ -412,6 +412,7 @@ class OtlpSaxHandler {
           return fail(span_prefix() + "traceId " + shown(s) + " is not 32 hex digits");
         }
         have_trace_id_ = true;
+        span().trace_key = trace_key_of(*s.text);
         if (details_) span().trace_id = *s.text;
         return true;
       case Field::kSpanId: {
@@ -582,7 +583,7 @@ class OtlpSaxHandler {
   void begin_span() {
     if (out_.span_count == out_.span_storage.size()) out_.span_storage.emplace_back();
     SpanRecord& s = out_.span_storage[out_.span_count++];
-    s.span_id = s.parent_span_id = s.start_ns = s.end_ns = 0;
+    s.span_id = s.parent_span_id = s.trace_key = s.start_ns = s.end_ns = 0;
     s.name.clear();
     s.group.clear();
     s.has_group = false;

@@ -1,0 +1,140 @@
+// Where each top-level step's time went, computed from all the spans of the step's trace at once
+// (so that no figure depends on the order the spans arrived in):
+//
+// - on the step's own thread (the thread that ran the step span, and its spans nested by
+//   parentage on that thread, each cut to its parent's interval; not a span inside which
+//   another span of that thread, not its descendant, started: that one was not the thread's
+//   current span, it ran beside, as a DDP hook's all-reduce does), every instant of the step
+//   belongs to the innermost span open on that thread (the deepest; of two at one depth, the one
+//   that started later, then the larger span id): these "own" times add up to the step's
+//   duration exactly;
+// - spans of the step on other threads or processes ran beside it: per group and name, the time
+//   they overlapped the step (the union of their intervals within it) and the part of that time
+//   that was exposed, where the step's own thread was in a span of the same group or in no span
+//   but the step (it waited, or did nothing else);
+// - per name and group, the union of their spans' intervals within the step ("within").
+//
+// docs/report.md has the rules with the demo's figures.
+//
+//   StepAnalyzer analyzer(kinds);                      // what each name id is
+//   analyzer.analyze(spans_of_one_trace, [&](const StepResult& step) { ... });
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace nemo::lens::cli {
+
+/// SpanFacts::thread_id of a span without a thread.id attribute.
+inline constexpr std::int64_t kNoThread = INT64_MIN;
+
+/// One span as the step analysis needs it: 64 bytes, spilled as they are to a temporary file.
+struct SpanFacts {
+  std::int64_t rank = 0;  // the report's rank key (dl.rank, or a value for none)
+  std::uint64_t trace_key = 0;
+  std::uint64_t span_id = 0;
+  std::uint64_t parent_span_id = 0;  // 0: a root
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;  // >= start_ns
+  std::int64_t thread_id = kNoThread;
+  std::uint32_t name_id = 0;  // the report's (group, name) index
+  std::uint32_t unused = 0;
+};
+static_assert(sizeof(SpanFacts) == 64);
+
+/// A half-open time interval [start_ns, end_ns), Unix ns.
+struct Interval {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  bool operator==(const Interval&) const = default;
+};
+
+/// What a name id stands for, as far as the analysis cares.
+struct NameKind {
+  std::uint32_t group_id = 0;
+  bool is_step = false;  // of the step group
+};
+
+/// Time per name or group id, in ns.
+using IdTimes = std::vector<std::pair<std::uint32_t, std::uint64_t>>;
+
+/// Spans of other threads or processes beside one step, per name or group id.
+struct OverlapTimes {
+  std::uint32_t id = 0;
+  std::uint64_t spans = 0;          // spans of that id overlapping the step
+  std::uint64_t overlapped_ns = 0;  // the union of their intervals within the step
+  std::uint64_t exposed_ns = 0;     // of which the step's own thread was not busy elsewhere
+};
+
+/// The breakdown of one top-level step span.
+struct StepResult {
+  std::int64_t rank = 0;
+  std::uint64_t span_id = 0;
+  std::uint32_t name_id = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t duration_ns = 0;
+  IdTimes own_by_name;      // on the step's thread; sums to duration_ns
+  IdTimes within_by_name;   // every span of the step, per name: union within the step
+  IdTimes within_by_group;  // the same per group
+  std::vector<OverlapTimes> overlap_by_name;
+  std::vector<OverlapTimes> overlap_by_group;
+  std::vector<Interval> overlapped;  // the union of every overlapping span's interval, in order
+  std::vector<Interval> exposed;     // its exposed parts, in order
+};
+
+/// Counters of the parent links of the traces analysed.
+struct TraceCounts {
+  std::uint64_t missing_parents = 0;  // distinct parent ids not among the trace's spans
+  std::uint64_t duplicates = 0;       // spans whose id another span of the trace had (one kept)
+  std::uint64_t cycles = 0;           // spans in a parent cycle, so under no root (not analysed)
+};
+
+/// |a ∩ b| of two sorted lists of disjoint intervals.
+std::uint64_t intersection_ns(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+/// Sorts `intervals` and merges those that overlap or touch.
+void merge_intervals(std::vector<Interval>& intervals);
+
+/// Finds the top-level steps of one rank's trace and breaks each down. Not thread-safe.
+class StepAnalyzer {
+ public:
+  /// `kinds[name_id]` for every name id the spans carry (kept by reference).
+  explicit StepAnalyzer(const std::vector<NameKind>& kinds) : kinds_(kinds) {}
+
+  /// `spans`: all the spans of one rank and trace, in any order (sorted in place). Calls
+  /// `on_step` once for each span of the step group with no ancestor of that group, in an order
+  /// that depends only on the spans.
+  void analyze(std::span<SpanFacts> spans, const std::function<void(const StepResult&)>& on_step);
+
+  const TraceCounts& counts() const { return counts_; }
+
+ private:
+  struct Node {
+    std::uint64_t start_ns;  // clipped: to the on-thread parent, or to the step
+    std::uint64_t end_ns;
+    std::int64_t thread;   // the thread it ran on (its parent's when it has no thread.id)
+    std::uint32_t index;   // into the sorted spans
+    std::uint32_t parent;  // into nodes_
+    std::uint32_t depth;   // below the step, on its thread
+    bool own;              // on the step's thread
+  };
+  void analyze_step(std::span<const SpanFacts> spans, std::uint32_t step);
+  std::uint32_t group_of(const SpanFacts& s) const { return kinds_[s.name_id].group_id; }
+
+  const std::vector<NameKind>& kinds_;
+  TraceCounts counts_;
+  // Per trace, reused: parent index of each span, children in CSR form.
+  std::vector<std::uint32_t> parent_;
+  std::vector<std::uint32_t> child_begin_;
+  std::vector<std::uint32_t> children_;
+  std::vector<std::uint32_t> stack_;
+  std::vector<Node> nodes_;
+  StepResult result_;
+  const std::function<void(const StepResult&)>* on_step_ = nullptr;
+};
+
+}  // namespace nemo::lens::cli
