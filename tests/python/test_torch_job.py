@@ -134,6 +134,29 @@ def test_the_ddp_hook_makes_one_span_per_bucket_under_the_last_microbatch(job):
     assert all(count > 1 for i in (2, 3, 4) for count in buckets[i]), buckets
 
 
+def test_the_report_tells_hidden_from_exposed_all_reduce_time(job):
+    """lens report on the job's real DDP spans (issue 40): the bucket all-reduces run beside the
+    steps, so they are overlapped time with an exposed part between 0 and the step time; the
+    steps' own threads add up to the step time and no share exceeds 100 %."""
+    lens_binary = os.environ.get("LENS_BINARY")
+    if not lens_binary:
+        pytest.skip("LENS_BINARY (the built lens command) is not set")
+    tmp = job[0]
+    files = sorted(str(p) for p in tmp.glob("traces-rank*.jsonl"))
+    report = subprocess.run([lens_binary, "report", "--json", *files], capture_output=True,
+                            text=True, timeout=120, check=True)
+    r = json.loads(report.stdout)
+    step_ns = r["step"]["total_ns"]
+    assert r["step"]["count"] == 4 * RANKS
+    assert sum(g["in_step_self_ns"] for g in r["groups"]) == step_ns
+    for row in r["names"] + r["groups"]:
+        assert row["step_share"] <= 1 and row["self_share"] <= 1, row
+    (comm,) = [o for o in r["overlap"]["names"] if o["name"] == "allreduce_bucket"]
+    assert 0 < comm["overlapped_ns"] <= step_ns
+    assert 0 <= comm["exposed_ns"] <= comm["overlapped_ns"]
+    assert comm["overlapped_share"] <= 1 and comm["exposed_share"] <= 1
+
+
 def test_phases_metrics_and_linked_stages(job):
     tmp, _, spans, summaries = job
     root = next(s for s in spans[0] if s["name"] == "torch_train")

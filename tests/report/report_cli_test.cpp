@@ -780,6 +780,41 @@ TEST_F(ReportCli, FilesTheLibraryWrites) {
   EXPECT_EQ(complete, 3u * 31);
 }
 
+// The spans of the steps go to temporary files past 32,768 of them: a TMPDIR that cannot take
+// them stops the report with its name, exit status 2 and nothing on stdout.
+TEST_F(ReportCli, ATemporaryDirectoryThatCannotBeWrittenIsNamed) {
+  std::string lines;
+  std::uint64_t id = 1;
+  for (int line = 0; line < 70; ++line) {
+    std::vector<report_test::SpanSpec> spans;
+    for (int i = 0; i < 500; ++i, ++id) {
+      spans.push_back(report_test::make_span(id, 0, "op", "layer", report_test::kT0 + id,
+                                             report_test::kT0 + id + 10, 1));
+    }
+    lines += report_test::request_line(report_test::rank_resource(0), spans) + "\n";
+  }
+  report_test::write_file(dir_ + "/many.jsonl", lines);
+  const std::string missing = dir_ + "/no-such-dir";
+  auto r = report_test::run(
+      {"/usr/bin/env", "TMPDIR=" + missing, LENS_BINARY, "report", dir_ + "/many.jsonl"}, dir_);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("lens report: cannot make a temporary file in '" + missing +
+                       "' (TMPDIR) for the step analysis: No such file or directory"),
+            std::string::npos)
+      << r.err;
+  r = report_test::run(
+      {"/usr/bin/env", "TMPDIR=" + dir_, LENS_BINARY, "report", "--json", dir_ + "/many.jsonl"},
+      dir_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["input"]["spans"], 35000);
+  std::size_t left = 0;  // the temporary files are gone
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    left += e.path().filename().string().rfind("lens-report-", 0) == 0;
+  }
+  EXPECT_EQ(left, 0u);
+}
+
 // Issue 40: the report and the trace do not depend on the order of the spans. Real exports (the
 // library's file exporter) are taken apart span by span, shuffled, and written again as lines of
 // random length over several files in random order: `lens report --json` gives the same object

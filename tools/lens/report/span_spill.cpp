@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <tuple>
 #include <utility>
 
@@ -16,10 +16,10 @@ namespace nemo::lens::cli {
 
 namespace {
 
+// TMPDIR as given (a bad one fails at the first file, with its name), else /tmp.
 std::string temp_directory() {
-  std::error_code ec;
-  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);  // TMPDIR first
-  return ec ? std::string("/tmp") : dir.string();
+  const char* dir = std::getenv("TMPDIR");
+  return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string("/tmp");
 }
 
 }  // namespace
