@@ -1,6 +1,6 @@
 // `lens collect`'s OTLP/HTTP front-end under clients that hold connections or give up, as a real
 // process on 127.0.0.1 spoken to over raw sockets: idle and slow connections cannot lock out a
-// writer with the token, keep-alive clients are all served and written once, a request whose
+// writer (the longest idle is shed for a new connection at a limit), keep-alive clients are all served and written once, a request whose
 // client has gone is not written, and a line torn by a crash is cut off at the next start.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "child_process.hpp"
@@ -148,8 +149,9 @@ class CollectLimits : public ::testing::Test {
 };
 
 // Finding 2 of issue 28: connections that never send anything filled the listener's 256 and a
-// writer with the token waited for their 60 s idle timeout. Now what such connections hold is
-// bounded per address (256), the limit is far above that, and the writer is answered at once.
+// writer with the token waited for their 60 s idle timeout. Issue 39: capped at 256 per address,
+// they still kept out every later connection from that address. Now, past the cap, each new
+// connection takes the place of the one that has waited longest without sending a request.
 TEST_F(CollectLimits, IdleConnectionsFromAnotherAddressDoNotLockOutAWriter) {
   std::ofstream(out_ + ".token") << "t0ken\n";
   auto collect = Collector::with_args(
@@ -158,22 +160,64 @@ TEST_F(CollectLimits, IdleConnectionsFromAnotherAddressDoNotLockOutAWriter) {
   int made = 0;
   for (int i = 0; i < 300; ++i) made += keep(connect_to(collect->http_port(), "127.0.0.2")) >= 0;
   ASSERT_EQ(made, 300) << "127.0.0.2 is not usable as a source address here";
-  // Beyond 256 unproven ones, 127.0.0.2's connections are closed at once.
-  EXPECT_EQ(count_closed({fds_.end() - 30, fds_.end()}, 2s), 30);
+  // Past 256 unproven ones, the oldest of 127.0.0.2's are shut down for the newest: 44 of them,
+  // or 43 when the two listener threads each let one in at the same moment.
+  EXPECT_GE(count_closed({fds_.begin(), fds_.begin() + 44}, 5s), 43);
   // The writer (the same host as the idle ones, or not) is answered well within its timeout.
   for (const char* from : {"127.0.0.1", "127.0.0.2"}) {
     const int fd = keep(connect_to(collect->http_port(), from));
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(send_all(fd, post(span_body(from[8] == '1' ? 1 : 2), "t0ken")));
-    const int status = read_response(fd, Clock::now() + 5s);
-    if (from[8] == '1') {
-      EXPECT_EQ(status, 200) << "from " << from;
-    } else {
-      EXPECT_EQ(status, -1) << "from " << from << ": refused while it holds 256 idle ones";
-    }
+    EXPECT_EQ(read_response(fd, Clock::now() + 5s), 200) << "from " << from;
   }
   ASSERT_EQ(collect->stop(), 0);
-  EXPECT_EQ(lines_of(out_).size(), 1u);
+  EXPECT_EQ(lines_of(out_).size(), 2u);
+  EXPECT_NE(collect->summary().find(" idle connections shed; "), std::string::npos)
+      << collect->summary();
+}
+
+// Issue 39: 300 idle connections from the writer's own address, renewed as fast as they are shed
+// (what one local process holding connections open does), and an export every second for 15 s:
+// each is answered 200 well within the header deadline and written.
+TEST_F(CollectLimits, AWriterIsAnsweredEverySecondBesideThreeHundredIdleConnectionsOfItsAddress) {
+  auto collect = Collector::with_args(out_, {"--out", out_, "--grpc-listen", "off"});
+  std::vector<int> idle;
+  auto top_up = [&] {  // closes the ones the collector shed, opens new ones up to 300
+    std::vector<int> still;
+    for (const int fd : idle) {
+      char byte;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0 && ::recv(fd, &byte, 1, MSG_DONTWAIT) <= 0) {
+        ::close(fd);
+      } else {
+        still.push_back(fd);
+      }
+    }
+    idle = std::move(still);
+    while (idle.size() < 300) {
+      const int fd = connect_to(collect->http_port());
+      if (fd < 0) break;
+      idle.push_back(fd);
+    }
+  };
+  constexpr int kExports = 15;
+  for (int i = 0; i < kExports; ++i) {
+    const auto round = Clock::now();
+    top_up();
+    ASSERT_EQ(idle.size(), 300u);
+    const int fd = connect_to(collect->http_port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, post(span_body(static_cast<unsigned>(i) + 1))));
+    EXPECT_EQ(read_response(fd, Clock::now() + 5s), 200) << "export " << i;
+    ::close(fd);
+    std::this_thread::sleep_until(round + 1s);  // one export a second, as an exporter's schedule
+  }
+  for (const int fd : idle) ::close(fd);
+  ASSERT_EQ(collect->stop(), 0);
+  EXPECT_EQ(lines_of(out_).size(), static_cast<std::size_t>(kExports));
+  EXPECT_NE(collect->summary().find(" idle connections shed; "), std::string::npos)
+      << collect->summary();
+  std::printf("%s", collect->summary().c_str());  // the figure docs/otlp.md quotes
 }
 
 // A connection that sends a header line now and then (never the end of its headers) is shut at

@@ -220,7 +220,7 @@ int run_collect(std::span<const std::string_view> args) {
   sigwait(&stop_signals, &signal_number);
   http.stop(10'000);
   if (grpc != nullptr) grpc->stop(10'000);
-  std::cout << sink.summary() << std::endl;
+  std::cout << sink.summary(http.shed()) << std::endl;
   return 0;
 }
 

@@ -309,7 +309,7 @@ Acceptance CollectorSink::accept(Signal signal, std::string_view body, bool json
   return a;
 }
 
-std::string CollectorSink::summary() const {
+std::string CollectorSink::summary(std::uint64_t connections_shed) const {
   std::string counts;
   std::string files;
   for (const Signal signal : {Signal::kTraces, Signal::kMetrics, Signal::kLogs}) {
@@ -324,8 +324,13 @@ std::string CollectorSink::summary() const {
     counts += std::to_string(o.requests.load()) + what + std::to_string(o.items.load()) + items;
     files += (files.empty() ? "" : ", ") + o.path;
   }
-  return "lens collect: " + counts + std::to_string(rejected_.load()) + " rejected; written to " +
-         files;
+  std::string shed;
+  if (connections_shed > 0) {
+    shed = ", " + std::to_string(connections_shed) + " idle connection" +
+           (connections_shed == 1 ? "" : "s") + " shed";
+  }
+  return "lens collect: " + counts + std::to_string(rejected_.load()) + " rejected" + shed +
+         "; written to " + files;
 }
 
 std::string ListenAddress::to_string() const {
@@ -440,11 +445,12 @@ struct HttpReceiver::Impl {
   // One TCP connection, from MHD's STARTED notification to its CLOSED one (its socket context).
   struct Connection {
     int fd = -1;
-    std::string address;         // the peer's, without the port
-    Clock::time_point deadline;  // for the next request's headers
+    std::string address;           // the peer's, without the port
+    Clock::time_point deadline;    // for the next request's headers
+    Clock::time_point idle_since;  // awaiting headers since (opened, or its last answer)
     bool awaiting_headers = true;
     bool proven = false;  // sent a request with the token (without a token: any request)
-    bool shut = false;    // the watchdog shut it down
+    bool shut = false;    // shut down (past its deadline, or shed): no longer counted
   };
 
   CollectorSink& sink;
@@ -463,7 +469,10 @@ struct HttpReceiver::Impl {
   std::mutex conn_mu;
   std::unordered_set<Connection*> connections;
   std::unordered_map<std::string, unsigned> unproven_by_address;
-  unsigned unproven = 0;
+  unsigned unproven = 0;  // of the connections not shut down
+  unsigned live = 0;      // connections not shut down
+  // Connections shed so far; relaxed: a counter read only for the summary.
+  std::atomic<std::uint64_t> shed{0};
   bool watchdog_stop = false;
   std::condition_variable watchdog_wake;
   std::thread watchdog;
@@ -483,20 +492,57 @@ struct HttpReceiver::Impl {
     return text;
   }
 
-  // MHD's accept policy: none after stop(); else none from an address that holds as many
-  // unproven connections as allowed, nor beyond half the limit of unproven ones in all: what
-  // idle or slow clients can hold is bounded, the rest stays for writers.
+  // MHD's accept policy: none after stop(). At a limit (the connections in all, the unproven
+  // ones in all: half of it, or those of the new connection's address), the connection of that
+  // scope that has waited longest without sending a byte of a request is shut down to make room,
+  // so that idle or slow clients never keep out one that writes; only when every connection of
+  // the scope is busy with a request is the new one refused.
   static MHD_Result admit(void* cls, const sockaddr* addr, socklen_t) {
     auto* self = static_cast<Impl*>(cls);
     if (self->stopping.load(std::memory_order_relaxed)) return MHD_NO;
     const std::string address = address_of(addr);
     std::lock_guard lock(self->conn_mu);
-    if (self->unproven >= self->limits.max_connections / 2) return MHD_NO;
+    if (self->live >= self->limits.max_connections &&
+        !self->shed_longest_idle([](const Connection&) { return true; })) {
+      return MHD_NO;
+    }
+    if (self->unproven >= self->limits.max_connections / 2 &&
+        !self->shed_longest_idle([](const Connection& c) { return !c.proven; })) {
+      return MHD_NO;
+    }
     const auto it = self->unproven_by_address.find(address);
-    return it != self->unproven_by_address.end() &&
-                   it->second >= self->limits.max_unproven_per_address
-               ? MHD_NO
-               : MHD_YES;
+    if (it != self->unproven_by_address.end() &&
+        it->second >= self->limits.max_unproven_per_address &&
+        !self->shed_longest_idle(
+            [&](const Connection& c) { return !c.proven && c.address == address; })) {
+      return MHD_NO;
+    }
+    return MHD_YES;
+  }
+
+  // Under conn_mu: shuts down the connection that `in_scope` accepts and that has awaited
+  // request headers longest; false when there is none.
+  template <class Scope>
+  bool shed_longest_idle(const Scope& in_scope) {
+    Connection* longest = nullptr;
+    for (Connection* c : connections) {
+      if (c->shut || !c->awaiting_headers || !in_scope(*c)) continue;
+      if (longest == nullptr || c->idle_since < longest->idle_since) longest = c;
+    }
+    if (longest == nullptr) return false;
+    shut_down(*longest);
+    shed.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Under conn_mu: shutdown(), never close(): MHD owns the descriptor, sees the end of the
+  // connection and closes it itself. From then on `c` counts toward no limit.
+  void shut_down(Connection& c) {
+    if (c.shut) return;
+    if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
+    c.shut = true;
+    forget_unproven(c);
+    --live;
   }
 
   // Under conn_mu: `c` has proven itself, or is gone unproven.
@@ -519,10 +565,12 @@ struct HttpReceiver::Impl {
           MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
       c->fd = fd == nullptr ? -1 : fd->connect_fd;
       c->address = address_of(addr == nullptr ? nullptr : addr->client_addr);
-      c->deadline = Clock::now() + std::chrono::seconds(self->limits.header_timeout_s);
+      c->idle_since = Clock::now();
+      c->deadline = c->idle_since + std::chrono::seconds(self->limits.header_timeout_s);
       *socket_context = c;
       std::lock_guard lock(self->conn_mu);
       self->connections.insert(c);
+      ++self->live;
       ++self->unproven;
       ++self->unproven_by_address[c->address];
       return;
@@ -531,7 +579,10 @@ struct HttpReceiver::Impl {
     if (c == nullptr) return;
     {
       std::lock_guard lock(self->conn_mu);
-      self->forget_unproven(*c);
+      if (!c->shut) {
+        self->forget_unproven(*c);
+        --self->live;
+      }
       self->connections.erase(c);
     }
     delete c;
@@ -544,8 +595,7 @@ struct HttpReceiver::Impl {
     return info == nullptr ? nullptr : static_cast<Connection*>(info->socket_context);
   }
 
-  // Shuts down every connection past its deadline for headers, until stop(). shutdown(), never
-  // close(): MHD owns the descriptor, sees the end of the connection and closes it itself.
+  // Shuts down every connection past its deadline for headers, until stop().
   void watch() {
     std::unique_lock lock(conn_mu);
     while (!watchdog_stop) {
@@ -553,8 +603,7 @@ struct HttpReceiver::Impl {
       const Clock::time_point now = Clock::now();
       for (Connection* c : connections) {
         if (!c->awaiting_headers || c->shut || now < c->deadline || c->fd < 0) continue;
-        ::shutdown(c->fd, SHUT_RDWR);
-        c->shut = true;
+        shut_down(*c);
       }
     }
   }
@@ -676,8 +725,9 @@ struct HttpReceiver::Impl {
       // header timeout: a client without the token cannot hold a connection by repeating 401s).
       std::lock_guard lock(self->conn_mu);
       c->awaiting_headers = true;
-      c->deadline = Clock::now() + std::chrono::seconds(c->proven ? self->limits.idle_timeout_s
-                                                                  : self->limits.header_timeout_s);
+      c->idle_since = Clock::now();
+      c->deadline = c->idle_since + std::chrono::seconds(c->proven ? self->limits.idle_timeout_s
+                                                                   : self->limits.header_timeout_s);
     }
     auto* request = static_cast<Request*>(*con_cls);
     if (request == nullptr) return;
@@ -752,14 +802,16 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
   }
   // The certificate and key options end the list for plain HTTP (MHD_OPTION_END in their place).
   const MHD_OPTION cert_option = access.tls() ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END;
-  // With a pool, MHD splits the connection limit between its threads.
+  // With a pool, MHD splits its connection limit between its threads, and it refuses a
+  // connection beyond it before admit() can make room: twice the limit (and what is being
+  // closed) leaves every decision to admit(), which holds the connections to the limit.
   const HttpLimits& l = impl_->limits;
   impl_->daemon = MHD_start_daemon(
       flags, address.port, &Impl::admit, impl_.get(), &Impl::handle, impl_.get(),
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&storage), MHD_OPTION_NOTIFY_COMPLETED,
       &Impl::completed, impl_.get(), MHD_OPTION_NOTIFY_CONNECTION, &Impl::notify_connection,
       impl_.get(), MHD_OPTION_THREAD_POOL_SIZE, 2U, MHD_OPTION_CONNECTION_TIMEOUT, l.idle_timeout_s,
-      MHD_OPTION_CONNECTION_LIMIT, l.max_connections,
+      MHD_OPTION_CONNECTION_LIMIT, 2 * l.max_connections + 64,
       // Bodies arrive in pieces of at most this buffer: 1 MiB keeps a batch to a few pieces.
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(1u << 20), cert_option,
       impl_->access.cert_pem.c_str(), MHD_OPTION_HTTPS_MEM_KEY, impl_->access.key_pem.c_str(),
@@ -783,6 +835,8 @@ HttpReceiver::HttpReceiver(const ListenAddress& address, CollectorSink& sink,
 }
 
 HttpReceiver::~HttpReceiver() { stop(0); }
+
+std::uint64_t HttpReceiver::shed() const { return impl_->shed.load(std::memory_order_relaxed); }
 
 std::uint16_t HttpReceiver::port() const {
   if (impl_->daemon == nullptr) return 0;

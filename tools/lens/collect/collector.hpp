@@ -96,8 +96,9 @@ class CollectorSink {
   /// "lens collect: 3 requests, 9 spans, 1 rejected; written to spans.jsonl"; each other
   /// signal collected adds its counts before the rejected ones ("2 metrics requests, 40 data
   /// points", "1 logs requests, 5 log records") and its file to the list, in the order traces,
-  /// metrics, logs.
-  std::string summary() const;
+  /// metrics, logs. `connections_shed` (HttpReceiver::shed()), when not 0, follows the rejected
+  /// ones: ", 44 idle connections shed".
+  std::string summary(std::uint64_t connections_shed = 0) const;
 
  private:
   struct Output {
@@ -141,8 +142,10 @@ struct HttpLimits {
   /// requests (counted from the last answer), or a body that stops arriving.
   unsigned idle_timeout_s = 30;
   /// Connections from one address that have not yet sent a request with the token (without a
-  /// token: any request headers) at most; beyond it, new ones from that address are closed at
-  /// once. Such connections from all addresses are held to half of max_connections.
+  /// token: any request headers) at most; such connections from all addresses are held to half
+  /// of max_connections. At any of these limits a new connection takes the place of the one of
+  /// that scope that has waited longest without sending a request (HttpReceiver::shed()); the
+  /// two listener threads may each let one in at the same moment, one over the limit.
   unsigned max_unproven_per_address = 256;
 };
 
@@ -155,6 +158,8 @@ class HttpReceiver {
   HttpReceiver(const ListenAddress& address, CollectorSink& sink, const ReceiverAccess& access = {},
                const HttpLimits& limits = {});
   ~HttpReceiver();
+  /// Connections shut down to make room for new ones at a limit (HttpLimits), so far.
+  std::uint64_t shed() const;
   /// The port actually bound (the chosen one when the address said 0).
   std::uint16_t port() const;
   /// Stops accepting connections, waits up to `timeout_ms` for requests in flight, then stops.
