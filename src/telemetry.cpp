@@ -57,6 +57,7 @@ TelemetryStats stats_of(const TelemetryState& s) noexcept {
   if (s.metrics != nullptr) {
     st.metric_points_collected = s.metrics->collected_points();
     st.metric_points_exported = s.metrics->exported_points();
+    st.metric_points_buffered = s.metrics->buffered_points();
     st.metric_points_dropped = s.metrics->dropped_points();
     st.metric_exports_failed = s.metrics->failed_exports();
     st.metric_measurements_dropped = dropped_measurements();
@@ -64,6 +65,7 @@ TelemetryStats stats_of(const TelemetryState& s) noexcept {
   if (s.logs != nullptr) {
     st.log_records_emitted = s.logs->emitted();
     st.log_records_exported = s.logs->exported();
+    st.log_records_buffered = s.logs->buffered();
     st.log_records_dropped = s.logs->dropped();
   }
   return st;

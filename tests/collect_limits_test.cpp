@@ -1,7 +1,8 @@
 // `lens collect`'s OTLP/HTTP front-end under clients that hold connections or give up, as a real
 // process on 127.0.0.1 spoken to over raw sockets: idle and slow connections cannot lock out a
-// writer (the longest idle is shed for a new connection at a limit), keep-alive clients are all served and written once, a request whose
-// client has gone is not written, and a line torn by a crash is cut off at the next start.
+// writer (the longest idle is shed for a new connection at a limit), keep-alive clients are all
+// served and written once, a request whose client has gone is not written, and a line torn by a
+// crash is cut off at the next start.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

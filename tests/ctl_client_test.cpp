@@ -196,7 +196,11 @@ FakeEndpoint::Handler behave_as(Json p, Json threads = Json::array()) {
                         {"spans_dropped_export_failed", 0},
                         {"spans_dropped_shutdown", 0},
                         {"spans_rejected", 0},
-                        {"spans_truncated", 0}};
+                        {"spans_truncated", 0},
+                        {"metric_points_buffered", 0},
+                        {"metric_points_dropped", 0},
+                        {"log_records_buffered", 0},
+                        {"log_records_dropped", 0}};
     } else if (line != "lens-ctl/1 info\n") {
       reply = {{"protocol", 1}, {"ok", false}, {"process", p}, {"error", "unknown request"}};
     }
@@ -547,8 +551,10 @@ TEST_F(CtlCommand, DumpIsOneTableLongestOpenFirst) {
             "0.3s     1  200  201  optimizer      optimizer_step  yes       "
             "train_step > optimizer_step\n"
             "\n"
-            "rank 0 pid 100: started 3 ended 2 exported 2 buffered 0 dropped 0/0/0 rejected 0 truncated 0\n"
-            "rank 1 pid 200: started 3 ended 2 exported 2 buffered 0 dropped 0/0/0 rejected 0 truncated 0\n");
+            "rank 0 pid 100: started 3 ended 2 exported 2 buffered 0 dropped 0/0/0 rejected 0 "
+            "truncated 0; metric points buffered 0 dropped 0; log records buffered 0 dropped 0\n"
+            "rank 1 pid 200: started 3 ended 2 exported 2 buffered 0 dropped 0/0/0 rejected 0 "
+            "truncated 0; metric points buffered 0 dropped 0; log records buffered 0 dropped 0\n");
   EXPECT_EQ(r.err, "");
 }
 
@@ -738,11 +744,12 @@ TEST(CtlTrust, ADirectoryOfAnotherUserIsRefusedAndItsEndpointsGetNoRequest) {
     const CtlRun r = run_ctl(full);
     EXPECT_EQ(r.status, 2) << args[0];
     EXPECT_EQ(r.out, "") << args[0];
-    EXPECT_EQ(r.err, "lens ctl: refusing the control directory " + dir +
-                         ": it belongs to uid 65534, not to this user (uid 0), so its endpoints may "
-                         "pose as your processes; remove it if it is not yours, or give your "
-                         "jobs and lens ctl a directory of your own with NEMO_LENS_CONTROL_DIR "
-                         "(lens ctl also takes --dir)\n")
+    EXPECT_EQ(r.err,
+              "lens ctl: refusing the control directory " + dir +
+                  ": it belongs to uid 65534, not to this user (uid 0), so its endpoints may "
+                  "pose as your processes; remove it if it is not yours, or give your "
+                  "jobs and lens ctl a directory of your own with NEMO_LENS_CONTROL_DIR "
+                  "(lens ctl also takes --dir)\n")
         << args[0];
   }
   EXPECT_EQ(impostor.finish(), 0) << "no request may reach another user's endpoint";

@@ -37,15 +37,13 @@ Json thread(int tid, std::vector<Json> spans, int untracked = 0) {
 }
 
 Json stats(int started, int ended, int exported) {
-  return Json{{"spans_started", started},
-              {"spans_ended", ended},
-              {"spans_exported", exported},
-              {"spans_buffered", 6},
-              {"spans_dropped_queue_full", 1},
-              {"spans_dropped_export_failed", 2},
-              {"spans_dropped_shutdown", 3},
-              {"spans_rejected", 4},
-              {"spans_truncated", 5}};
+  return Json{{"spans_started", started},      {"spans_ended", ended},
+              {"spans_exported", exported},    {"spans_buffered", 6},
+              {"spans_dropped_queue_full", 1}, {"spans_dropped_export_failed", 2},
+              {"spans_dropped_shutdown", 3},   {"spans_rejected", 4},
+              {"spans_truncated", 5},          {"metric_points_buffered", 7},
+              {"metric_points_dropped", 8},    {"log_records_buffered", 9},
+              {"log_records_dropped", 10}};
 }
 
 Json dump_reply(Json proc, std::vector<Json> threads, Json counters) {
@@ -151,9 +149,12 @@ TEST(CtlOutput, DumpSortsByInnermostOpenTimeLongestFirst) {
       " 0.5s     3  400  401  forward_backward  forward     yes       train_step > forward"
       "                   mb=3 phase=\"warm up\" ok=true lr=0.5\n"
       "\n"
-      "rank 0 pid 100: started 120 ended 118 exported 100 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n"
-      "rank 2 pid 300: started 1 ended 0 exported 0 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n"
-      "rank 3 pid 400: started 7 ended 5 exported 0 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n");
+      "rank 0 pid 100: started 120 ended 118 exported 100 buffered 6 dropped 1/2/3 rejected 4 "
+      "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n"
+      "rank 2 pid 300: started 1 ended 0 exported 0 buffered 6 dropped 1/2/3 rejected 4 truncated "
+      "5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n"
+      "rank 3 pid 400: started 7 ended 5 exported 0 buffered 6 dropped 1/2/3 rejected 4 truncated "
+      "5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n");
 }
 
 TEST(CtlOutput, DumpOfSeveralRunsHasARunColumn) {
@@ -163,15 +164,16 @@ TEST(CtlOutput, DumpOfSeveralRunsHasARunColumn) {
       dump_reply(process("4711", 1, 200), {thread(201, {span("step", "train_step", 2.0, true)})},
                  stats(3, 2, 2)),
   };
-  EXPECT_EQ(dump_text(replies),
-            "RUN   OPEN  RANK  PID  TID  GROUP  NAME        EXPORTED  STACK       ATTRIBUTES\n"
-            "4711  2.0s     1  200  201  step   train_step  yes       train_step\n"
-            "4712  1.0s     0  300  301  step   train_step  yes       train_step\n"
-            "\n"
-            "run 4711 rank 1 pid 200: started 3 ended 2 exported 2 buffered 6 dropped 1/2/3 rejected 4 "
-            "truncated 5\n"
-            "run 4712 rank 0 pid 300: started 3 ended 2 exported 2 buffered 6 dropped 1/2/3 rejected 4 "
-            "truncated 5\n");
+  EXPECT_EQ(
+      dump_text(replies),
+      "RUN   OPEN  RANK  PID  TID  GROUP  NAME        EXPORTED  STACK       ATTRIBUTES\n"
+      "4711  2.0s     1  200  201  step   train_step  yes       train_step\n"
+      "4712  1.0s     0  300  301  step   train_step  yes       train_step\n"
+      "\n"
+      "run 4711 rank 1 pid 200: started 3 ended 2 exported 2 buffered 6 dropped 1/2/3 rejected 4 "
+      "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n"
+      "run 4712 rank 0 pid 300: started 3 ended 2 exported 2 buffered 6 dropped 1/2/3 rejected 4 "
+      "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n");
 }
 
 TEST(CtlOutput, DumpWithoutOpenSpansStillShowsCounters) {
@@ -182,8 +184,11 @@ TEST(CtlOutput, DumpWithoutOpenSpansStillShowsCounters) {
   EXPECT_EQ(dump_text(replies),
             "no thread has an open span\n"
             "\n"
-            "rank 0 pid 100: started 10 ended 10 exported 10 buffered 6 dropped 1/2/3 rejected 4 truncated 5\n"
-            "rank 1 pid 200: started ? ended ? exported ? buffered ? dropped ?/?/? rejected ? truncated ?\n");
+            "rank 0 pid 100: started 10 ended 10 exported 10 buffered 6 dropped 1/2/3 rejected 4 "
+            "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n"
+            "rank 1 pid 200: started ? ended ? exported ? buffered ? dropped ?/?/? rejected ? "
+            "truncated ?; "
+            "metric points buffered ? dropped ?; log records buffered ? dropped ?\n");
 }
 
 TEST(CtlOutput, DumpSkipsRefusedReplies) {

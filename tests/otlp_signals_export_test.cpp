@@ -4,10 +4,14 @@
 // decoded by libprotobuf.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -199,6 +203,154 @@ TEST(OtlpSignals, GrpcMetricsAndLogsReachLensCollectStartedLate) {
   EXPECT_NE(logs_text.find("late over grpc"), std::string::npos) << logs_text;
   std::remove(metrics.c_str());
   std::remove(logs.c_str());
+}
+
+// Issue 39: logs and delta metrics through a receiver that starts late, is killed (SIGKILL) and
+// comes back on the same port, as spans do (OtlpFaults): log records at 500/s with a delta
+// counter beside them, the outage buffer of each signal holds what the receiver cannot take, and
+// every record arrives once, the counter's deltas add up to exactly what was added, nothing is
+// counted dropped.
+TEST(OtlpSignals, LogsAndDeltaMetricsOutliveAReceiverThatStartsLateAndRestarts) {
+  ScopedEnv env;
+  const std::string listen = "127.0.0.1:" + std::to_string(lens_test::free_port());
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+  env.set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://" + listen);
+  env.set("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta");
+  env.set("OTEL_METRIC_EXPORT_INTERVAL", "100");
+  env.set("OTEL_BLRP_SCHEDULE_DELAY", "50");
+  const std::string spool = lens_test::temp_path("signals_outage_spool") + ".d";
+  env.set("NEMO_LENS_EXPORT_SPOOL_DIR", spool);
+  env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "32KiB");  // the logs go through the spool too
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.traces_enabled = false;
+  c.logs_enabled = true;
+  c.exporter = "otlp";
+  nemo::lens::SetupOptions options;
+  options.allow_reinit = true;
+  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto counter = nemo::lens::get_meter("otlp_signals").create_counter<std::int64_t>("sig.outage");
+
+  std::atomic<bool> stop{false};
+  std::int64_t emitted = 0;
+  std::thread load([&] {
+    auto next = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; !stop.load(); ++i) {
+      nemo::lens::log(nemo::lens::Severity::kInfo, "outage", {{"i", i}});
+      counter.add(1);
+      ++emitted;
+      next += 2ms;
+      std::this_thread::sleep_until(next);  // the pace itself: 500 records a second
+    }
+  });
+  const std::string metrics = lens_test::temp_path("signals_outage_metrics");
+  const std::string logs = lens_test::temp_path("signals_outage_logs");
+  std::remove(metrics.c_str());
+  std::remove(logs.c_str());
+  auto start_collector = [&] {
+    return lens_test::Collector::with_args(
+        lens_test::temp_path("signals_outage"),
+        {"--metrics-out", metrics, "--logs-out", logs, "--listen", listen, "--grpc-listen", "off"});
+  };
+  // The faults themselves: nobody listens for 1.5 s, then a receiver does for 1.5 s, is killed,
+  // and is back 1.5 s later for the rest of the run.
+  std::this_thread::sleep_for(1500ms);
+  const auto early = telemetry.stats();
+  auto collector = start_collector();
+  std::this_thread::sleep_for(1500ms);
+  collector->kill();
+  std::this_thread::sleep_for(1500ms);
+  collector = start_collector();
+  std::this_thread::sleep_for(1000ms);
+  stop = true;
+  load.join();
+  ASSERT_TRUE(telemetry.force_flush(20s));
+  const auto stats = telemetry.stats();
+  telemetry.shutdown();
+  EXPECT_EQ(collector->stop(), 0);
+
+  EXPECT_GT(early.log_records_buffered, 300u) << "the first outage's records waited";
+  EXPECT_GT(early.metric_points_buffered, 0u);
+  // Every record once.
+  std::map<std::int64_t, int> seen;
+  std::int64_t delta_total = 0;
+  std::ifstream log_lines(logs);
+  for (std::string line; std::getline(log_lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    for (const auto& rl : j["resourceLogs"]) {
+      for (const auto& sl : rl["scopeLogs"]) {
+        for (const auto& r : sl["logRecords"]) {
+          for (const auto& a : r["attributes"]) {
+            if (a["key"] == "i") ++seen[std::stoll(a["value"]["intValue"].get<std::string>())];
+          }
+        }
+      }
+    }
+  }
+  std::ifstream metric_lines(metrics);
+  for (std::string line; std::getline(metric_lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    for (const auto& rm : j["resourceMetrics"]) {
+      for (const auto& sm : rm["scopeMetrics"]) {
+        for (const auto& m : sm["metrics"]) {
+          if (m["name"] != "sig.outage") continue;
+          for (const auto& p : m["sum"]["dataPoints"]) {
+            delta_total += std::stoll(p["asInt"].get<std::string>());
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(emitted, 2000);
+  EXPECT_EQ(static_cast<std::int64_t>(seen.size()), emitted) << "records lost";
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](const auto& kv) { return kv.second == 1; }))
+      << "records doubled";
+  EXPECT_EQ(delta_total, emitted) << "the deltas of the counter";
+  EXPECT_EQ(stats.log_records_exported, static_cast<std::uint64_t>(emitted));
+  EXPECT_EQ(stats.log_records_dropped + stats.log_records_buffered, 0u);
+  EXPECT_EQ(stats.metric_points_dropped + stats.metric_points_buffered, 0u);
+  std::remove(metrics.c_str());
+  std::remove(logs.c_str());
+  std::system(("rm -rf '" + spool + "'").c_str());
+}
+
+// What exceeds a signal's outage buffer is dropped and counted, per signal: with 16 KiB and no
+// spool, a receiver that never comes leaves most log records dropped, and the counts add up.
+TEST(OtlpSignals, LogRecordsBeyondTheOutageBufferAreDroppedAndCounted) {
+  ScopedEnv env;
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+  env.set("OTEL_EXPORTER_OTLP_ENDPOINT",
+          "http://127.0.0.1:" + std::to_string(lens_test::free_port()));
+  env.set("OTEL_METRIC_EXPORT_INTERVAL", "3600000");
+  env.set("OTEL_BLRP_SCHEDULE_DELAY", "20");
+  env.set("OTEL_EXPORTER_OTLP_TIMEOUT", "200");
+  env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "16KiB");
+  env.set("NEMO_LENS_EXPORT_SPOOL_DIR", "off");
+  nemo::lens::NemoLensConfig c;
+  c.enabled = true;
+  c.export_strategy = "all_ranks";
+  c.traces_enabled = false;
+  c.logs_enabled = true;
+  c.exporter = "otlp";
+  nemo::lens::SetupOptions options;
+  options.allow_reinit = true;
+  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  constexpr int kRecords = 3000;
+  for (int i = 0; i < kRecords; ++i) {
+    nemo::lens::log(nemo::lens::Severity::kInfo, "nobody listens", {{"i", i}});
+    if (i % 100 == 99) telemetry.force_flush(0ms);  // batches, as a running job makes them
+  }
+  (void)telemetry.force_flush(300ms);  // cannot finish: nobody listens
+  const auto during = telemetry.stats();
+  EXPECT_GT(during.log_records_buffered, 0u);
+  EXPECT_GT(during.log_records_dropped, 0u) << "16 KiB cannot hold 3,000 records";
+  telemetry.shutdown(std::chrono::milliseconds(300));
+  const auto after = telemetry.stats();
+  EXPECT_EQ(after.log_records_buffered, 0u);
+  EXPECT_EQ(after.log_records_exported, 0u);
+  EXPECT_EQ(after.log_records_emitted, static_cast<std::uint64_t>(kRecords));
+  EXPECT_EQ(after.log_records_dropped, static_cast<std::uint64_t>(kRecords));
 }
 
 }  // namespace

@@ -892,6 +892,8 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["log_records_emitted"] = s.log_records_emitted;
   d["log_records_exported"] = s.log_records_exported;
   d["log_records_dropped"] = s.log_records_dropped;
+  d["metric_points_buffered"] = s.metric_points_buffered;
+  d["log_records_buffered"] = s.log_records_buffered;
   return d;
 }
 

@@ -143,6 +143,10 @@ void append_stats(std::string& out, const TelemetryStats& s) {
       {"spans_dropped_shutdown", s.spans_dropped_shutdown},
       {"spans_rejected", s.spans_rejected},
       {"spans_truncated", s.spans_truncated},
+      {"metric_points_buffered", s.metric_points_buffered},
+      {"metric_points_dropped", s.metric_points_dropped},
+      {"log_records_buffered", s.log_records_buffered},
+      {"log_records_dropped", s.log_records_dropped},
   };
   json::JsonObject o(out);
   for (const auto& [key, value] : fields) json::append_uint(o.key(key), value);

@@ -99,11 +99,15 @@ ExportBufferSettings export_buffer_settings(const NemoLensConfig& config) {
                         *dir + "': " + why +
                         ". Name a directory of this user with mode 700, or 'off' for no spool.");
     }
-    std::fprintf(stderr,
-                 "lens: the default export spool directory is not usable (%s): spans wait in "
-                 "memory only while the receiver is away. Set %s to a directory of this user "
-                 "(mode 700), or to 'off'.\n",
-                 why.c_str(), (config.env_prefix + "_EXPORT_SPOOL_DIR").c_str());
+    // Once per process: spans, metrics and logs each read the settings.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      std::fprintf(stderr,
+                   "lens: the default export spool directory is not usable (%s): spans, metrics "
+                   "and logs wait in memory only while the receiver is away. Set %s to a "
+                   "directory of this user (mode 700), or to 'off'.\n",
+                   why.c_str(), (config.env_prefix + "_EXPORT_SPOOL_DIR").c_str());
+    }
     s.spool_dir.clear();
     s.spool_bytes = 0;
   }
@@ -183,8 +187,8 @@ bool ExportBuffer::spool(const std::string& body, Entry& entry) noexcept {
   const off_t at = static_cast<off_t>(tail.written);
   std::size_t done = 0;
   while (done < body.size()) {
-    const ssize_t n = ::pwrite(tail.fd, body.data() + done, body.size() - done,
-                               at + static_cast<off_t>(done));
+    const ssize_t n =
+        ::pwrite(tail.fd, body.data() + done, body.size() - done, at + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       spool_error_ = "cannot write the spool in " + settings_.spool_dir + ": " +

@@ -15,10 +15,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
-
-#include <thread>
 
 #include "export/export_buffer.hpp"
 #include "nemo/lens/config.hpp"
@@ -124,7 +123,9 @@ struct AttemptResult {
     return r;
   }
   /// The deadline (or the shutdown's interrupt) came before an answer.
-  static AttemptResult timed_out() { return permanent("timeout", "no answer by the export deadline"); }
+  static AttemptResult timed_out() {
+    return permanent("timeout", "no answer by the export deadline");
+  }
   /// Memory ran out while sending.
   static AttemptResult out_of_memory() { return permanent("internal", "out of memory"); }
 };
@@ -143,7 +144,8 @@ class OtlpTransport {
   /// From now on, no send() or wait lasts past `deadline`; a send() in progress gives up then.
   void interrupt_by(std::chrono::steady_clock::time_point deadline) noexcept;
   /// The earlier of `deadline` and the interrupt.
-  std::chrono::steady_clock::time_point cap(std::chrono::steady_clock::time_point deadline) const noexcept;
+  std::chrono::steady_clock::time_point cap(
+      std::chrono::steady_clock::time_point deadline) const noexcept;
   /// Sleeps until `until` or the interrupt, whichever is first.
   void sleep_until(std::chrono::steady_clock::time_point until) noexcept;
 
@@ -176,18 +178,16 @@ void interrupt_if_interruptible(Exporter* exporter,
   }
 }
 
-/// Sends encoded OTLP requests of one signal through a transport (gzip when asked), retrying
-/// retryable failures with exponential back-off (from 250 ms, doubling up to 5 s, each wait drawn
-/// from the upper half of the current delay) or the receiver's Retry-After, until the deadline (the
-/// earlier of the caller's and OtlpSettings::timeout). A failed request is dropped; each kind of
-/// failure is printed to stderr once, with the advice to fix it. One caller at a time.
+/// Sends encoded OTLP requests of one signal through a transport (gzip when asked), one attempt at
+/// a time; BufferedDelivery retries the retryable failures with exponential back-off (from 250 ms,
+/// doubling up to 5 s, each wait drawn from the upper half of the current delay) or the
+/// receiver's Retry-After. Each kind of failure is printed to stderr once, with the advice to fix
+/// it. One caller at a time.
 class OtlpSender {
  public:
   /// `noun` names what a request carries in messages: "spans", "data points", "log records".
-  OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport, std::string_view noun);
-  /// Sends `encoded` (carrying `items` items); true when the receiver accepted it.
-  bool send(std::string_view encoded, std::size_t items,
-            std::chrono::steady_clock::time_point deadline) noexcept;
+  OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport,
+             std::string_view noun);
   /// One attempt to send `encoded` (compressed first when the settings say gzip over HTTP), by
   /// the earlier of `deadline` and the interrupt. A success's partial rejection is counted in
   /// rejected() and its message printed once; failures are only returned.
@@ -224,14 +224,78 @@ class OtlpSender {
 /// needs. Throws ConfigError for bad settings or a protocol this build lacks.
 std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view noun);
 
-/// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says) and sends it
-/// with an OtlpSender, on the pipeline's exporter thread while the receiver takes the batches.
-/// Over protobuf (HTTP or gRPC) it encodes the pipeline's records directly. A batch the receiver
-/// cannot take now (a retryable failure: it is down, restarting or busy) goes to the outage buffer
-/// (ExportBuffer), and so does every later batch while one waits there, so that they leave in
-/// order: a thread of the exporter's own sends them again, with the sender's back-off, until the
-/// receiver takes them, refuses them for good, or shutdown's deadline comes. A batch that fits no
-/// bound of the buffer is dropped (kFailure).
+/// Delivers the encoded requests of one signal in order: at once while the receiver takes them;
+/// a request it cannot take now (a retryable failure: it is down, restarting or busy) goes to the
+/// outage buffer (ExportBuffer), and so does every later request while one waits there, so that
+/// they leave in order: a thread of its own sends them again, with the sender's back-off, until
+/// the receiver takes them, refuses them for good, or shutdown's deadline comes. A request that
+/// fits no bound of the buffer is dropped. deliver() is called by one thread at a time (the
+/// signal's exporter thread); the rest is thread-safe.
+class BufferedDelivery {
+ public:
+  /// `noun` names the items in messages ("spans", "data points", "log records").
+  BufferedDelivery(OtlpSender& sender, ExportBufferSettings buffer, std::string noun);
+  /// Stops the thread at once (not in a forked child, whose copy has none).
+  ~BufferedDelivery();
+  BufferedDelivery(const BufferedDelivery&) = delete;
+  BufferedDelivery& operator=(const BufferedDelivery&) = delete;
+
+  /// Sends `body`[0, size) carrying `items` items by `deadline` (and the sender's timeout), or
+  /// queues it. True when the receiver took it or it waits in the buffer; false when it was
+  /// dropped (refused for good, or it fits no bound). A queued body is taken: `body` then holds
+  /// a spare string.
+  bool deliver(std::string& body, std::size_t size, std::size_t items,
+               std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Waits until the buffer is empty and nothing is being sent, or `deadline`.
+  bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Sends what the buffer holds until `deadline`, then stops the thread; what is left is
+  /// counted as dropped. Later deliver() calls drop their request.
+  void shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
+  DeferredCounts deferred() const noexcept;
+  const ExportBufferSettings& settings() const noexcept { return settings_; }
+
+ private:
+  // Moves `body`[0, size) into the buffer.
+  bool enqueue_locked(std::string& body, std::size_t items, std::size_t size) noexcept;
+  void schedule_retry_locked(const AttemptResult& r) noexcept;
+  void report_buffered(const AttemptResult& r, std::size_t items);
+  void run() noexcept;
+
+  OtlpSender& sender_;
+  const ExportBufferSettings settings_;
+  const std::string noun_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // the buffer got a request, or shutdown began
+  std::condition_variable idle_cv_;  // the buffer became empty
+  ExportBuffer buffer_;
+  bool in_flight_ = false;  // the thread is sending the buffer's front request
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+  std::chrono::steady_clock::time_point next_attempt_;
+  std::chrono::milliseconds back_off_;
+  std::minstd_rand rng_;
+  std::unique_ptr<std::thread> thread_;
+  int thread_pid_ = 0;  // the process that started thread_ (a forked child has none)
+  // Relaxed: a counter, read for statistics only.
+  std::atomic<std::uint64_t> dropped_later_{0};
+};
+
+/// A metric or log exporter that may accept a request before the receiver has it (its OTLP outage
+/// buffer): the reader or processor counts what it accepted as exported, less what this reports
+/// as still pending or dropped, and its flush waits for the buffer to drain.
+class DeferredItemsExporter {
+ public:
+  virtual ~DeferredItemsExporter() = default;
+  /// Thread-safe; may be called at any time.
+  virtual DeferredCounts deferred_items() const noexcept = 0;
+  /// Waits until nothing waits in the buffer or is being sent from it, or `deadline`.
+  virtual bool flush_deferred(std::chrono::steady_clock::time_point deadline) noexcept = 0;
+};
+
+/// The OTLP span exporter: encodes each batch (protobuf or JSON as the protocol says) and hands it
+/// to a BufferedDelivery, on the pipeline's exporter thread. Over protobuf (HTTP or gRPC) it
+/// encodes the pipeline's records directly. A batch that the outage buffer cannot take is dropped
+/// (kFailure).
 class OtlpSpanExporter final : public SpanExporter,
                                public InterruptibleExporter,
                                public RecordSpanExporter,
@@ -258,33 +322,10 @@ class OtlpSpanExporter final : public SpanExporter,
   std::uint64_t attempts() const noexcept { return sender_->attempts(); }
 
  private:
-  // Sends encoded_[0, size) carrying `items` spans, or queues it in the outage buffer.
-  ExportResult deliver(std::size_t items, std::size_t size,
-                       std::chrono::steady_clock::time_point deadline) noexcept;
-  // Moves encoded_[0, size) into the outage buffer.
-  bool enqueue_locked(std::size_t items, std::size_t size) noexcept;
-  void schedule_retry_locked(const AttemptResult& r) noexcept;
-  void report_buffered(const AttemptResult& r, std::size_t items);
-  void run() noexcept;
-
   std::unique_ptr<OtlpSender> sender_;
   // The batch being sent: encoded_[0, size) (write_otlp_proto_records() keeps the buffer's size).
   std::string encoded_;
-  const ExportBufferSettings buffer_settings_;
-
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // the buffer got a request, or shutdown began
-  std::condition_variable idle_cv_;  // the buffer became empty
-  ExportBuffer buffer_;
-  bool in_flight_ = false;           // the thread is sending the buffer's front request
-  bool stopping_ = false;
-  std::chrono::steady_clock::time_point stop_deadline_;
-  std::chrono::steady_clock::time_point next_attempt_;
-  std::chrono::milliseconds back_off_;
-  std::minstd_rand rng_;
-  std::unique_ptr<std::thread> thread_;
-  int thread_pid_ = 0;  // the process that started thread_ (a forked child has none)
-  std::atomic<std::uint64_t> dropped_later_{0};
+  BufferedDelivery delivery_;
 };
 
 /// An HTTP transport (libcurl) for the settings' endpoint and protocol.

@@ -1,6 +1,7 @@
 // OtlpSender: compress, send through a transport, retry what the OTLP specification calls
-// retryable with exponential back-off and jitter, and drop the rest. OtlpSpanExporter encodes
-// spans and sends them with it; the metric and log exporters do the same with their requests.
+// retryable with exponential back-off and jitter, and drop the rest. BufferedDelivery sends with
+// it and keeps what the receiver cannot take yet in the outage buffer; OtlpSpanExporter encodes
+// spans and hands them to one, the metric and log exporters (signal_writer.hpp) their requests.
 #include <unistd.h>
 #include <zlib.h>
 
@@ -8,11 +9,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "export/exporters.hpp"
 #include "export/otlp.hpp"
@@ -42,7 +42,8 @@ std::chrono::milliseconds retry_wait(const AttemptResult& r, std::chrono::millis
 bool gzip_compress(std::string_view in, std::string& out) {
   z_stream zs{};
   // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
     return false;
   }
   out.resize(deflateBound(&zs, static_cast<uLong>(in.size())));
@@ -103,7 +104,9 @@ PartialSuccess parse_partial_success_json(std::string_view body) {
 
 OtlpSender::OtlpSender(OtlpSettings settings, std::unique_ptr<OtlpTransport> transport,
                        std::string_view noun)
-    : settings_(std::move(settings)), transport_(std::move(transport)), noun_(noun),
+    : settings_(std::move(settings)),
+      transport_(std::move(transport)),
+      noun_(noun),
       rng_(std::random_device{}()) {}
 
 void OtlpSender::report_once(const std::string& kind, const std::string& message) {
@@ -158,51 +161,17 @@ AttemptResult OtlpSender::attempt(std::string_view encoded, std::size_t items,
     attempts_.fetch_add(1, std::memory_order_relaxed);
     AttemptResult r = transport_->send(body, limit);
     if (r.kind == AttemptResult::Kind::kSuccess && r.partial.rejected > 0) {
-      rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected), std::memory_order_relaxed);
-      report_once("partial success",
-                  "OTLP receiver " + transport_->target() + " rejected " +
-                      std::to_string(r.partial.rejected) + " of " + std::to_string(items) + " " +
-                      noun_ +
-                      (r.partial.error_message.empty() ? "" : ": " + r.partial.error_message) + ".");
+      rejected_.fetch_add(static_cast<std::uint64_t>(r.partial.rejected),
+                          std::memory_order_relaxed);
+      report_once(
+          "partial success",
+          "OTLP receiver " + transport_->target() + " rejected " +
+              std::to_string(r.partial.rejected) + " of " + std::to_string(items) + " " + noun_ +
+              (r.partial.error_message.empty() ? "" : ": " + r.partial.error_message) + ".");
     }
     return r;
   } catch (...) {
     return AttemptResult::out_of_memory();
-  }
-}
-
-bool OtlpSender::send(std::string_view encoded, std::size_t items,
-                      Clock::time_point deadline) noexcept {
-  try {
-    const Clock::time_point start = Clock::now();
-    if (start + settings_.timeout < deadline) deadline = start + settings_.timeout;
-    const std::string what = std::to_string(items) + " " + noun_;
-    auto delay = kInitialBackOff;
-    for (int attempt_number = 1;; ++attempt_number) {
-      const AttemptResult r = attempt(encoded, items, deadline);
-      if (r.kind == AttemptResult::Kind::kSuccess) return true;
-      if (r.kind == AttemptResult::Kind::kRetryable) {
-        const Clock::time_point wake = Clock::now() + retry_wait(r, delay, rng_);
-        if (wake < transport_->cap(deadline)) {
-          transport_->sleep_until(wake);
-          delay = std::min(kMaxBackOff, 2 * delay);
-          continue;
-        }
-        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-        report_once(r.failure_kind + " (gave up)",
-                    "OTLP export to " + transport_->target() + " failed: " + r.detail +
-                        "; gave up after " + std::to_string(attempt_number) + " attempt(s) in " +
-                        std::to_string(waited.count()) + " ms (timeout " +
-                        std::to_string(settings_.timeout.count()) +
-                        " ms, OTEL_EXPORTER_OTLP_TIMEOUT); " + what + " dropped.");
-        return false;
-      }
-      report_once(r.failure_kind, "OTLP export to " + transport_->target() + " failed: " +
-                                      r.detail + "; " + what + " dropped, not retried.");
-      return false;
-    }
-  } catch (...) {
-    return false;
   }
 }
 
@@ -218,15 +187,18 @@ std::unique_ptr<OtlpSender> make_otlp_sender(OtlpSignal signal, std::string_view
   return std::make_unique<OtlpSender>(std::move(settings), std::move(transport), noun);
 }
 
-OtlpSpanExporter::OtlpSpanExporter(std::unique_ptr<OtlpSender> sender,
-                                   ExportBufferSettings buffer)
-    : sender_(std::move(sender)),
-      buffer_settings_(buffer),
+// ---- BufferedDelivery
+
+BufferedDelivery::BufferedDelivery(OtlpSender& sender, ExportBufferSettings buffer,
+                                   std::string noun)
+    : sender_(sender),
+      settings_(buffer),
+      noun_(std::move(noun)),
       buffer_(std::move(buffer)),
       back_off_(kInitialBackOff),
       rng_(std::random_device{}()) {}
 
-OtlpSpanExporter::~OtlpSpanExporter() {
+BufferedDelivery::~BufferedDelivery() {
   if (thread_ == nullptr) return;
   if (thread_pid_ != ::getpid()) {
     (void)thread_.release();  // a forked child's copy: the thread is the parent's, not here
@@ -238,19 +210,182 @@ OtlpSpanExporter::~OtlpSpanExporter() {
     stop_deadline_ = Clock::now();
   }
   work_cv_.notify_all();
-  sender_->interrupt_by(Clock::now());
+  sender_.interrupt_by(Clock::now());
   thread_->join();
 }
 
-std::uint64_t OtlpSpanExporter::rejected_spans() const noexcept { return sender_->rejected(); }
-
-DeferredSpanExporter::DeferredCounts OtlpSpanExporter::deferred_spans() const noexcept {
+DeferredCounts BufferedDelivery::deferred() const noexcept {
   DeferredCounts c;
   std::lock_guard lock(mu_);
   c.pending = buffer_.items();
   c.dropped = dropped_later_.load(std::memory_order_relaxed);
   return c;
 }
+
+bool BufferedDelivery::deliver(std::string& body, std::size_t size, std::size_t items,
+                               Clock::time_point deadline) noexcept {
+  try {
+    {
+      std::lock_guard lock(mu_);
+      // Requests wait for the receiver: this one goes behind them, so that they leave in order.
+      if (!buffer_.empty()) return enqueue_locked(body, items, size);
+    }
+    const Clock::time_point now = Clock::now();
+    if (now + sender_.settings().timeout < deadline) deadline = now + sender_.settings().timeout;
+    const AttemptResult r = sender_.attempt(std::string_view(body.data(), size), items, deadline);
+    if (r.kind == AttemptResult::Kind::kSuccess) return true;
+    if (r.kind == AttemptResult::Kind::kPermanent) {
+      sender_.report_once(r.failure_kind,
+                          "OTLP export to " + sender_.target() + " failed: " + r.detail + "; " +
+                              std::to_string(items) + " " + noun_ + " dropped, not retried.");
+      return false;
+    }
+    report_buffered(r, items);
+    std::lock_guard lock(mu_);
+    schedule_retry_locked(r);
+    return enqueue_locked(body, items, size);
+  } catch (...) {
+    return false;
+  }
+}
+
+void BufferedDelivery::report_buffered(const AttemptResult& r, std::size_t items) {
+  std::string bounds = std::to_string(settings_.memory_bytes >> 20) + " MiB in memory";
+  if (!settings_.spool_dir.empty()) {
+    bounds +=
+        ", then " + std::to_string(settings_.spool_bytes >> 20) + " MiB in " + settings_.spool_dir;
+  }
+  sender_.report_once(r.failure_kind + " (buffered)",
+                      "OTLP export to " + sender_.target() + " failed: " + r.detail + "; " +
+                          std::to_string(items) + " " + noun_ +
+                          " and the batches after them wait in the outage buffer (" + bounds +
+                          ") and are sent again once the receiver takes them.");
+}
+
+bool BufferedDelivery::enqueue_locked(std::string& body, std::size_t items,
+                                      std::size_t size) noexcept {
+  if (stopping_) return false;
+  body.resize(size);  // shorter or the same: nothing is filled
+  if (!buffer_.push(body, items)) {
+    std::string why = buffer_.spool_error();
+    if (why.empty()) {
+      why = "the outage buffer is full (" + std::to_string(buffer_.memory_bytes()) +
+            " bytes in memory, " + std::to_string(buffer_.spool_bytes()) + " bytes spooled)";
+    }
+    sender_.report_once("buffer full",
+                        "OTLP receiver " + sender_.target() + " is still away and " + why + ": " +
+                            std::to_string(items) + " " + noun_ +
+                            " dropped, and later batches are dropped and counted until it "
+                            "drains (the bounds: " +
+                            settings_.env_prefix + "_EXPORT_BUFFER_SIZE, " + settings_.env_prefix +
+                            "_EXPORT_SPOOL_SIZE).");
+    return false;
+  }
+  body = buffer_.take_spare();
+  if (thread_ == nullptr) {
+    try {
+      thread_ = std::make_unique<std::thread>([this] { run(); });
+      thread_pid_ = ::getpid();
+    } catch (...) {
+      // No thread: the batches wait until shutdown counts them as dropped.
+    }
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+void BufferedDelivery::schedule_retry_locked(const AttemptResult& r) noexcept {
+  next_attempt_ = Clock::now() + retry_wait(r, back_off_, rng_);
+  back_off_ = std::min(kMaxBackOff, 2 * back_off_);
+}
+
+void BufferedDelivery::run() noexcept {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (buffer_.empty()) {
+      idle_cv_.notify_all();
+      if (stopping_) return;
+      work_cv_.wait(lock, [&] { return stopping_ || !buffer_.empty(); });
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (stopping_ && now >= stop_deadline_) return;
+    if (now < next_attempt_) {
+      work_cv_.wait_until(lock,
+                          stopping_ ? std::min(next_attempt_, stop_deadline_) : next_attempt_);
+      continue;
+    }
+    const std::uint64_t items = buffer_.front_items();
+    const std::string* body = buffer_.front();
+    if (body == nullptr) {
+      sender_.report_once("spool read", "OTLP export: " + buffer_.spool_error() + "; " +
+                                            std::to_string(items) + " " + noun_ + " dropped.");
+      dropped_later_.fetch_add(items, std::memory_order_relaxed);
+      buffer_.pop();
+      continue;
+    }
+    in_flight_ = true;
+    lock.unlock();
+    // The body stays valid: only this thread pops, and pushes leave the front where it is.
+    const AttemptResult r = sender_.attempt(*body, static_cast<std::size_t>(items),
+                                            Clock::now() + sender_.settings().timeout);
+    lock.lock();
+    in_flight_ = false;
+    switch (r.kind) {
+      case AttemptResult::Kind::kSuccess:
+        back_off_ = kInitialBackOff;
+        buffer_.pop();
+        break;
+      case AttemptResult::Kind::kPermanent:
+        sender_.report_once(r.failure_kind,
+                            "OTLP export to " + sender_.target() + " failed: " + r.detail + "; " +
+                                std::to_string(items) + " " + noun_ + " dropped, not retried.");
+        dropped_later_.fetch_add(items, std::memory_order_relaxed);
+        buffer_.pop();
+        break;
+      case AttemptResult::Kind::kRetryable:
+        schedule_retry_locked(r);
+        break;
+    }
+  }
+}
+
+bool BufferedDelivery::flush(Clock::time_point deadline) noexcept {
+  try {
+    std::unique_lock lock(mu_);
+    return idle_cv_.wait_until(lock, deadline, [&] { return buffer_.empty() && !in_flight_; });
+  } catch (...) {
+    return false;
+  }
+}
+
+void BufferedDelivery::shutdown(Clock::time_point deadline) noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stop_deadline_ = deadline;
+  }
+  work_cv_.notify_all();
+  sender_.interrupt_by(deadline);  // an attempt in flight gives up by then
+  if (thread_ != nullptr && thread_pid_ == ::getpid()) {
+    thread_->join();
+    thread_.reset();
+  }
+  std::lock_guard lock(mu_);
+  dropped_later_.fetch_add(buffer_.clear(), std::memory_order_relaxed);
+}
+
+// ---- OtlpSpanExporter
+
+OtlpSpanExporter::OtlpSpanExporter(std::unique_ptr<OtlpSender> sender, ExportBufferSettings buffer)
+    : sender_(std::move(sender)), delivery_(*sender_, std::move(buffer), "spans") {}
+
+OtlpSpanExporter::~OtlpSpanExporter() = default;
+
+std::uint64_t OtlpSpanExporter::rejected_spans() const noexcept { return sender_->rejected(); }
+
+DeferredCounts OtlpSpanExporter::deferred_spans() const noexcept { return delivery_.deferred(); }
 
 void OtlpSpanExporter::interrupt_by(Clock::time_point deadline) noexcept {
   sender_->interrupt_by(deadline);
@@ -269,7 +404,9 @@ ExportResult OtlpSpanExporter::export_spans(std::span<const SpanData* const> spa
   } catch (...) {
     return ExportResult::kFailure;
   }
-  return deliver(spans.size(), encoded_.size(), deadline);
+  return delivery_.deliver(encoded_, encoded_.size(), spans.size(), deadline)
+             ? ExportResult::kSuccess
+             : ExportResult::kFailure;
 }
 
 bool OtlpSpanExporter::encodes_records() const noexcept {
@@ -277,8 +414,7 @@ bool OtlpSpanExporter::encodes_records() const noexcept {
 }
 
 ExportResult OtlpSpanExporter::export_records(std::span<const SpanRecord* const> records,
-                                              const Resource& resource,
-                                              const TickConverter& clock,
+                                              const Resource& resource, const TickConverter& clock,
                                               Clock::time_point deadline) noexcept {
   std::size_t size = 0;
   try {
@@ -286,162 +422,16 @@ ExportResult OtlpSpanExporter::export_records(std::span<const SpanRecord* const>
   } catch (...) {
     return ExportResult::kFailure;
   }
-  return deliver(records.size(), size, deadline);
-}
-
-ExportResult OtlpSpanExporter::deliver(std::size_t items, std::size_t size,
-                                       Clock::time_point deadline) noexcept {
-  try {
-    {
-      std::lock_guard lock(mu_);
-      // Batches wait for the receiver: this one goes behind them, so that they leave in order.
-      if (!buffer_.empty()) {
-        return enqueue_locked(items, size) ? ExportResult::kSuccess : ExportResult::kFailure;
-      }
-    }
-    const Clock::time_point now = Clock::now();
-    if (now + sender_->settings().timeout < deadline) deadline = now + sender_->settings().timeout;
-    const AttemptResult r =
-        sender_->attempt(std::string_view(encoded_.data(), size), items, deadline);
-    if (r.kind == AttemptResult::Kind::kSuccess) return ExportResult::kSuccess;
-    if (r.kind == AttemptResult::Kind::kPermanent) {
-      sender_->report_once(r.failure_kind, "OTLP export to " + sender_->target() + " failed: " +
-                                               r.detail + "; " + std::to_string(items) +
-                                               " spans dropped, not retried.");
-      return ExportResult::kFailure;
-    }
-    report_buffered(r, items);
-    std::lock_guard lock(mu_);
-    schedule_retry_locked(r);
-    return enqueue_locked(items, size) ? ExportResult::kSuccess : ExportResult::kFailure;
-  } catch (...) {
-    return ExportResult::kFailure;
-  }
-}
-
-void OtlpSpanExporter::report_buffered(const AttemptResult& r, std::size_t items) {
-  std::string bounds = std::to_string(buffer_settings_.memory_bytes >> 20) + " MiB in memory";
-  if (!buffer_settings_.spool_dir.empty()) {
-    bounds += ", then " + std::to_string(buffer_settings_.spool_bytes >> 20) + " MiB in " +
-              buffer_settings_.spool_dir;
-  }
-  sender_->report_once(r.failure_kind + " (buffered)",
-                       "OTLP export to " + sender_->target() + " failed: " + r.detail + "; " +
-                           std::to_string(items) +
-                           " spans and the batches after them wait in the outage buffer (" +
-                           bounds + ") and are sent again once the receiver takes them.");
-}
-
-bool OtlpSpanExporter::enqueue_locked(std::size_t items, std::size_t size) noexcept {
-  if (stopping_) return false;
-  encoded_.resize(size);  // shorter or the same: nothing is filled
-  if (!buffer_.push(encoded_, items)) {
-    std::string why = buffer_.spool_error();
-    if (why.empty()) {
-      why = "the outage buffer is full (" + std::to_string(buffer_.memory_bytes()) +
-            " bytes in memory, " + std::to_string(buffer_.spool_bytes()) + " bytes spooled)";
-    }
-    sender_->report_once("buffer full",
-                         "OTLP receiver " + sender_->target() + " is still away and " + why +
-                             ": " + std::to_string(items) +
-                             " spans dropped, and later batches are dropped and counted until it "
-                             "drains (the bounds: " + buffer_settings_.env_prefix +
-                             "_EXPORT_BUFFER_SIZE, " + buffer_settings_.env_prefix +
-                             "_EXPORT_SPOOL_SIZE).");
-    return false;
-  }
-  encoded_ = buffer_.take_spare();
-  if (thread_ == nullptr) {
-    try {
-      thread_ = std::make_unique<std::thread>([this] { run(); });
-      thread_pid_ = ::getpid();
-    } catch (...) {
-      // No thread: the batches wait until shutdown counts them as dropped.
-    }
-  }
-  work_cv_.notify_one();
-  return true;
-}
-
-void OtlpSpanExporter::schedule_retry_locked(const AttemptResult& r) noexcept {
-  next_attempt_ = Clock::now() + retry_wait(r, back_off_, rng_);
-  back_off_ = std::min(kMaxBackOff, 2 * back_off_);
-}
-
-void OtlpSpanExporter::run() noexcept {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    if (buffer_.empty()) {
-      idle_cv_.notify_all();
-      if (stopping_) return;
-      work_cv_.wait(lock, [&] { return stopping_ || !buffer_.empty(); });
-      continue;
-    }
-    const Clock::time_point now = Clock::now();
-    if (stopping_ && now >= stop_deadline_) return;
-    if (now < next_attempt_) {
-      work_cv_.wait_until(lock, stopping_ ? std::min(next_attempt_, stop_deadline_) : next_attempt_);
-      continue;
-    }
-    const std::uint64_t items = buffer_.front_items();
-    const std::string* body = buffer_.front();
-    if (body == nullptr) {
-      sender_->report_once("spool read", "OTLP export: " + buffer_.spool_error() + "; " +
-                                             std::to_string(items) + " spans dropped.");
-      dropped_later_.fetch_add(items, std::memory_order_relaxed);
-      buffer_.pop();
-      continue;
-    }
-    in_flight_ = true;
-    lock.unlock();
-    // The body stays valid: only this thread pops, and pushes leave the front where it is.
-    const AttemptResult r =
-        sender_->attempt(*body, static_cast<std::size_t>(items), Clock::now() + sender_->settings().timeout);
-    lock.lock();
-    in_flight_ = false;
-    switch (r.kind) {
-      case AttemptResult::Kind::kSuccess:
-        back_off_ = kInitialBackOff;
-        buffer_.pop();
-        break;
-      case AttemptResult::Kind::kPermanent:
-        sender_->report_once(r.failure_kind, "OTLP export to " + sender_->target() + " failed: " +
-                                                 r.detail + "; " + std::to_string(items) +
-                                                 " spans dropped, not retried.");
-        dropped_later_.fetch_add(items, std::memory_order_relaxed);
-        buffer_.pop();
-        break;
-      case AttemptResult::Kind::kRetryable:
-        schedule_retry_locked(r);
-        break;
-    }
-  }
+  return delivery_.deliver(encoded_, size, records.size(), deadline) ? ExportResult::kSuccess
+                                                                     : ExportResult::kFailure;
 }
 
 bool OtlpSpanExporter::force_flush(Clock::time_point deadline) noexcept {
-  try {
-    std::unique_lock lock(mu_);
-    return idle_cv_.wait_until(lock, deadline, [&] { return buffer_.empty() && !in_flight_; });
-  } catch (...) {
-    return false;
-  }
+  return delivery_.flush(deadline);
 }
 
 void OtlpSpanExporter::shutdown(Clock::time_point deadline) noexcept {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    stop_deadline_ = deadline;
-  }
-  work_cv_.notify_all();
-  sender_->interrupt_by(deadline);  // an attempt in flight gives up by then
-  if (thread_ != nullptr && thread_pid_ == ::getpid()) {
-    thread_->join();
-    thread_.reset();
-  }
-  std::lock_guard lock(mu_);
-  dropped_later_.fetch_add(buffer_.clear(), std::memory_order_relaxed);
+  delivery_.shutdown(deadline);
 }
 
 std::shared_ptr<SpanExporter> make_otlp_exporter(const NemoLensConfig& config) {

@@ -5,8 +5,7 @@ namespace nemo::lens::detail {
 
 using Clock = std::chrono::steady_clock;
 
-PeriodicWorker::PeriodicWorker(std::chrono::milliseconds period, Round round,
-                               std::function<void()> last)
+PeriodicWorker::PeriodicWorker(std::chrono::milliseconds period, Round round, Round last)
     : period_(period), round_(std::move(round)), last_(std::move(last)) {
   thread_ = std::thread([this] { run(); });
 }
@@ -35,7 +34,7 @@ void PeriodicWorker::run() noexcept {
     if (abandoned_) return;  // stop gave up on this thread: no further round, no `last`
     if (stopping) {
       lock.unlock();
-      last_();
+      last_(deadline);
       lock.lock();
     }
     done_ = target;

@@ -14,12 +14,13 @@ namespace nemo::lens::detail {
 /// The thread of the metric reader and of the log processor: runs `round` every `period`, when
 /// woken, at each flush (which waits for a round started after it) and once more at stop, followed
 /// by `last`. `round` gets the time its exports must end by: the stop's cutoff for the last round,
-/// no limit otherwise (the owner's own export timeout applies). The owner must stop it before its
-/// own members go, and must leave itself undestroyed when wait_stopped() gave up.
+/// no limit otherwise (the owner's own export timeout applies); `last` gets the stop's cutoff. The
+/// owner must stop it before its own members go, and must leave itself undestroyed when
+/// wait_stopped() gave up.
 class PeriodicWorker {
  public:
   using Round = std::function<void(std::chrono::steady_clock::time_point deadline)>;
-  PeriodicWorker(std::chrono::milliseconds period, Round round, std::function<void()> last);
+  PeriodicWorker(std::chrono::milliseconds period, Round round, Round last);
   ~PeriodicWorker();
   /// Runs a round now; false when `deadline` passed before it ended.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
@@ -44,7 +45,7 @@ class PeriodicWorker {
 
   const std::chrono::milliseconds period_;
   const Round round_;
-  const std::function<void()> last_;
+  const Round last_;
   std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   std::uint64_t requested_ = 0, done_ = 0;  // flush tickets

@@ -43,16 +43,22 @@ namespace {
 
 std::size_t record_count(std::span<const LogRecordData> records) { return records.size(); }
 
-class BuiltinLogExporter final : public LogExporter, public InterruptibleExporter {
+class BuiltinLogExporter final : public LogExporter,
+                                 public InterruptibleExporter,
+                                 public DeferredItemsExporter {
  public:
   explicit BuiltinLogExporter(SignalWriter<LogRecordData> writer) : writer_(std::move(writer)) {}
   bool export_logs(std::span<const LogRecordData> records, const Resource& resource,
                    Clock::time_point deadline) noexcept override {
     return writer_.write(records, resource, deadline);
   }
-  void shutdown(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
   void interrupt_by(Clock::time_point deadline) noexcept override {
     writer_.interrupt_by(deadline);
+  }
+  DeferredCounts deferred_items() const noexcept override { return writer_.deferred(); }
+  bool flush_deferred(Clock::time_point deadline) noexcept override {
+    return writer_.flush(deadline);
   }
 
  private:
@@ -80,7 +86,10 @@ LogProcessor::LogProcessor(LogSettings settings, LogLimits limits,
       queue_(settings.max_queue_size),
       worker_(
           settings.schedule_delay, [this](Clock::time_point deadline) { drain(deadline); },
-          [this] { exporter_->shutdown(Clock::now() + settings_.export_timeout); }) {
+          // The exporter's outage buffer sends what it holds until the stop's cutoff.
+          [this](Clock::time_point cutoff) {
+            exporter_->shutdown(std::min(cutoff, Clock::now() + settings_.export_timeout));
+          }) {
   keep_reachable(this);  // immortal: a thread may still be logging into it
 }
 
@@ -144,7 +153,49 @@ void LogProcessor::drain(Clock::time_point deadline) noexcept {
   }
 }
 
-bool LogProcessor::flush(Clock::time_point deadline) noexcept { return worker_.flush(deadline); }
+namespace {
+
+DeferredCounts deferred_of(const LogExporter* exporter) noexcept {
+  const auto* d = dynamic_cast<const DeferredItemsExporter*>(exporter);
+  return d != nullptr ? d->deferred_items() : DeferredCounts{};
+}
+
+bool flush_deferred(LogExporter* exporter, Clock::time_point deadline) noexcept {
+  auto* d = dynamic_cast<DeferredItemsExporter*>(exporter);
+  return d == nullptr || d->flush_deferred(deadline);
+}
+
+}  // namespace
+
+std::shared_ptr<LogExporter> LogProcessor::exporter() const noexcept {
+  std::lock_guard lock(exporter_mu_);
+  return exporter_;
+}
+
+DeferredCounts LogProcessor::deferred() const noexcept {
+  std::lock_guard lock(exporter_mu_);
+  return exporter_ != nullptr ? deferred_of(exporter_.get()) : final_deferred_;
+}
+
+bool LogProcessor::flush(Clock::time_point deadline) noexcept {
+  return worker_.flush(deadline) && flush_deferred(exporter().get(), deadline);
+}
+
+bool LogProcessor::wait_flushed(std::uint64_t ticket, Clock::time_point deadline) noexcept {
+  return worker_.wait_flushed(ticket, deadline) && flush_deferred(exporter().get(), deadline);
+}
+
+std::uint64_t LogProcessor::dropped() const noexcept {
+  return dropped_.load(std::memory_order_relaxed) + ledger_.failed() +
+         ledger_.dropped_at_shutdown() + deferred().dropped;
+}
+
+std::uint64_t LogProcessor::buffered() const noexcept { return deferred().pending; }
+
+std::uint64_t LogProcessor::exported() const noexcept {
+  const DeferredCounts d = deferred();
+  return ledger_.exported() - d.pending - d.dropped;
+}
 
 void LogProcessor::begin_shutdown(Clock::time_point deadline) noexcept {
   const Clock::time_point cutoff = export_cutoff(deadline);
@@ -168,7 +219,10 @@ bool LogProcessor::finish_shutdown(Clock::time_point deadline) noexcept {
   });
   // Not stopped: the thread still runs; the processor is immortal, its exporter stays.
   if (!stopped) return false;
-  exporter_.reset();  // the processor itself stays (immortal); its exporter need not
+  // The processor itself stays (immortal); its exporter need not, once its counts are kept.
+  std::lock_guard lock(exporter_mu_);
+  final_deferred_ = deferred_of(exporter_.get());
+  exporter_.reset();
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "nemo/lens/logs.hpp"
 #include "nemo/lens/telemetry_data.hpp"
 #include "tracing/mpmc_queue.hpp"
+#include "tracing/record_exporter.hpp"
 
 namespace nemo::lens::detail {
 
@@ -54,14 +56,13 @@ class LogProcessor {
   bool redacted(std::string_view key) const noexcept;
   /// Takes ownership of `record`; false (record freed, counted) when the queue is full.
   bool enqueue(LogRecordData* record) noexcept;
-  /// Exports everything queued before the call; false when `deadline` passed first.
+  /// Exports everything queued before the call, and waits for the exporter's outage buffer to
+  /// drain (the built-in OTLP exporter); false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Asks for the queue's export without waiting; the ticket is for wait_flushed().
   std::uint64_t request_flush() noexcept { return worker_.request_flush(); }
-  /// Waits for the flush `ticket`; false when `deadline` passed first.
-  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept {
-    return worker_.wait_flushed(ticket, deadline);
-  }
+  /// Waits for the flush `ticket`, then for the outage buffer; false when `deadline` passed first.
+  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept;
   /// Starts exporting what is queued for the last time, by export_cutoff(deadline) (an export in
   /// flight is interrupted then), without waiting.
   void begin_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
@@ -70,24 +71,29 @@ class LogProcessor {
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// begin_shutdown() then finish_shutdown(). Idempotent.
   bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// Records handed to enqueue(), exported, and dropped (queue full, export failed, or shutdown
-  /// came first). Final once shutdown() returned: emitted = exported + dropped.
+  /// Records handed to enqueue(), exported (taken by the receiver), waiting in the exporter's
+  /// outage buffer, and dropped (queue full, export failed, the buffer could not take them or
+  /// still held them at shutdown's deadline, or shutdown came first). Final once shutdown()
+  /// returned: emitted = exported + dropped.
   std::uint64_t emitted() const noexcept { return emitted_.load(std::memory_order_relaxed); }
-  std::uint64_t dropped() const noexcept {
-    return dropped_.load(std::memory_order_relaxed) + ledger_.failed() +
-           ledger_.dropped_at_shutdown();
-  }
-  std::uint64_t exported() const noexcept { return ledger_.exported(); }
+  std::uint64_t dropped() const noexcept;
+  std::uint64_t buffered() const noexcept;
+  std::uint64_t exported() const noexcept;
   /// True in a forked child (see MetricReader::forked).
   bool forked() const noexcept;
 
  private:
   void drain(std::chrono::steady_clock::time_point deadline) noexcept;
+  // The exporter (null once shut down) and what its outage buffer holds or dropped.
+  std::shared_ptr<LogExporter> exporter() const noexcept;
+  DeferredCounts deferred() const noexcept;
 
   LogSettings settings_;
   LogLimits limits_;
   int owner_pid_;
+  mutable std::mutex exporter_mu_;  // exporter_'s end at shutdown, against readers of its counts
   std::shared_ptr<LogExporter> exporter_;
+  DeferredCounts final_deferred_;  // the exporter's counts when it ended
   Resource resource_;
   MpmcQueue<LogRecordData*> queue_;
   std::atomic<std::uint64_t> emitted_{0}, dropped_{0};  // dropped_: queue full

@@ -34,16 +34,22 @@ std::size_t point_count(std::span<const MetricData> metrics) {
   return n;
 }
 
-class BuiltinMetricExporter final : public MetricExporter, public InterruptibleExporter {
+class BuiltinMetricExporter final : public MetricExporter,
+                                    public InterruptibleExporter,
+                                    public DeferredItemsExporter {
  public:
   explicit BuiltinMetricExporter(SignalWriter<MetricData> writer) : writer_(std::move(writer)) {}
   bool export_metrics(std::span<const MetricData> metrics, const Resource& resource,
                       Clock::time_point deadline) noexcept override {
     return writer_.write(metrics, resource, deadline);
   }
-  void shutdown(Clock::time_point deadline) noexcept override { writer_.interrupt_by(deadline); }
+  void shutdown(Clock::time_point deadline) noexcept override { writer_.shutdown(deadline); }
   void interrupt_by(Clock::time_point deadline) noexcept override {
     writer_.interrupt_by(deadline);
+  }
+  DeferredCounts deferred_items() const noexcept override { return writer_.deferred(); }
+  bool flush_deferred(Clock::time_point deadline) noexcept override {
+    return writer_.flush(deadline);
   }
 
  private:
@@ -70,9 +76,40 @@ MetricReader::MetricReader(MetricSettings settings, std::shared_ptr<MetricExport
       owner_pid_(::getpid()),
       worker_(
           settings.interval, [this](Clock::time_point deadline) { collect_and_export(deadline); },
-          [this] { exporter_->shutdown(Clock::now() + settings_.timeout); }) {}
+          // The exporter's outage buffer sends what it holds until the stop's cutoff.
+          [this](Clock::time_point cutoff) {
+            exporter_->shutdown(std::min(cutoff, Clock::now() + settings_.timeout));
+          }) {}
 
 bool MetricReader::forked() const noexcept { return ::getpid() != owner_pid_; }
+
+namespace {
+
+DeferredCounts deferred_of(const MetricExporter* exporter) noexcept {
+  const auto* d = dynamic_cast<const DeferredItemsExporter*>(exporter);
+  return d != nullptr ? d->deferred_items() : DeferredCounts{};
+}
+
+}  // namespace
+
+bool MetricReader::wait_flushed(std::uint64_t ticket, Clock::time_point deadline) noexcept {
+  if (!worker_.wait_flushed(ticket, deadline)) return false;
+  auto* d = dynamic_cast<DeferredItemsExporter*>(exporter_.get());
+  return d == nullptr || d->flush_deferred(deadline);
+}
+
+std::uint64_t MetricReader::exported_points() const noexcept {
+  const DeferredCounts d = deferred_of(exporter_.get());
+  return ledger_.exported() - d.pending - d.dropped;
+}
+
+std::uint64_t MetricReader::buffered_points() const noexcept {
+  return deferred_of(exporter_.get()).pending;
+}
+
+std::uint64_t MetricReader::dropped_points() const noexcept {
+  return ledger_.failed() + ledger_.dropped_at_shutdown() + deferred_of(exporter_.get()).dropped;
+}
 
 MetricReader::~MetricReader() { shutdown(Clock::now() + settings_.timeout); }
 

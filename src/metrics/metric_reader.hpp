@@ -37,10 +37,9 @@ class MetricReader {
   ~MetricReader();
   /// Asks for a collection and export now without waiting; the ticket is for wait_flushed().
   std::uint64_t request_flush() noexcept { return worker_.request_flush(); }
-  /// Waits for the flush `ticket`; false when `deadline` passed first.
-  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept {
-    return worker_.wait_flushed(ticket, deadline);
-  }
+  /// Waits for the flush `ticket`, then for the exporter's outage buffer to drain (the built-in
+  /// OTLP exporter); false when `deadline` passed first.
+  bool wait_flushed(std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) noexcept;
   /// Starts the last collection and export, which ends by export_cutoff(deadline): an export in
   /// flight is interrupted then (the built-in exporters; a custom one gets the cutoff as its
   /// deadline). Does not wait.
@@ -51,15 +50,15 @@ class MetricReader {
   bool finish_shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
   /// begin_shutdown() then finish_shutdown(). Idempotent.
   bool shutdown(std::chrono::steady_clock::time_point deadline) noexcept;
-  /// Collections whose export failed; data points collected for export, exported, and dropped
-  /// (export failed or shutdown came first). Final once shutdown() returned: collected = exported
-  /// + dropped.
+  /// Collections whose export failed; data points collected for export, exported (taken by the
+  /// receiver), waiting in the exporter's outage buffer, and dropped (export failed, the buffer
+  /// could not take them or still held them at shutdown's deadline, or shutdown came first).
+  /// Final once shutdown() returned: collected = exported + dropped.
   std::uint64_t failed_exports() const noexcept { return ledger_.failed_requests(); }
   std::uint64_t collected_points() const noexcept { return ledger_.taken(); }
-  std::uint64_t exported_points() const noexcept { return ledger_.exported(); }
-  std::uint64_t dropped_points() const noexcept {
-    return ledger_.failed() + ledger_.dropped_at_shutdown();
-  }
+  std::uint64_t exported_points() const noexcept;
+  std::uint64_t buffered_points() const noexcept;
+  std::uint64_t dropped_points() const noexcept;
   /// True in a forked child, where the thread does not exist: the object must be leaked, not
   /// shut down or destroyed.
   bool forked() const noexcept;

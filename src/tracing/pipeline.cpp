@@ -330,8 +330,7 @@ std::chrono::steady_clock::duration Pipeline::next_nap(
                std::max(options.max_queue_size / 4, 2 * options.max_export_batch_size));
   const auto nap = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       since * static_cast<double>(target) / static_cast<double>(taken));
-  return std::clamp<std::chrono::steady_clock::duration>(nap, microseconds(20),
-                                                         microseconds(5000));
+  return std::clamp<std::chrono::steady_clock::duration>(nap, microseconds(20), microseconds(5000));
 }
 
 void Pipeline::run() noexcept {
@@ -357,8 +356,7 @@ void Pipeline::run() noexcept {
     // flush or a stop exports everything.
     const auto drain_start = std::chrono::steady_clock::now();
     const std::size_t taken = drain(woken && !flushing && !stopping, cutoff);
-    nap = next_nap(taken, drain_start - last_drain,
-                   std::chrono::steady_clock::now() - drain_start);
+    nap = next_nap(taken, drain_start - last_drain, std::chrono::steady_clock::now() - drain_start);
     last_drain = drain_start;
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
@@ -421,7 +419,7 @@ TelemetryStats Pipeline::stats() const noexcept {
   s.spans_dropped_queue_full = dropped_full - base_dropped_full_;
   // The deferred counts first: a batch accepted between the two reads is then counted as
   // exported for a moment, never as pending without being exported.
-  DeferredSpanExporter::DeferredCounts deferred;
+  DeferredCounts deferred;
   if (auto* d = dynamic_cast<const DeferredSpanExporter*>(exporter.get())) {
     deferred = d->deferred_spans();
   }

@@ -28,18 +28,21 @@ class RecordSpanExporter {
                                       std::chrono::steady_clock::time_point deadline) noexcept = 0;
 };
 
+/// Items of one signal that an exporter accepted before the receiver had them (the OTLP
+/// exporters' outage buffer, BufferedDelivery), so that their fate is known later.
+struct DeferredCounts {
+  /// Accepted and not yet delivered or dropped (in the outage buffer, or being sent).
+  std::uint64_t pending = 0;
+  /// Accepted, then dropped: refused for good, unreadable from the spool, or still waiting when
+  /// shutdown's deadline came.
+  std::uint64_t dropped = 0;
+};
+
 /// An exporter that may accept a batch before the receiver has it (the OTLP exporter's outage
 /// buffer), and so learns later whether it was delivered. The pipeline counts the batches it
 /// accepted as exported, less what this reports as still pending or dropped.
 class DeferredSpanExporter {
  public:
-  struct DeferredCounts {
-    /// Spans accepted and not yet delivered or dropped (in the outage buffer, or being sent).
-    std::uint64_t pending = 0;
-    /// Spans accepted, then dropped: refused for good, unreadable from the spool, or still
-    /// waiting when shutdown's deadline came.
-    std::uint64_t dropped = 0;
-  };
   virtual ~DeferredSpanExporter() = default;
   /// Thread-safe; may be called at any time.
   virtual DeferredCounts deferred_spans() const noexcept = 0;

@@ -254,6 +254,8 @@ def test_stats_resource_and_shutdown_truncate_open_spans(tracing):
     stats = tracing.handle.stats()
     assert stats["spans_started"] == 6 and stats["spans_ended"] == 5
     assert stats["spans_exported"] == 5
+    # Every counter of TelemetryStats, the outage buffers' of metrics and logs included.
+    assert stats["metric_points_buffered"] == 0 and stats["log_records_buffered"] == 0
     assert tracing.handle.resource()["service.name"] == "trainer"
     assert tracing.handle.resource()["dl.world_size"] == 1
     assert tracing.handle.shutdown(10000)

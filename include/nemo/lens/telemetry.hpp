@@ -19,9 +19,9 @@
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/detail/export.hpp"
 #include "nemo/lens/exporter.hpp"
-#include "nemo/lens/telemetry_data.hpp"
 #include "nemo/lens/groups.hpp"
 #include "nemo/lens/strategies.hpp"
+#include "nemo/lens/telemetry_data.hpp"
 
 namespace nemo::lens {
 
@@ -83,9 +83,13 @@ struct TelemetryStats {
   /// Metric data points collected for export. After shutdown() returned, collected = exported +
   /// dropped.
   std::uint64_t metric_points_collected = 0;
-  /// Metric data points exported.
+  /// Metric data points exported (for OTLP: taken by the receiver).
   std::uint64_t metric_points_exported = 0;
-  /// Metric data points lost: their export failed, or shutdown's time ran out first.
+  /// Metric data points waiting in the OTLP exporter's outage buffer for a receiver that is away,
+  /// or being sent from it; 0 once shutdown() returned (what still waited is dropped).
+  std::uint64_t metric_points_buffered = 0;
+  /// Metric data points lost: their export failed, the outage buffer could not take them or
+  /// still held them at shutdown's deadline, or shutdown's time ran out first.
   std::uint64_t metric_points_dropped = 0;
   /// Collections whose export failed.
   std::uint64_t metric_exports_failed = 0;
@@ -94,9 +98,13 @@ struct TelemetryStats {
   /// Log records emitted while logs were recorded. After shutdown() returned, emitted = exported +
   /// dropped.
   std::uint64_t log_records_emitted = 0;
-  /// Log records exported.
+  /// Log records exported (for OTLP: taken by the receiver).
   std::uint64_t log_records_exported = 0;
-  /// Log records lost: the queue was full, their export failed, or shutdown's time ran out first.
+  /// Log records waiting in the OTLP exporter's outage buffer, or being sent from it; 0 once
+  /// shutdown() returned.
+  std::uint64_t log_records_buffered = 0;
+  /// Log records lost: the queue was full, their export failed, the outage buffer could not take
+  /// them or still held them at shutdown's deadline, or shutdown's time ran out first.
   std::uint64_t log_records_dropped = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "common/cli.hpp"
 #include "common/json_output.hpp"
 #include "control/settings.hpp"
+#include "export/export_buffer.hpp"
 #include "export/otlp.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/propagation.hpp"
@@ -66,7 +67,7 @@ exit status: 0 on success, 2 for a bad command line or an invalid configuration.
 constexpr FlagSpec kFlags[] = {{"--prefix", true}, {"--fallback-prefix", true}, {"--catalog", true},
                                {"--rank", true},   {"--world-size", true},      {"--json", false}};
 
-using FieldValue = std::variant<bool, int, double, std::string, GroupSet>;
+using FieldValue = std::variant<bool, int, std::uint64_t, double, std::string, GroupSet>;
 
 struct Field {
   std::string_view name;
@@ -76,6 +77,7 @@ struct Field {
 struct PlainText {
   std::string operator()(bool v) const { return v ? "true" : "false"; }
   std::string operator()(int v) const { return std::to_string(v); }
+  std::string operator()(std::uint64_t v) const { return std::to_string(v); }
   std::string operator()(double v) const { return format_number(v); }
   std::string operator()(const std::string& v) const { return v; }
   std::string operator()(const GroupSet& v) const { return join(v, ", "); }
@@ -84,6 +86,7 @@ struct PlainText {
 struct JsonText {
   std::string operator()(bool v) const { return json_bool(v); }
   std::string operator()(int v) const { return json_number(v); }
+  std::string operator()(std::uint64_t v) const { return std::to_string(v); }
   std::string operator()(double v) const { return json_number(v); }
   std::string operator()(const std::string& v) const { return json_string(v); }
   std::string operator()(const GroupSet& v) const { return json_string_array(v); }
@@ -196,6 +199,15 @@ int run(std::span<const std::string_view> args) {
     const detail::OtlpSettings otlp = detail::otlp_settings_from_env();
     fields.push_back({"otlp_protocol", std::string(detail::protocol_name(otlp.protocol))});
     fields.push_back({"otlp_endpoint", otlp.endpoint});
+    // The outage buffer each signal has (spans, metrics, logs): bounds in bytes, and the spool's
+    // directory as named ("default": <TMPDIR or /tmp>/lens-spool-<uid>), "off" without one.
+    const detail::ExportBufferSettings buffer = detail::export_buffer_settings(config);
+    const auto spool = config.env("EXPORT_SPOOL_DIR");
+    fields.push_back({"export_buffer_size", buffer.memory_bytes});
+    fields.push_back({"export_spool_dir", buffer.spool_bytes == 0 ? std::string("off")
+                                          : spool                 ? buffer.spool_dir
+                                                                  : std::string("default")});
+    fields.push_back({"export_spool_size", buffer.spool_bytes});
   }
   fields.insert(fields.end(), fields_after.begin(), fields_after.end());
   if (flags.has("--json")) {

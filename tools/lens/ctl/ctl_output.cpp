@@ -306,7 +306,11 @@ std::string dump_text(std::vector<Json> replies) {
            integer_text(stats, "spans_dropped_export_failed") + "/" +
            integer_text(stats, "spans_dropped_shutdown") + " rejected " +
            integer_text(stats, "spans_rejected") + " truncated " +
-           integer_text(stats, "spans_truncated") + "\n";
+           integer_text(stats, "spans_truncated") + "; metric points buffered " +
+           integer_text(stats, "metric_points_buffered") + " dropped " +
+           integer_text(stats, "metric_points_dropped") + "; log records buffered " +
+           integer_text(stats, "log_records_buffered") + " dropped " +
+           integer_text(stats, "log_records_dropped") + "\n";
   }
   return out;
 }
