@@ -35,12 +35,8 @@ using lens_test::TestHttpServer;
 using MetricsRequest = opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
 using LogsRequest = opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest;
 
-// An enabled OTLP set-up with metrics and logs on, the reader's own schedule out of the way.
-nemo::lens::TelemetryHandle setup_signals(ScopedEnv& env, const TestHttpServer& server) {
-  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
-  env.set("OTEL_EXPORTER_OTLP_ENDPOINT", server.url(""));
-  env.set("OTEL_METRIC_EXPORT_INTERVAL", "3600000");
-  env.set("OTEL_BLRP_SCHEDULE_DELAY", "3600000");
+// An enabled OTLP set-up with metrics and logs on and spans off, from the environment's settings.
+nemo::lens::TelemetryHandle setup_metrics_and_logs() {
   nemo::lens::NemoLensConfig c;
   c.enabled = true;
   c.export_strategy = "all_ranks";
@@ -50,6 +46,15 @@ nemo::lens::TelemetryHandle setup_signals(ScopedEnv& env, const TestHttpServer& 
   nemo::lens::SetupOptions options;
   options.allow_reinit = true;
   return nemo::lens::setup_telemetry(c, 0, 1, options);
+}
+
+// An enabled OTLP set-up with metrics and logs on, the reader's own schedule out of the way.
+nemo::lens::TelemetryHandle setup_signals(ScopedEnv& env, const TestHttpServer& server) {
+  env.set("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf");
+  env.set("OTEL_EXPORTER_OTLP_ENDPOINT", server.url(""));
+  env.set("OTEL_METRIC_EXPORT_INTERVAL", "3600000");
+  env.set("OTEL_BLRP_SCHEDULE_DELAY", "3600000");
+  return setup_metrics_and_logs();
 }
 
 // The sum of the counter `name` in a metrics request body.
@@ -166,15 +171,7 @@ TEST(OtlpSignals, GrpcMetricsAndLogsReachLensCollectStartedLate) {
   env.set("OTEL_EXPORTER_OTLP_TIMEOUT", "30000");
   env.set("OTEL_METRIC_EXPORT_INTERVAL", "3600000");
   env.set("OTEL_BLRP_SCHEDULE_DELAY", "3600000");
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.traces_enabled = false;
-  c.logs_enabled = true;
-  c.exporter = "otlp";
-  nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto telemetry = setup_metrics_and_logs();
   nemo::lens::log(nemo::lens::Severity::kWarn, "late over grpc", {{"iteration", 5}});
   nemo::lens::get_meter("otlp_signals").create_counter<std::int64_t>("sig.grpc").add(5);
   bool flushed = false;
@@ -221,15 +218,7 @@ TEST(OtlpSignals, LogsAndDeltaMetricsOutliveAReceiverThatStartsLateAndRestarts) 
   const std::string spool = lens_test::temp_path("signals_outage_spool") + ".d";
   env.set("NEMO_LENS_EXPORT_SPOOL_DIR", spool);
   env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "32KiB");  // the logs go through the spool too
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.traces_enabled = false;
-  c.logs_enabled = true;
-  c.exporter = "otlp";
-  nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto telemetry = setup_metrics_and_logs();
   auto counter = nemo::lens::get_meter("otlp_signals").create_counter<std::int64_t>("sig.outage");
 
   std::atomic<bool> stop{false};
@@ -327,15 +316,7 @@ TEST(OtlpSignals, LogRecordsBeyondTheOutageBufferAreDroppedAndCounted) {
   env.set("OTEL_EXPORTER_OTLP_TIMEOUT", "200");
   env.set("NEMO_LENS_EXPORT_BUFFER_SIZE", "16KiB");
   env.set("NEMO_LENS_EXPORT_SPOOL_DIR", "off");
-  nemo::lens::NemoLensConfig c;
-  c.enabled = true;
-  c.export_strategy = "all_ranks";
-  c.traces_enabled = false;
-  c.logs_enabled = true;
-  c.exporter = "otlp";
-  nemo::lens::SetupOptions options;
-  options.allow_reinit = true;
-  auto telemetry = nemo::lens::setup_telemetry(c, 0, 1, options);
+  auto telemetry = setup_metrics_and_logs();
   constexpr int kRecords = 3000;
   for (int i = 0; i < kRecords; ++i) {
     nemo::lens::log(nemo::lens::Severity::kInfo, "nobody listens", {{"i", i}});
