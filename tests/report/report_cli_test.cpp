@@ -815,6 +815,42 @@ TEST_F(ReportCli, ATemporaryDirectoryThatCannotBeWrittenIsNamed) {
   EXPECT_EQ(left, 0u);
 }
 
+// Issue 40: no share above 100 %, on every golden input (tests/report/golden) and on the fixture:
+// every name's and group's step and self share, every overlapped and exposed share; and the
+// groups' own time adds up to the step time exactly.
+TEST_F(ReportCli, NoShareOfAnyGoldenInputIsAboveOneHundredPercent) {
+  std::vector<std::vector<std::string>> inputs = {fixture_.files};
+  for (const char* f : {"order_children_first.jsonl", "order_parent_first.jsonl", "ddp.jsonl"}) {
+    inputs.push_back({std::string(REPORT_GOLDEN_DIR) + "/" + f});
+  }
+  inputs.push_back({std::string(REPORT_GOLDEN_DIR) + "/nested_rank0.jsonl",
+                    std::string(REPORT_GOLDEN_DIR) + "/nested_rank1.jsonl"});
+  for (const auto& files : inputs) {
+    std::vector<std::string> args = {"report", "--json"};
+    args.insert(args.end(), files.begin(), files.end());
+    const auto r = lens(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    std::uint64_t own = 0;
+    for (const json& g : j["groups"]) {
+      own += g["in_step_self_ns"].get<std::uint64_t>();
+      EXPECT_LE(g["step_share"].get<double>(), 1.0) << files[0] << ": " << g;
+      EXPECT_LE(g["self_share"].get<double>(), 1.0) << files[0] << ": " << g;
+    }
+    EXPECT_EQ(own, j["step"]["total_ns"].get<std::uint64_t>()) << files[0];
+    for (const json& n : j["names"]) {
+      EXPECT_LE(n["step_share"].get<double>(), 1.0) << files[0] << ": " << n;
+      EXPECT_LE(n["self_share"].get<double>(), 1.0) << files[0] << ": " << n;
+    }
+    for (const char* kind : {"groups", "names"}) {
+      for (const json& o : j["overlap"][kind]) {
+        EXPECT_LE(o["overlapped_share"].get<double>(), 1.0) << files[0] << ": " << o;
+        EXPECT_LE(o["exposed_ns"].get<std::uint64_t>(), o["overlapped_ns"].get<std::uint64_t>());
+      }
+    }
+  }
+}
+
 // Issue 40: the report and the trace do not depend on the order of the spans. Real exports (the
 // library's file exporter) are taken apart span by span, shuffled, and written again as lines of
 // random length over several files in random order: `lens report --json` gives the same object
