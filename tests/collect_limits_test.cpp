@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -251,11 +252,12 @@ TEST_F(CollectLimits, SlowHeadersAreCutAtTheHeaderDeadline) {
 // Finding 3: 250 keep-alive clients of 3 requests each, all connected at once; about 128 were
 // not served before their timeout (the 256 connections were split between the two server
 // threads, and the idle keep-alive connections held them) and many were written after the client
-// gave up. Now each is answered in time and written exactly once.
+// gave up. Now each is answered in time and written exactly once. Issue 39: with 8 requests each,
+// MHD's epoll left a round unanswered about once in 20 runs (the receiver now polls).
 TEST_F(CollectLimits, KeepAliveClientsAreAllAnsweredAndWrittenOnce) {
   auto collect = Collector::with_args(out_, {"--out", out_, "--grpc-listen", "off"});
   constexpr int kClients = 250;
-  constexpr int kRequests = 3;
+  constexpr int kRequests = 8;  // rounds: MHD's epoll lost one now and then (collector.cpp)
   std::vector<int> clients;
   for (int c = 0; c < kClients; ++c) clients.push_back(keep(connect_to(collect->http_port())));
   int answered = 0;
@@ -266,9 +268,16 @@ TEST_F(CollectLimits, KeepAliveClientsAreAllAnsweredAndWrittenOnce) {
     }
     const auto deadline = Clock::now() + 10s;  // lens' exporter's default timeout
     int round = 0;
-    for (const int fd : clients) round += read_response(fd, deadline) == 200;
+    std::map<int, int> statuses;
+    for (const int fd : clients) {
+      const int st = read_response(fd, deadline);
+      ++statuses[st];
+      round += st == 200;
+    }
     answered += round;
-    ASSERT_EQ(round, kClients) << "round " << r;
+    std::string dist;
+    for (auto [k, v] : statuses) dist += std::to_string(k) + ":" + std::to_string(v) + " ";
+    ASSERT_EQ(round, kClients) << "round " << r << ": statuses (0: none in time) " << dist;
   }
   for (int& fd : fds_) {  // the clients go away, as exporters do
     ::close(fd);
