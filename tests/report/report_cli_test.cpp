@@ -116,7 +116,7 @@ TEST_F(ReportCli, JsonReport) {
   ASSERT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line";
   const json j = json::parse(r.out);
   EXPECT_EQ(j["format"], "lens.report");
-  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["version"], 2);
   EXPECT_EQ(j["files"], json({"rank0.jsonl", "rank1.jsonl", "rank2-a.jsonl", "rank2-b.jsonl"}));
   EXPECT_EQ(j["input"], json({{"lines", 15},
                               {"requests", 12},

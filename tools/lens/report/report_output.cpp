@@ -441,7 +441,7 @@ std::string report_text(const Report& r, std::size_t top) {
 ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t max_series_points) {
   ojson j;
   j["format"] = "lens.report";
-  j["version"] = 1;
+  j["version"] = 2;
   j["files"] = r.files;
   j["input"] = {{"lines", r.input.lines},
                 {"requests", r.input.requests},
