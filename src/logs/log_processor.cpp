@@ -193,8 +193,10 @@ std::uint64_t LogProcessor::dropped() const noexcept {
 std::uint64_t LogProcessor::buffered() const noexcept { return deferred().pending; }
 
 std::uint64_t LogProcessor::exported() const noexcept {
+  // Saturating: a batch the buffer took may show there before the ledger counts it.
   const DeferredCounts d = deferred();
-  return ledger_.exported() - d.pending - d.dropped;
+  const std::uint64_t accepted = ledger_.exported();
+  return accepted > d.pending + d.dropped ? accepted - d.pending - d.dropped : 0;
 }
 
 void LogProcessor::begin_shutdown(Clock::time_point deadline) noexcept {

@@ -99,8 +99,10 @@ bool MetricReader::wait_flushed(std::uint64_t ticket, Clock::time_point deadline
 }
 
 std::uint64_t MetricReader::exported_points() const noexcept {
+  // Saturating: a request the buffer took may show there before the ledger counts it.
   const DeferredCounts d = deferred_of(exporter_.get());
-  return ledger_.exported() - d.pending - d.dropped;
+  const std::uint64_t accepted = ledger_.exported();
+  return accepted > d.pending + d.dropped ? accepted - d.pending - d.dropped : 0;
 }
 
 std::uint64_t MetricReader::buffered_points() const noexcept {
