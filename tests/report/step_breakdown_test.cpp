@@ -374,6 +374,131 @@ TEST(SpanSpill, OneTraceLargerThanMemoryComesBackWhole) {
   EXPECT_EQ(spans, 5000u);
 }
 
+// ---- GPU time (docs/report.md#gpu-time) ----
+
+// The same names, all_reduce's group 3 being communication.
+const std::vector<NameKind> kGpuKinds = {{0, true},        {1, false}, {2, false},
+                                         {3, false, true}, {0, true},  {4, false}};
+
+SpanFacts gpu(const SpanFacts& span, std::uint64_t start, std::uint64_t end, std::uint64_t busy,
+              std::uint64_t kernels = 1) {
+  return gpu_facts(span, {true, true, true, busy, kernels, start, end});
+}
+
+std::vector<StepResult> analyze_gpu(std::vector<SpanFacts> facts, TraceCounts* counts = nullptr) {
+  StepAnalyzer analyzer(kGpuKinds);
+  std::vector<StepResult> steps;
+  analyzer.analyze(facts, [&](const StepResult& r) { steps.push_back(r); });
+  if (counts != nullptr) *counts = analyzer.counts();
+  return steps;
+}
+
+TEST(StepGpu, TheStepsBusyTimeIdleTimeAndExposedCommunication) {
+  // The step [0,100) carries gpu.busy 55. Leaves: forward_backward's GPU interval [5,40],
+  // the all-reduce's (another thread) [35,60], the optimizer's [72,80].
+  //   idle = [0, max(100, 80)] - 55 = 100 - 55 = 45
+  //   exposed communication = [35,60] - ([5,40] + [72,80]) = [40,60] = 20
+  const SpanFacts step = span(1, 0, kStep, 0, 100), fb = span(2, 1, kFwdBwd, 0, 60),
+                  ar = span(3, 1, kAllReduce, 40, 75, 2), opt = span(4, 1, kOptimizer, 70, 90),
+                  data = span(5, 1, kData, 60, 70);
+  TraceCounts counts;
+  const auto steps = analyze_gpu({gpu(opt, 72, 80, 6), step, fb, ar, opt, data,
+                                  gpu(step, 5, 80, 55), gpu(fb, 5, 40, 30), gpu(ar, 35, 60, 20)},
+                                 &counts);
+  ASSERT_EQ(steps.size(), 1u);
+  const StepGpu& g = steps[0].gpu;
+  EXPECT_TRUE(g.timed);
+  EXPECT_EQ(g.busy_ns, 55u);
+  EXPECT_EQ(g.idle_ns, 45u);
+  EXPECT_EQ(g.exposed_comm_ns, 20u);
+  EXPECT_EQ(g.boxes, (std::vector<GpuBox>{{{5, 40}, 1}, {{35, 60}, 3}, {{72, 80}, 2}}));
+  EXPECT_EQ(counts.duplicates, 0u);  // the GPU records are not second copies of their spans
+  // The CPU figures are those of the same spans without GPU records.
+  const auto plain = analyze_gpu({step, fb, ar, opt, data});
+  EXPECT_EQ(as_map(steps[0].own_by_name), as_map(plain[0].own_by_name));
+  EXPECT_EQ(steps[0].exposed, plain[0].exposed);
+  EXPECT_FALSE(plain[0].gpu.timed);
+  EXPECT_EQ(plain[0].gpu.busy_ns, 0u);
+}
+
+TEST(StepGpu, WithoutTheStepsBusyTimeTheUnionOfItsSpansIntervals) {
+  // The step [0,100) has no GPU times. forward_backward [10,50] holds a GPU-timed child
+  // [10,30] (so it is no leaf); the all-reduce's [40,120] runs past the step; the optimizer was
+  // GPU-timed with no activity (kernels 0, no interval).
+  //   busy = [10,50] + [10,30] + [40,120] = [10,120] = 110
+  //   idle = [0, max(100, 120)] - 110 = 120 - 110 = 10
+  //   exposed communication = [40,120] - [10,30] = 80 (forward_backward is not a leaf)
+  const SpanFacts step = span(1, 0, kStep, 0, 100), fb = span(2, 1, kFwdBwd, 0, 60),
+                  inner = span(3, 2, kData, 10, 30), ar = span(4, 1, kAllReduce, 40, 75, 2),
+                  opt = span(5, 1, kOptimizer, 70, 90);
+  const auto steps =
+      analyze_gpu({step, fb, inner, ar, opt, gpu(fb, 10, 50, 35), gpu(inner, 10, 30, 20),
+                   gpu(ar, 40, 120, 80), gpu_facts(opt, {false, true, false, 0, 0, 0, 0})});
+  ASSERT_EQ(steps.size(), 1u);
+  const StepGpu& g = steps[0].gpu;
+  EXPECT_TRUE(g.timed);
+  EXPECT_EQ(g.busy_ns, 110u);
+  EXPECT_EQ(g.idle_ns, 10u);
+  EXPECT_EQ(g.exposed_comm_ns, 80u);
+  EXPECT_EQ(g.boxes, (std::vector<GpuBox>{{{10, 30}, 4}, {{40, 120}, 3}}));
+}
+
+TEST(StepGpu, IntervalsStartNoEarlierThanTheStepAndIdleIsNeverNegative) {
+  // A GPU interval from before the step [100,200) is cut at 100; the step's gpu.busy 150 is
+  // more than its window [100,200]: idle 0, not negative.
+  const SpanFacts step = span(1, 0, kStep, 100, 200), fb = span(2, 1, kFwdBwd, 100, 150);
+  const auto steps = analyze_gpu({step, fb, gpu(step, 90, 180, 150), gpu(fb, 90, 180, 80)});
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].gpu.busy_ns, 150u);
+  EXPECT_EQ(steps[0].gpu.idle_ns, 0u);
+  EXPECT_EQ(steps[0].gpu.boxes, (std::vector<GpuBox>{{{100, 180}, 1}}));
+}
+
+TEST(StepGpu, TheLeavesOfATraceAreTheGpuTimedSpansWithoutGpuTimedDescendants) {
+  // 1 (GPU) -> 2 (none) -> 3 (GPU); 1 -> 4 (GPU); 1 -> 5 (none); 6 (GPU) -> 7 (GPU) -> 6: a
+  // cycle, neither a leaf; 8 (GPU) whose parent 9 is not there. Leaves: 3, 4, 8.
+  std::vector<SpanFacts> facts = {span(1, 0, kStep, 0, 100), span(2, 1, kFwdBwd, 0, 50),
+                                  span(3, 2, kData, 0, 40),  span(4, 1, kOptimizer, 60, 90),
+                                  span(5, 1, kData, 90, 95), span(6, 7, kData, 0, 1),
+                                  span(7, 6, kData, 0, 1),   span(8, 9, kData, 200, 300)};
+  for (const std::uint64_t id : {1, 3, 4, 6, 7, 8}) {
+    facts.push_back(gpu(facts[id - 1], 10 * id, 10 * id + 5, 5, id));
+  }
+  std::shuffle(facts.begin(), facts.end(), std::mt19937_64(7));
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> leaves;  // (span id, kernels)
+  for_each_gpu_leaf(facts, [&](const SpanFacts& s, const GpuFacts& g) {
+    leaves.emplace_back(s.span_id, g.kernels);
+    EXPECT_EQ(g.start_ns, 10 * s.span_id);
+  });
+  EXPECT_EQ(leaves, (std::vector<std::pair<std::uint64_t, std::uint64_t>>{{3, 3}, {4, 4}, {8, 8}}));
+}
+
+TEST(StepGpu, GpuRecordsComeBackWithTheirTraceThroughTheSpill) {
+  SpanSpill spill(4);  // files from the fifth record on
+  for (std::uint64_t t = 0; t < 20; ++t) {
+    SpanFacts step = span(1, 0, kStep, 1000 * t, 1000 * t + 100);
+    SpanFacts fb = span(2, 1, kFwdBwd, 1000 * t, 1000 * t + 60);
+    step.trace_key = fb.trace_key = t + 1;
+    spill.add(gpu_facts(fb, {true, true, true, t, 3, 1000 * t + 5, 1000 * t + 45}));
+    spill.add(step);
+    spill.add(fb);
+  }
+  ASSERT_TRUE(spill.spilled());
+  StepAnalyzer analyzer(kGpuKinds);
+  std::set<std::uint64_t> seen;
+  spill.for_each_trace([&](std::span<SpanFacts> trace) {
+    analyzer.analyze(trace, [&](const StepResult& r) {
+      const std::uint64_t t = r.start_ns / 1000;
+      seen.insert(t);
+      // busy: the union [5,45] = 40 (the step has no gpu.busy); idle 100 - 40 = 60.
+      EXPECT_EQ(r.gpu.busy_ns, 40u);
+      EXPECT_EQ(r.gpu.idle_ns, 60u);
+      EXPECT_EQ(r.gpu.boxes, (std::vector<GpuBox>{{{1000 * t + 5, 1000 * t + 45}, 1}}));
+    });
+  });
+  EXPECT_EQ(seen.size(), 20u);
+}
+
 TEST(Intervals, MergeAndIntersect) {
   std::vector<Interval> a{{5, 9}, {0, 3}, {2, 4}, {9, 10}};
   merge_intervals(a);

@@ -56,6 +56,25 @@ struct SpanResource {
   std::string run_id;                // nemo.run.id
 };
 
+/// The GPU-time attributes of a span of a GPU-timed group (the library's GPU timing writes them):
+/// int attributes, ns. docs/report.md#gpu-time has what `lens report` makes of them.
+inline constexpr std::string_view kGpuBusyKey = "gpu.busy";        // union of its GPU activity
+inline constexpr std::string_view kGpuKernelsKey = "gpu.kernels";  // kernels attributed
+inline constexpr std::string_view kGpuStartKey = "gpu.start";      // first activity's start, Unix
+inline constexpr std::string_view kGpuEndKey = "gpu.end";          // last activity's end, Unix
+
+/// A span's gpu.* attributes (each a non-negative intValue; other values are ignored).
+struct SpanGpu {
+  std::optional<std::uint64_t> busy_ns;
+  std::optional<std::uint64_t> kernels;
+  std::optional<std::uint64_t> start_ns;
+  std::optional<std::uint64_t> end_ns;
+  /// The span was GPU-timed: it has any of the four.
+  bool timed() const { return busy_ns || kernels || start_ns || end_ns; }
+  /// Its GPU interval [start_ns, end_ns]: both present, the end not before the start.
+  bool has_interval() const { return start_ns && end_ns && *end_ns >= *start_ns; }
+};
+
 /// A span event (read only with ReaderOptions::details).
 struct SpanEventRecord {
   std::string name;
@@ -75,6 +94,7 @@ struct SpanRecord {
   bool has_group = false;
   std::optional<std::int64_t> thread_id;  // the thread.id attribute
   bool truncated = false;                 // nemo.span.truncated is true
+  SpanGpu gpu;                            // the gpu.* attributes (none: not GPU-timed)
   std::size_t resource = 0;               // index into ParsedRequest::resources
 
   // Read only with ReaderOptions::details:

@@ -180,7 +180,7 @@ void ReportBuilder::add_span(RankKey rank, const SpanRecord& span) {
     }
   }
   spill_.add({rank, span.trace_key, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
-              span.thread_id.value_or(kNoThread), id, 0});
+              span.thread_id.value_or(kNoThread), id});
 }
 
 void ReportBuilder::add_step(const StepResult& step) {

@@ -60,7 +60,113 @@ std::vector<std::pair<std::uint32_t, std::vector<Interval>>> unions_by_id(
   return out;
 }
 
+bool facts_less(const SpanFacts& a, const SpanFacts& b) {
+  return std::tie(a.span_id, a.start_ns, a.end_ns, a.name_id, a.thread_id, a.parent_span_id) <
+         std::tie(b.span_id, b.start_ns, b.end_ns, b.name_id, b.thread_id, b.parent_span_id);
+}
+
+// One trace's records: its spans and its GPU records, each sorted by span id with one record
+// per id (the least by content, so that the same is kept whatever their order).
+struct SortedTrace {
+  std::span<SpanFacts> spans;
+  std::span<SpanFacts> gpu;
+  std::uint64_t duplicates = 0;  // span records dropped
+};
+
+SortedTrace sort_trace(std::span<SpanFacts> facts) {
+  const auto split = std::partition(facts.begin(), facts.end(),
+                                    [](const SpanFacts& f) { return f.kind != FactsKind::kGpu; });
+  auto sorted_unique = [](std::span<SpanFacts> part) {
+    std::sort(part.begin(), part.end(), facts_less);
+    const auto last =
+        std::unique(part.begin(), part.end(),
+                    [](const SpanFacts& a, const SpanFacts& b) { return a.span_id == b.span_id; });
+    return part.first(static_cast<std::size_t>(last - part.begin()));
+  };
+  const auto span_count = static_cast<std::size_t>(split - facts.begin());
+  SortedTrace out;
+  out.spans = sorted_unique(facts.first(span_count));
+  out.gpu = sorted_unique(facts.subspan(span_count));
+  out.duplicates = span_count - out.spans.size();
+  return out;
+}
+
+// Per span of `spans`, the index of its record in `gpu` (both sorted by span id), or kNone.
+std::vector<std::uint32_t> gpu_indices(std::span<const SpanFacts> spans,
+                                       std::span<const SpanFacts> gpu) {
+  std::vector<std::uint32_t> out(spans.size(), kNone);
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < spans.size() && j < gpu.size(); ++i) {
+    while (j < gpu.size() && gpu[j].span_id < spans[i].span_id) ++j;
+    if (j < gpu.size() && gpu[j].span_id == spans[i].span_id) {
+      out[i] = static_cast<std::uint32_t>(j);
+    }
+  }
+  return out;
+}
+
+// The index of the span with id `id` in `spans` (sorted by id), or kNone.
+std::uint32_t index_of(std::span<const SpanFacts> spans, std::uint64_t id) {
+  const auto it =
+      std::lower_bound(spans.begin(), spans.end(), id,
+                       [](const SpanFacts& s, std::uint64_t v) { return s.span_id < v; });
+  return it != spans.end() && it->span_id == id ? static_cast<std::uint32_t>(it - spans.begin())
+                                                : kNone;
+}
+
+enum GpuFlags : std::uint32_t { kHasBusy = 1, kHasKernels = 2, kHasInterval = 4 };
+
 }  // namespace
+
+SpanFacts gpu_facts(const SpanFacts& span, const GpuFacts& gpu) {
+  SpanFacts r;
+  r.rank = span.rank;
+  r.trace_key = span.trace_key;
+  r.span_id = span.span_id;
+  r.parent_span_id = gpu.busy_ns;
+  r.start_ns = gpu.start_ns;
+  r.end_ns = gpu.end_ns;
+  r.thread_id = static_cast<std::int64_t>(gpu.kernels);
+  r.name_id = (gpu.has_busy ? kHasBusy : 0u) | (gpu.has_kernels ? kHasKernels : 0u) |
+              (gpu.has_interval ? kHasInterval : 0u);
+  r.kind = FactsKind::kGpu;
+  return r;
+}
+
+GpuFacts gpu_of(const SpanFacts& record) {
+  GpuFacts g;
+  g.has_busy = (record.name_id & kHasBusy) != 0;
+  g.has_kernels = (record.name_id & kHasKernels) != 0;
+  g.has_interval = (record.name_id & kHasInterval) != 0;
+  g.busy_ns = record.parent_span_id;
+  g.kernels = static_cast<std::uint64_t>(record.thread_id);
+  g.start_ns = record.start_ns;
+  g.end_ns = record.end_ns;
+  return g;
+}
+
+void for_each_gpu_leaf(std::span<SpanFacts> facts,
+                       const std::function<void(const SpanFacts&, const GpuFacts&)>& fn) {
+  const SortedTrace trace = sort_trace(facts);
+  if (trace.gpu.empty()) return;
+  const std::vector<std::uint32_t> gpu = gpu_indices(trace.spans, trace.gpu);
+  // Mark every ancestor of a GPU-timed span; a walk stops at a span already marked (whose
+  // ancestors are), which also ends it in a cycle of parent ids.
+  std::vector<bool> above(trace.spans.size(), false);
+  for (std::uint32_t i = 0; i < trace.spans.size(); ++i) {
+    if (gpu[i] == kNone) continue;
+    std::uint64_t parent = trace.spans[i].parent_span_id;
+    for (std::uint32_t x = parent == 0 ? kNone : index_of(trace.spans, parent);
+         x != kNone && x != i && !above[x];) {
+      above[x] = true;
+      parent = trace.spans[x].parent_span_id;
+      x = parent == 0 ? kNone : index_of(trace.spans, parent);
+    }
+  }
+  for (std::uint32_t i = 0; i < trace.spans.size(); ++i) {
+    if (gpu[i] != kNone && !above[i]) fn(trace.spans[i], gpu_of(trace.gpu[gpu[i]]));
+  }
+}
 
 std::uint64_t intersection_ns(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   return length(intersect(a, b));
@@ -81,20 +187,18 @@ void merge_intervals(std::vector<Interval>& intervals) {
   intervals.resize(out);
 }
 
-void StepAnalyzer::analyze(std::span<SpanFacts> spans,
+void StepAnalyzer::analyze(std::span<SpanFacts> facts,
                            const std::function<void(const StepResult&)>& on_step) {
   // Sorted by id, then by everything else, so that of two spans with one id the same is kept
-  // whatever their order.
-  std::sort(spans.begin(), spans.end(), [](const SpanFacts& a, const SpanFacts& b) {
-    return std::tie(a.span_id, a.start_ns, a.end_ns, a.name_id, a.thread_id, a.parent_span_id) <
-           std::tie(b.span_id, b.start_ns, b.end_ns, b.name_id, b.thread_id, b.parent_span_id);
-  });
-  const auto last =
-      std::unique(spans.begin(), spans.end(),
-                  [](const SpanFacts& a, const SpanFacts& b) { return a.span_id == b.span_id; });
-  counts_.duplicates += static_cast<std::uint64_t>(spans.end() - last);
-  spans = spans.first(static_cast<std::size_t>(last - spans.begin()));
+  // whatever their order; the GPU records apart.
+  const SortedTrace trace = sort_trace(facts);
+  counts_.duplicates += trace.duplicates;
+  const std::span<SpanFacts> spans = trace.spans;
   const auto n = static_cast<std::uint32_t>(spans.size());
+  gpu_.clear();
+  for (const SpanFacts& g : trace.gpu) gpu_.push_back(gpu_of(g));
+  gpu_index_.clear();
+  if (!gpu_.empty()) gpu_index_ = gpu_indices(spans, trace.gpu);
 
   // Parents, and children in CSR form (each span's children in id order).
   parent_.assign(n, kNone);
@@ -164,6 +268,9 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
   r.overlap_by_group.clear();
   r.overlapped.clear();
   r.exposed.clear();
+  r.gpu.timed = false;
+  r.gpu.busy_ns = r.gpu.idle_ns = r.gpu.exposed_comm_ns = 0;
+  r.gpu.boxes.clear();
 
   // The step's spans, breadth first, with the thread each ran on.
   const std::int64_t thread = s.thread_id;
@@ -292,6 +399,7 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
   for (const auto& [id, list] : unions_by_id(by_group)) {
     r.within_by_group.emplace_back(id, length(list));
   }
+  analyze_gpu(spans, r);
   if (r.overlapped.empty()) {
     (*on_step_)(r);
     return;
@@ -335,6 +443,53 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
         {name, count_spans(beside_by_name, name), length(list), intersection_ns(list, w->second)});
   }
   (*on_step_)(r);
+}
+
+void StepAnalyzer::analyze_gpu(std::span<const SpanFacts> spans, StepResult& r) {
+  if (gpu_.empty()) return;
+  // Which of the step's spans have a GPU-timed descendant (nodes_ is breadth first: children
+  // after their parents).
+  auto gpu_at = [&](std::uint32_t k) { return gpu_index_[nodes_[k].index]; };
+  std::vector<bool> below(nodes_.size(), false);
+  for (std::uint32_t k = static_cast<std::uint32_t>(nodes_.size()); k-- > 0;) {
+    if (gpu_at(k) != kNone) r.gpu.timed = true;
+    if (k > 0 && (gpu_at(k) != kNone || below[k])) below[nodes_[k].parent] = true;
+  }
+  if (!r.gpu.timed) return;
+
+  // GPU intervals start no earlier than the step (the window's start).
+  const std::uint64_t step_start = r.start_ns;
+  std::vector<Interval> all, communication, other;
+  std::vector<std::pair<std::uint32_t, Interval>> leaves;  // by group
+  std::uint64_t window_end = step_start + r.duration_ns;
+  for (std::uint32_t k = 0; k < nodes_.size(); ++k) {
+    if (gpu_at(k) == kNone) continue;
+    const GpuFacts& g = gpu_[gpu_at(k)];
+    if (!g.has_interval) continue;
+    const std::uint64_t start = std::max(g.start_ns, step_start);
+    const Interval interval{start, std::max(start, g.end_ns)};
+    all.push_back(interval);
+    window_end = std::max(window_end, interval.end_ns);
+    if (below[k]) continue;  // not a leaf
+    const NameKind& kind = kinds_[spans[nodes_[k].index].name_id];
+    (kind.is_communication ? communication : other).push_back(interval);
+    leaves.push_back({kind.group_id, interval});
+  }
+  merge_intervals(all);
+  const std::uint32_t own = gpu_at(0);
+  r.gpu.busy_ns = own != kNone && gpu_[own].has_busy ? gpu_[own].busy_ns : length(all);
+  const std::uint64_t window = window_end - step_start;
+  r.gpu.idle_ns = window > r.gpu.busy_ns ? window - r.gpu.busy_ns : 0;
+  merge_intervals(communication);
+  merge_intervals(other);
+  r.gpu.exposed_comm_ns = length(communication) - intersection_ns(communication, other);
+  for (const auto& [group, list] : unions_by_id(leaves)) {
+    for (const Interval& i : list) r.gpu.boxes.push_back({i, group});
+  }
+  std::sort(r.gpu.boxes.begin(), r.gpu.boxes.end(), [](const GpuBox& a, const GpuBox& b) {
+    return std::tie(a.interval.start_ns, a.interval.end_ns, a.group_id) <
+           std::tie(b.interval.start_ns, b.interval.end_ns, b.group_id);
+  });
 }
 
 }  // namespace nemo::lens::cli

@@ -32,7 +32,12 @@ namespace nemo::lens::cli {
 /// SpanFacts::thread_id of a span without a thread.id attribute.
 inline constexpr std::int64_t kNoThread = INT64_MIN;
 
-/// One span as the step analysis needs it: 64 bytes, spilled as they are to a temporary file.
+/// SpanFacts::kind: a span, or the GPU times of the span of the same rank, trace and span id.
+enum class FactsKind : std::uint32_t { kSpan = 0, kGpu = 1 };
+
+/// One span as the step analysis needs it: 64 bytes, spilled as they are to a temporary file. A
+/// GPU-timed span adds a second record of kind kGpu (gpu_facts()), so that spans without GPU
+/// times cost nothing more.
 struct SpanFacts {
   std::int64_t rank = 0;  // the report's rank key (dl.rank, or a value for none)
   std::uint64_t trace_key = 0;
@@ -42,9 +47,26 @@ struct SpanFacts {
   std::uint64_t end_ns = 0;  // >= start_ns
   std::int64_t thread_id = kNoThread;
   std::uint32_t name_id = 0;  // the report's (group, name) index
-  std::uint32_t unused = 0;
+  FactsKind kind = FactsKind::kSpan;
 };
 static_assert(sizeof(SpanFacts) == 64);
+
+/// The GPU times of a GPU-timed span (its gpu.* attributes, span_reader.hpp's SpanGpu).
+struct GpuFacts {
+  bool has_busy = false;
+  bool has_kernels = false;
+  bool has_interval = false;  // gpu.start and gpu.end, the end not before the start
+  std::uint64_t busy_ns = 0;
+  std::uint64_t kernels = 0;
+  std::uint64_t start_ns = 0;  // the GPU interval [start_ns, end_ns], Unix ns
+  std::uint64_t end_ns = 0;
+  bool operator==(const GpuFacts&) const = default;
+};
+
+/// The kGpu record that carries `gpu` for `span` (same rank, trace and span id).
+SpanFacts gpu_facts(const SpanFacts& span, const GpuFacts& gpu);
+/// The GPU times a kGpu record carries.
+GpuFacts gpu_of(const SpanFacts& record);
 
 /// A half-open time interval [start_ns, end_ns), Unix ns.
 struct Interval {
@@ -56,7 +78,30 @@ struct Interval {
 /// What a name id stands for, as far as the analysis cares.
 struct NameKind {
   std::uint32_t group_id = 0;
-  bool is_step = false;  // of the step group
+  bool is_step = false;           // of the step group
+  bool is_communication = false;  // of the communication group (GPU time: exposed communication)
+};
+
+/// A GPU interval on the timeline's GPU row: the union of the GPU intervals of a step's leaf
+/// GPU-timed spans of one group.
+struct GpuBox {
+  Interval interval;
+  std::uint32_t group_id = 0;
+  bool operator==(const GpuBox&) const = default;
+};
+
+/// The GPU time of one step (docs/report.md#gpu-time), when it or one of its spans was GPU-timed.
+/// A span's GPU interval is [gpu.start, gpu.end], cut to start no earlier than the step; a leaf
+/// is a GPU-timed span of the step (the step included) with no GPU-timed descendant.
+struct StepGpu {
+  bool timed = false;  // the step or one of its spans carried gpu.* attributes
+  /// The step's gpu.busy, else the union of the GPU intervals of its GPU-timed spans.
+  std::uint64_t busy_ns = 0;
+  /// [step start, max(step end, the last GPU interval's end)] less busy_ns, at least 0.
+  std::uint64_t idle_ns = 0;
+  /// The union of the communication leaves' GPU intervals less the union of the other leaves'.
+  std::uint64_t exposed_comm_ns = 0;
+  std::vector<GpuBox> boxes;  // the leaves' GPU intervals, their union per group, by start
 };
 
 /// Time per name or group id, in ns.
@@ -84,6 +129,7 @@ struct StepResult {
   std::vector<OverlapTimes> overlap_by_group;
   std::vector<Interval> overlapped;  // the union of every overlapping span's interval, in order
   std::vector<Interval> exposed;     // its exposed parts, in order
+  StepGpu gpu;
 };
 
 /// Counters of the parent links of the traces analysed.
@@ -99,13 +145,21 @@ std::uint64_t intersection_ns(const std::vector<Interval>& a, const std::vector<
 /// Sorts `intervals` and merges those that overlap or touch.
 void merge_intervals(std::vector<Interval>& intervals);
 
+/// Calls `fn` for each leaf GPU-timed span of one rank's trace (`spans`: its span and GPU
+/// records, as StepAnalyzer::analyze takes them; sorted in place), in span id order: a span with
+/// GPU times none of whose descendants (by parent ids within the trace) has any. Of two spans
+/// with one id, the one analyze() keeps.
+void for_each_gpu_leaf(std::span<SpanFacts> spans,
+                       const std::function<void(const SpanFacts&, const GpuFacts&)>& fn);
+
 /// Finds the top-level steps of one rank's trace and breaks each down. Not thread-safe.
 class StepAnalyzer {
  public:
   /// `kinds[name_id]` for every name id the spans carry (kept by reference).
   explicit StepAnalyzer(const std::vector<NameKind>& kinds) : kinds_(kinds) {}
 
-  /// `spans`: all the spans of one rank and trace, in any order (sorted in place). Calls
+  /// `spans`: all the spans of one rank and trace, with the GPU records of the GPU-timed ones,
+  /// in any order (sorted in place). Calls
   /// `on_step` once for each span of the step group with no ancestor of that group, in an order
   /// that depends only on the spans.
   void analyze(std::span<SpanFacts> spans, const std::function<void(const StepResult&)>& on_step);
@@ -123,6 +177,7 @@ class StepAnalyzer {
     bool own;              // on the step's thread
   };
   void analyze_step(std::span<const SpanFacts> spans, std::uint32_t step);
+  void analyze_gpu(std::span<const SpanFacts> spans, StepResult& r);
   std::uint32_t group_of(const SpanFacts& s) const { return kinds_[s.name_id].group_id; }
 
   const std::vector<NameKind>& kinds_;
@@ -133,6 +188,8 @@ class StepAnalyzer {
   std::vector<std::uint32_t> children_;
   std::vector<std::uint32_t> stack_;
   std::vector<Node> nodes_;
+  std::vector<GpuFacts> gpu_;             // per trace: the GPU records, deduplicated
+  std::vector<std::uint32_t> gpu_index_;  // per span: into gpu_, or none (empty: no GPU record)
   StepResult result_;
   const std::function<void(const StepResult&)>* on_step_ = nullptr;
 };

@@ -589,6 +589,7 @@ class OtlpSaxHandler {
     s.has_group = false;
     s.thread_id.reset();
     s.truncated = false;
+    s.gpu = {};
     s.resource = out_.resources.size() - 1;
     if (details_) {
       s.trace_id.clear();
@@ -661,6 +662,13 @@ class OtlpSaxHandler {
         } else if (a.key == semconv::kNemoSpanTruncated &&
                    a.kind == PendingAttribute::Kind::kBool) {
           s.truncated = a.boolean;
+        } else if (a.key.starts_with("gpu.") && a.kind == PendingAttribute::Kind::kInt &&
+                   a.integer >= 0) {
+          const auto v = static_cast<std::uint64_t>(a.integer);
+          if (a.key == kGpuBusyKey) s.gpu.busy_ns = v;
+          if (a.key == kGpuKernelsKey) s.gpu.kernels = v;
+          if (a.key == kGpuStartKey) s.gpu.start_ns = v;
+          if (a.key == kGpuEndKey) s.gpu.end_ns = v;
         }
         if (details_) s.attributes[a.key] = std::move(plain);
         return true;
