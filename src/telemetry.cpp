@@ -9,6 +9,8 @@
 #include "control/endpoint.hpp"
 #include "env.hpp"
 #include "export/exporters.hpp"
+#include "gpu/gpu_timing.hpp"
+#include "gpu/settings.hpp"
 #include "immortal.hpp"
 #include "inherited_context.hpp"
 #include "logs/log_processor.hpp"
@@ -30,14 +32,14 @@ struct TelemetryState {
   int rank = 0;
   int world_size = 1;
   bool exporting = false;
-  Pipeline* pipeline = nullptr;  // immortal; null when not exporting
+  Pipeline* pipeline = nullptr;              // immortal; null when not exporting
   std::unique_ptr<ControlEndpoint> control;  // null when off or it could not start
   // Null when metrics are off or not exported here. Owned, unless `metrics_kept`: its thread may
   // outlive the state (a forked child, or shutdown gave up on a custom exporter), so it stays.
   MetricReader* metrics = nullptr;
   bool metrics_kept = false;
-  LogProcessor* logs = nullptr;              // immortal (threads may be logging); null when off
-  Resource resource;                         // of every signal; empty when nothing is exported
+  LogProcessor* logs = nullptr;        // immortal (threads may be logging); null when off
+  Resource resource;                   // of every signal; empty when nothing is exported
   std::atomic<bool> shut_down{false};  // written under g_setup_mu
 
   TelemetryState() = default;
@@ -264,9 +266,7 @@ bool TelemetryHandle::shutdown(std::chrono::milliseconds timeout) noexcept {
   }
 }
 
-bool TelemetryHandle::is_shut_down() const noexcept {
-  return state_ && state_->shut_down.load();
-}
+bool TelemetryHandle::is_shut_down() const noexcept { return state_ && state_->shut_down.load(); }
 
 TelemetryStats TelemetryHandle::stats() const noexcept {
   return state_ ? detail::stats_of(*state_) : TelemetryStats{};
@@ -279,10 +279,35 @@ const Resource& TelemetryHandle::resource() const noexcept {
   return state_->resource;
 }
 
+namespace {
+
+// Starts GPU time of spans in `pipeline` (not published yet); on failure says why on stderr, once,
+// and leaves everything else as it was.
+void start_gpu_timing(detail::Pipeline& pipeline, const detail::GpuSettings& settings) noexcept {
+  std::string why;
+  try {
+    auto* timing = new detail::GpuTiming(
+        pipeline, settings.groups, detail::gpu_wait(settings, pipeline.options.schedule_delay));
+    why = timing->start(detail::make_gpu_source());
+    if (why.empty()) {
+      pipeline.gpu = timing;  // never freed, like the pipeline
+      return;
+    }
+    delete timing;
+  } catch (...) {
+    why = "out of memory";
+  }
+  std::fprintf(stderr, "lens: GPU time of spans is off (%s): %s\n", settings.spec.c_str(),
+               why.c_str());
+}
+
+}  // namespace
+
 TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int world_size,
                                 SetupOptions options) {
   if (world_size < 1) {
-    throw ConfigError("setup_telemetry: world_size must be >= 1, got " + std::to_string(world_size));
+    throw ConfigError("setup_telemetry: world_size must be >= 1, got " +
+                      std::to_string(world_size));
   }
   if (rank < 0 || rank >= world_size) {
     throw ConfigError("setup_telemetry: rank must be in [0, " + std::to_string(world_size - 1) +
@@ -315,6 +340,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   config.validate();
   GroupSet groups = config.resolved_span_groups();
   const detail::ControlSettings control = detail::control_settings(config);
+  const detail::GpuSettings gpu = detail::gpu_settings(config);
   const bool nvtx = detail::nvtx_emits(detail::nvtx_mode(config));
   detail::InheritedContext inherited = detail::read_inherited_context();
   ExportStrategy strategy =
@@ -359,10 +385,9 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
     detail::BatchOptions batch = detail::batch_options_from_env();
     detail::SpanLimits limits = detail::span_limits_from_env();
     detail::SamplerConfig sampler = detail::sampler_from_env();
-    Resource resource =
-        (metrics || logs)
-            ? state->resource
-            : detail::detect_resource(state->config, rank, world_size, options.resource_attributes);
+    Resource resource = (metrics || logs) ? state->resource
+                                          : detail::detect_resource(state->config, rank, world_size,
+                                                                    options.resource_attributes);
     std::shared_ptr<SpanExporter> exporter = options.exporter;
     std::function<std::shared_ptr<SpanExporter>()> exporter_for_child;
     if (!exporter) {
@@ -375,8 +400,9 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
         }
       };
     }
-    auto* pipeline = new detail::Pipeline(batch, limits, sampler, detail::redacted_keys(config, options),
-                                          std::move(resource), std::move(exporter));
+    auto* pipeline =
+        new detail::Pipeline(batch, limits, sampler, detail::redacted_keys(config, options),
+                             std::move(resource), std::move(exporter));
     pipeline->exporter_for_child = std::move(exporter_for_child);
     pipeline->inherit(inherited.context);
     state->pipeline = pipeline;
@@ -385,6 +411,9 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   if (active) {
     detail::stop_locked(*active, std::chrono::steady_clock::now() + std::chrono::seconds(30));
   }
+  // GPU time: its source starts once the set-up before this one stopped its own (CUPTI takes one
+  // subscriber), before the pipeline is published.
+  if (state->pipeline != nullptr && gpu.on()) start_gpu_timing(*state->pipeline, gpu);
   detail::install_fork_handlers();
   detail::install_exit_handler();
   detail::set_inherited_context(std::move(inherited));

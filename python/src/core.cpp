@@ -894,6 +894,9 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["log_records_dropped"] = s.log_records_dropped;
   d["metric_points_buffered"] = s.metric_points_buffered;
   d["log_records_buffered"] = s.log_records_buffered;
+  d["gpu_spans_timed"] = s.gpu_spans_timed;
+  d["gpu_spans_incomplete"] = s.gpu_spans_incomplete;
+  d["gpu_activities_late"] = s.gpu_activities_late;
   return d;
 }
 

@@ -42,6 +42,7 @@ namespace nemo::lens::detail {
 
 struct Pipeline;
 struct ThreadState;
+class GpuTiming;
 struct SpanRing;
 struct EhGlobals;
 
@@ -603,6 +604,12 @@ struct Pipeline {
         (tsc && sampler.parent_based && sampler.records_anything ? kFastChildren : 0));
   }
 
+  /// GPU time of spans (<PREFIX>_GPU_TIME), when on and its source runs; set before the pipeline
+  /// is published. Never freed, like the pipeline.
+  GpuTiming* gpu = nullptr;
+  /// Wakes the exporter thread (GpuTiming: held spans are due).
+  void wake_exporter() noexcept { wake_.release(); }
+
   /// False once shutdown began (read by every producer, written once).
   alignas(64) std::atomic<bool> accepting{true};
   /// Set in a forked child: the pipeline that took over from this one.
@@ -624,9 +631,14 @@ struct Pipeline {
   std::chrono::steady_clock::duration next_nap(
       std::size_t taken, std::chrono::steady_clock::duration since,
       std::chrono::steady_clock::duration busy) const noexcept;
-  // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile.
-  bool export_batch(std::vector<SpanRecord*>& batch,
-                    std::chrono::steady_clock::time_point deadline) noexcept;
+  // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile. The
+  // GPU-timed spans of a batch not `gpu_sorted` yet may stay with `gpu` until their GPU time is
+  // known.
+  bool export_batch(std::vector<SpanRecord*>& batch, std::chrono::steady_clock::time_point deadline,
+                    bool gpu_sorted = false) noexcept;
+  // Exports the spans `gpu` holds that are due (with `all`, every one, after waiting for their
+  // activity until `cutoff` at most); false when the books were closed meanwhile.
+  bool export_gpu_due(bool all, std::chrono::steady_clock::time_point cutoff) noexcept;
   std::size_t drain(bool full_batches_only,
                     std::chrono::steady_clock::time_point deadline) noexcept;
   // The ring of `ts` here, created on first use; null when memory ran out.

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "export/otlp.hpp"
+#include "gpu/gpu_timing.hpp"
 #include "immortal.hpp"
 #include "logs/log_processor.hpp"
 #include "nemo/lens/logs.hpp"
@@ -234,7 +235,9 @@ void export_ids(std::span<const SpanRecord* const> records, RecordIds* ids) noex
 }
 
 bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
-                            std::chrono::steady_clock::time_point deadline) noexcept {
+                            std::chrono::steady_clock::time_point deadline,
+                            bool gpu_sorted) noexcept {
+  if (gpu != nullptr && !gpu_sorted) gpu->sort(batch);
   if (batch.empty()) return true;
   auto outcome = ExportLedger::Outcome::kShutdown;  // no time left: not sent at all
   if (std::chrono::steady_clock::now() < deadline) {
@@ -268,6 +271,14 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
   for (const SpanRecord* r : batch) evict_record(*r);
   recycle_batch(batch);
   return open;
+}
+
+bool Pipeline::export_gpu_due(bool all, std::chrono::steady_clock::time_point cutoff) noexcept {
+  std::vector<SpanRecord*> due;
+  gpu->release(due, all, cutoff);
+  // One batch however many were due (at most what was held).
+  return export_batch(
+      due, std::min(cutoff, std::chrono::steady_clock::now() + options.export_timeout), true);
 }
 
 std::size_t Pipeline::drain(bool full_batches_only,
@@ -360,6 +371,10 @@ void Pipeline::run() noexcept {
     last_drain = drain_start;
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
+    if (gpu != nullptr) {
+      if (!export_gpu_due(flushing || stopping, cutoff)) return;
+      if (stopping) gpu->stop();
+    }
     if (flushing || stopping) {
       if (exporter != nullptr) {
         exporter->force_flush(
@@ -432,6 +447,12 @@ TelemetryStats Pipeline::stats() const noexcept {
   s.export_requests = export_calls_.load(std::memory_order_relaxed);
   s.exporter_wakeups = producer_wakes_.load(std::memory_order_relaxed);
   if (exporter != nullptr) s.spans_rejected = exporter->rejected_spans();
+  if (gpu != nullptr) {
+    const GpuCounts g = gpu->counts();
+    s.gpu_spans_timed = g.spans_timed;
+    s.gpu_spans_incomplete = g.spans_incomplete;
+    s.gpu_activities_late = g.activities_late;
+  }
   return s;
 }
 

@@ -106,6 +106,14 @@ struct TelemetryStats {
   /// Log records lost: the queue was full, their export failed, the outage buffer could not take
   /// them or still held them at shutdown's deadline, or shutdown's time ran out first.
   std::uint64_t log_records_dropped = 0;
+  /// Spans exported with their GPU time (<PREFIX>_GPU_TIME: gpu.busy, gpu.kernels, ...).
+  std::uint64_t gpu_spans_timed = 0;
+  /// Of gpu_spans_timed, those exported before all their GPU activity was known: they waited
+  /// <PREFIX>_GPU_TIME_WAIT_MS, or a flush or shutdown's deadline came first.
+  std::uint64_t gpu_spans_incomplete = 0;
+  /// GPU activity records that came after the span they belong to was exported (not counted in
+  /// its gpu.busy).
+  std::uint64_t gpu_activities_late = 0;
 };
 
 namespace detail {

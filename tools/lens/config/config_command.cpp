@@ -13,6 +13,7 @@
 #include "control/settings.hpp"
 #include "export/export_buffer.hpp"
 #include "export/otlp.hpp"
+#include "gpu/settings.hpp"
 #include "nemo/lens/config.hpp"
 #include "nemo/lens/propagation.hpp"
 #include "nemo/lens/ranks.hpp"
@@ -37,7 +38,9 @@ fills an empty one from SLURM_JOB_ID or at random. Four fields near the end are 
 settings (docs/control.md): the control endpoint, its directory, which open spans are tracked
 for `lens ctl dump`, and the hang watchdog's timeout (0: off); then the NVTX settings
 (docs/nvtx.md): the mode, whether an NVTX tool is attached (NVTX_INJECTION64_PATH, as under
-Nsight Systems) and whether span sites open NVTX ranges; last, the context this process would
+Nsight Systems) and whether span sites open NVTX ranges; then GPU time of spans (docs/gpu.md):
+the groups whose spans carry it (off: none) and how long an ended span waits for its GPU
+activity (default: twice OTEL_BSP_SCHEDULE_DELAY); last, the context this process would
 continue from TRACEPARENT/TRACESTATE (docs/distributed.md; empty when unset). R and W default to what the launcher's
 variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
 rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
@@ -55,8 +58,8 @@ options:
 variables: <P>_ENABLED, <P>_EXPORT_STRATEGY, <P>_EXPORT_RANK, <P>_EXPORT_SAMPLE_RATE,
 <P>_SAMPLER_ENABLED, <P>_TRACES_ENABLED, <P>_METRICS_ENABLED, <P>_LOGS_ENABLED, <P>_SPAN_GROUPS,
 <P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, <P>_CONTROL, <P>_CONTROL_DIR, <P>_TRACK_OPEN,
-<P>_HANG_TIMEOUT, <P>_NVTX, NVTX_INJECTION64_PATH, TRACEPARENT, TRACESTATE, XDG_RUNTIME_DIR,
-OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY, WANDB_PROJECT, LOCAL_RANK for the
+<P>_HANG_TIMEOUT, <P>_NVTX, <P>_GPU_TIME, <P>_GPU_TIME_WAIT_MS, NVTX_INJECTION64_PATH,
+TRACEPARENT, TRACESTATE, XDG_RUNTIME_DIR, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY, WANDB_PROJECT, LOCAL_RANK for the
 first_rank_per_node strategy, and the launcher variables OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK},
 RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS
 and SLURM_LOCALID.
@@ -160,6 +163,7 @@ int run(std::span<const std::string_view> args) {
   const bool is_exporting = config.enabled && strategy(config, rank, world_size);
   const detail::ControlSettings control = detail::control_settings(config);
   const detail::NvtxMode nvtx = detail::nvtx_mode(config);
+  const detail::GpuSettings gpu = detail::gpu_settings(config);
 
   std::vector<Field> fields_before = {
       {"enabled", config.enabled},
@@ -192,6 +196,10 @@ int run(std::span<const std::string_view> args) {
       {"nvtx", std::string(detail::nvtx_mode_name(nvtx))},
       {"nvtx_tool_attached", detail::nvtx_tool_attached()},
       {"nvtx_emits", config.enabled && detail::nvtx_emits(nvtx)},
+      // GPU time of spans: the groups' spec ("off" when none), and the wait ("default": twice
+      // OTEL_BSP_SCHEDULE_DELAY).
+      {"gpu_time", gpu.on() ? gpu.spec : std::string("off")},
+      {"gpu_time_wait_ms", gpu.wait ? std::to_string(gpu.wait->count()) : std::string("default")},
       {"inherited_context", inherited_context()},
   };
   std::vector<Field> fields = std::move(fields_before);

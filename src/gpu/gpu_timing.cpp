@@ -1,0 +1,343 @@
+// GPU time of spans in a pipeline (see gpu_timing.hpp).
+#include "gpu/gpu_timing.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tracing/engine.hpp"
+
+namespace nemo::lens::detail {
+
+namespace {
+
+GpuSourceFactory& source_factory() {
+  static GpuSourceFactory f;
+  return f;
+}
+
+// Inputs queued for the exporter thread at most (per kind); beyond, they are dropped and counted
+// as launches not tracked. A launch costs microseconds, so this is seconds of launches.
+constexpr std::size_t kMaxQueued = 1u << 20;
+
+std::uint64_t span_key(const SpanId& id) noexcept {
+  std::uint64_t k = 0;
+  std::memcpy(&k, id.bytes.data(), sizeof(k));
+  return k;
+}
+
+}  // namespace
+
+void set_gpu_source_factory(GpuSourceFactory factory) { source_factory() = std::move(factory); }
+
+std::unique_ptr<GpuSource> make_gpu_source() {
+  if (source_factory()) return source_factory()();
+  return make_cupti_source();
+}
+
+GpuTiming::GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseconds wait)
+    : pipeline_(pipeline),
+      groups_(std::move(groups)),
+      wait_(wait),
+      generation_(g_fork_generation.load(std::memory_order_relaxed)) {}
+
+GpuTiming::~GpuTiming() { stop(); }
+
+std::string GpuTiming::start(std::unique_ptr<GpuSource> source) noexcept {
+  if (!source) return "no GPU activity source";
+  source_ = std::move(source);
+  std::string why = source_->start(*this);
+  if (!why.empty()) {
+    source_.reset();
+    return why;
+  }
+  try {
+    poller_ = std::thread([this] { poll_loop(); });
+  } catch (...) {
+    source_->stop();
+    source_.reset();
+    return "could not start a thread";
+  }
+  return "";
+}
+
+void GpuTiming::stop() noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  if (source_) source_->stop();
+}
+
+bool GpuTiming::timed(const SpanRecord& r) const noexcept {
+  return r.pipeline == &pipeline_ && r.recording && groups_.find(r.group()) != groups_.end();
+}
+
+namespace {
+
+// The innermost record of `s`'s open spans that `timing` measures, or null. Requires s.mu.
+SpanRecord* innermost_timed(const GpuTiming& timing, const ThreadState& s) noexcept {
+  for (auto it = s.stack.rbegin(); it != s.stack.rend(); ++it) {
+    if (timing.timed(**it) && !(*it)->orphaned) return *it;
+  }
+  return nullptr;
+}
+
+// The chain of `s`'s open spans that `timing` measures, innermost first, their ids made.
+// Requires s.mu.
+GpuChain chain_of(const GpuTiming& timing, const ThreadState& s) noexcept {
+  GpuChain chain;
+  for (auto it = s.stack.rbegin(); it != s.stack.rend() && chain.size < GpuChain::kMaxSpans; ++it) {
+    SpanRecord& r = **it;
+    if (!timing.timed(r) || r.orphaned) continue;
+    ensure_ids(r, t_ids);
+    chain.spans[chain.size++] = span_key(r.span_id);
+  }
+  return chain;
+}
+
+}  // namespace
+
+void GpuTiming::queue_launch(std::uint64_t correlation, const GpuChain& chain) noexcept {
+  std::lock_guard lock(in_mu_);
+  if (in_launches_.size() >= kMaxQueued) {
+    ++in_dropped_;
+    return;
+  }
+  try {
+    in_launches_.emplace_back(correlation, chain);
+  } catch (...) {
+    ++in_dropped_;
+  }
+}
+
+void GpuTiming::on_launch(std::uint64_t correlation) noexcept {
+  // A forked child: CUDA does not work there, and the parent's locks may be held forever.
+  if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
+  ThreadState* own = this_thread_state_if_any();
+  if (own != nullptr) {
+    // The span's end takes this lock too, on this thread: the launch is queued before the span
+    // ends, so before the exporter thread sees the span.
+    std::lock_guard lock(own->mu);
+    const GpuChain chain = chain_of(*this, *own);
+    if (chain.size > 0) {
+      queue_launch(correlation, chain);
+      return;
+    }
+  }
+  // No such span on this thread (autograd's, NCCL's or a data loader's): the process's innermost
+  // one, the one that started last among every thread's innermost.
+  ThreadState* best = nullptr;
+  const SpanRecord* best_top = nullptr;
+  try {
+    visit_thread_states([&](ThreadState& s) {
+      if (&s == own) return;
+      std::lock_guard lock(s.mu);
+      const SpanRecord* top = innermost_timed(*this, s);
+      if (top != nullptr && (best_top == nullptr || top->start_ticks > best_top->start_ticks)) {
+        best = &s;
+        best_top = top;
+      }
+    });
+  } catch (...) {
+    return;
+  }
+  if (best == nullptr) return;
+  // Queued under that thread's lock, so before the span can end (should it have ended in the
+  // meantime, and its record been reused, the launch counts for whatever is innermost now).
+  std::lock_guard lock(best->mu);
+  const GpuChain chain = chain_of(*this, *best);
+  if (chain.size > 0) queue_launch(correlation, chain);
+}
+
+void GpuTiming::on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept {
+  if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
+  GpuChain marker;
+  marker.spans[0] = correlation;
+  queue_launch(alias, marker);
+}
+
+void GpuTiming::on_activities(std::span<const GpuActivity> activities) noexcept {
+  if (activities.empty()) return;
+  {
+    std::lock_guard lock(in_mu_);
+    const std::size_t room =
+        in_activities_.size() < kMaxQueued ? kMaxQueued - in_activities_.size() : 0;
+    const std::size_t n = std::min(room, activities.size());
+    try {
+      in_activities_.insert(in_activities_.end(), activities.begin(), activities.begin() + n);
+      in_dropped_ += activities.size() - n;
+    } catch (...) {
+      in_dropped_ += activities.size();
+    }
+  }
+  cv_.notify_all();
+}
+
+void GpuTiming::absorb_locked() {
+  std::vector<std::pair<std::uint64_t, GpuChain>> launches;
+  std::vector<GpuActivity> activities;
+  {
+    std::lock_guard lock(in_mu_);
+    launches.swap(in_launches_);
+    activities.swap(in_activities_);
+    counts_.launches_dropped += in_dropped_;
+    in_dropped_ = 0;
+  }
+  // Launches first: an activity record never comes before its launch was queued.
+  for (const auto& [correlation, chain] : launches) {
+    if (chain.size == 0) {
+      attribution_.alias(correlation, chain.spans[0]);
+    } else {
+      attribution_.launch(correlation, chain);
+    }
+  }
+  for (const GpuActivity& a : activities) attribution_.activity(a);
+}
+
+bool GpuTiming::due_locked(const Held& h, std::chrono::steady_clock::time_point now) const {
+  return attribution_.settled(h.span) || now - h.since >= wait_;
+}
+
+void GpuTiming::attach_locked(SpanRecord& r, std::uint64_t span) {
+  const GpuTime t = span != 0 ? attribution_.take(span) : GpuTime{};
+  ++counts_.spans_timed;
+  if (!t.complete) ++counts_.spans_incomplete;
+  try {
+    SpanCold& c = r.use_cold();
+    const std::uint32_t n = t.activities > 0 ? 4 : 2;
+    if (c.attributes.size() < c.attributes_used + n) c.attributes.resize(c.attributes_used + n);
+    KeyValue* kv = c.attributes.data() + c.attributes_used;
+    kv[0] = {"gpu.busy", t.busy_ns};
+    kv[1] = {"gpu.kernels", static_cast<std::int64_t>(t.kernels)};
+    if (n == 4) {
+      kv[2] = {"gpu.start", t.start_ns};
+      kv[3] = {"gpu.end", t.end_ns};
+    }
+    c.attributes_used += n;
+  } catch (...) {
+    // Out of memory: the span leaves without its GPU time.
+  }
+}
+
+void GpuTiming::sort(std::vector<SpanRecord*>& batch) noexcept {
+  std::unique_lock lock(mu_);
+  bool held = false;
+  try {
+    absorb_locked();
+  } catch (...) {
+  }
+  const auto now = std::chrono::steady_clock::now();
+  std::size_t kept = 0;
+  for (SpanRecord* r : batch) {
+    if (timed(*r)) {
+      const std::uint64_t span = r->span_id.is_valid() ? span_key(r->span_id) : 0;
+      // No id: no launch asked for one, so none was attributed to it.
+      if (span != 0 && !attribution_.settled(span)) {
+        try {
+          held_.push_back({r, span, now});
+          held = true;
+          continue;
+        } catch (...) {
+        }
+      }
+      attach_locked(*r, span);
+    }
+    batch[kept++] = r;
+  }
+  batch.resize(kept);
+  lock.unlock();
+  if (held) cv_.notify_all();
+}
+
+void GpuTiming::release(std::vector<SpanRecord*>& out, bool all,
+                        std::chrono::steady_clock::time_point deadline) noexcept {
+  std::unique_lock lock(mu_);
+  if (held_.empty()) return;
+  deadline = std::min(deadline, std::chrono::steady_clock::now() + wait_);
+  try {
+    absorb_locked();
+    if (all) {
+      // Flush the source until every waiting span's activity is in, or the deadline.
+      auto unsettled = [&] {
+        return std::any_of(held_.begin(), held_.end(),
+                           [&](const Held& h) { return !attribution_.settled(h.span); });
+      };
+      while (unsettled() && std::chrono::steady_clock::now() < deadline) {
+        lock.unlock();
+        if (source_) source_->flush();
+        lock.lock();
+        absorb_locked();
+        if (!unsettled()) break;
+        cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                    std::chrono::milliseconds(5)));
+        absorb_locked();
+      }
+    }
+  } catch (...) {
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (!all && !due_locked(*it, now)) {
+      ++it;
+      continue;
+    }
+    try {
+      out.push_back(it->record);
+    } catch (...) {
+      break;  // out of memory: the next release takes it
+    }
+    attach_locked(*it->record, it->span);
+    it = held_.erase(it);
+  }
+}
+
+GpuCounts GpuTiming::counts() const noexcept {
+  std::lock_guard lock(mu_);
+  GpuCounts c = counts_;
+  c.activities_late = attribution_.late();
+  c.activities_unattributed = attribution_.unattributed();
+  c.launches_dropped += attribution_.launches_dropped();
+  c.spans_waiting = held_.size();
+  return c;
+}
+
+void GpuTiming::poll_loop() noexcept {
+  std::unique_lock lock(mu_);
+  auto last_flush = std::chrono::steady_clock::time_point::min();
+  while (!stopping_) {
+    if (held_.empty()) {
+      cv_.wait(lock, [&] { return stopping_ || !held_.empty(); });
+      continue;
+    }
+    // At most one flush every 10 ms: activity delivered meanwhile wakes this loop too.
+    if (std::chrono::steady_clock::now() - last_flush >= std::chrono::milliseconds(10)) {
+      lock.unlock();
+      source_->flush();
+      lock.lock();
+      last_flush = std::chrono::steady_clock::now();
+    }
+    bool due = false;
+    auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    try {
+      absorb_locked();
+      const auto now = std::chrono::steady_clock::now();
+      for (const Held& h : held_) {
+        due = due || due_locked(h, now);
+        next = std::min(next, h.since + wait_);
+      }
+    } catch (...) {
+    }
+    if (due) {
+      lock.unlock();
+      pipeline_.wake_exporter();
+      lock.lock();
+      next = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    }
+    if (!stopping_) cv_.wait_until(lock, next);
+  }
+}
+
+}  // namespace nemo::lens::detail

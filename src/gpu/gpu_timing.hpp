@@ -1,0 +1,143 @@
+// GPU time of spans in a pipeline (docs/gpu.md): a source reports kernel launches on the
+// launching thread and the activity records that come back later; GpuTiming attributes each
+// launch to the innermost open span of a GPU-timed group on that thread (else the process's
+// innermost one), holds ended spans of those groups until their activity is known (bounded) and
+// gives them gpu.busy, gpu.kernels, gpu.start and gpu.end. Internal.
+//
+// Threads: on_launch() runs on the launching thread (in CUDA's launch call, through CUPTI's
+// callback), on_activities() on whatever thread the source delivers on; sort() and release() on
+// the pipeline's exporter thread; a poller thread of its own flushes the source while spans wait.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gpu/attribution.hpp"
+#include "nemo/lens/detail/export.hpp"
+#include "nemo/lens/groups.hpp"
+
+namespace nemo::lens::detail {
+
+struct Pipeline;
+struct SpanRecord;
+class GpuTiming;
+
+/// Where launches and GPU activity come from: CUPTI (cupti_source.cpp), or a test's.
+class GpuSource {
+ public:
+  virtual ~GpuSource() = default;
+  /// Starts reporting to `timing`: launches through on_launch() on the launching thread, activity
+  /// through on_activities(). Returns "" when it runs, else the reason it cannot, in one line.
+  virtual std::string start(GpuTiming& timing) noexcept = 0;
+  /// Hands the activity records complete so far to on_activities() before it returns. Any thread.
+  virtual void flush() noexcept = 0;
+  /// Stops reporting: nothing calls into the timing after it returns. Idempotent.
+  virtual void stop() noexcept = 0;
+};
+
+/// Makes the source set-up uses; empty (the default): CUPTI's.
+using GpuSourceFactory = std::function<std::unique_ptr<GpuSource>()>;
+/// Replaces the source factory for later set-ups (tests: a synthetic source). Not thread-safe
+/// against a set-up running at the same time.
+NEMO_LENS_API void set_gpu_source_factory(GpuSourceFactory factory);
+/// The source for a set-up: the factory's, else make_cupti_source().
+std::unique_ptr<GpuSource> make_gpu_source();
+/// CUPTI's source (cupti_source.cpp): libcupti loaded with dlopen when start() runs.
+std::unique_ptr<GpuSource> make_cupti_source();
+
+/// Counts of one pipeline's GPU timing (TelemetryStats' gpu_* fields).
+struct GpuCounts {
+  std::uint64_t spans_timed = 0;
+  std::uint64_t spans_incomplete = 0;
+  std::uint64_t activities_late = 0;
+  std::uint64_t activities_unattributed = 0;
+  std::uint64_t launches_dropped = 0;
+  std::uint64_t spans_waiting = 0;
+};
+
+class GpuTiming {
+ public:
+  /// For the recorded spans of `groups` of `pipeline`, which wait at most `wait` for their
+  /// activity once ended.
+  GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseconds wait);
+  ~GpuTiming();
+  GpuTiming(const GpuTiming&) = delete;
+  GpuTiming& operator=(const GpuTiming&) = delete;
+
+  /// Starts `source` and the poller: "" when it runs, else why not (then this does nothing).
+  std::string start(std::unique_ptr<GpuSource> source) noexcept;
+  /// Stops the source and the poller (idempotent); what is held stays for release().
+  void stop() noexcept;
+
+  /// A launch with correlation id `correlation` on the calling thread, now. The source calls it
+  /// inside the launch, before the launch returns.
+  NEMO_LENS_API void on_launch(std::uint64_t correlation) noexcept;
+  /// `alias` is another correlation id of the launch `correlation` (the driver call a runtime
+  /// launch makes), on the launching thread after on_launch(correlation).
+  NEMO_LENS_API void on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept;
+  /// Activity records, from any thread.
+  NEMO_LENS_API void on_activities(std::span<const GpuActivity> activities) noexcept;
+
+  /// Whether `r` is a span whose GPU time this pipeline measures.
+  bool timed(const SpanRecord& r) const noexcept;
+  /// Exporter thread: the records of `batch` that are GPU-timed get their gpu.* attributes when
+  /// their activity is all known (or they had none); the others leave `batch` and wait here.
+  void sort(std::vector<SpanRecord*>& batch) noexcept;
+  /// Exporter thread: appends the waiting records now due to `out`, with their attributes: those
+  /// whose activity is all known or that waited `wait`; with `all`, every one, after waiting
+  /// until `deadline` (at most, and at most `wait`) for their activity.
+  void release(std::vector<SpanRecord*>& out, bool all,
+               std::chrono::steady_clock::time_point deadline) noexcept;
+  /// The counts so far.
+  GpuCounts counts() const noexcept;
+
+ private:
+  struct Held {
+    SpanRecord* record;
+    std::uint64_t span;
+    std::chrono::steady_clock::time_point since;
+  };
+  // Requires mu_. Moves what on_launch() and on_activities() queued into the attribution.
+  void absorb_locked();
+  // Requires mu_. Whether a held record is due now.
+  bool due_locked(const Held& h, std::chrono::steady_clock::time_point now) const;
+  // Requires mu_. Takes `span`'s time and writes it into `r`.
+  void attach_locked(SpanRecord& r, std::uint64_t span);
+  // Queues a launch for absorb_locked().
+  void queue_launch(std::uint64_t correlation, const GpuChain& chain) noexcept;
+  void poll_loop() noexcept;
+
+  Pipeline& pipeline_;
+  const GroupSet groups_;
+  const std::chrono::milliseconds wait_;
+  const std::uint64_t generation_;  // g_fork_generation at construction
+  std::unique_ptr<GpuSource> source_;
+
+  // What the source reported and the exporter thread has not taken in yet.
+  std::mutex in_mu_;
+  // Launches, and aliases (a chain of size 0 whose spans[0] is the correlation aliased), in the
+  // order they came.
+  std::vector<std::pair<std::uint64_t, GpuChain>> in_launches_;
+  std::vector<GpuActivity> in_activities_;
+  std::uint64_t in_dropped_ = 0;  // queued inputs beyond the bound (out of room)
+
+  mutable std::mutex mu_;       // the attribution, the held records and the counts
+  std::condition_variable cv_;  // a record waits, activity came, or stop
+  GpuAttribution attribution_;
+  std::deque<Held> held_;
+  GpuCounts counts_;
+  bool stopping_ = false;
+  std::thread poller_;
+};
+
+}  // namespace nemo::lens::detail

@@ -1,0 +1,584 @@
+// GPU time of spans (<PREFIX>_GPU_TIME, docs/gpu.md) on the CPU: the attribution's bookkeeping
+// against an independent computation over random schedules, and the whole pipeline with a
+// synthetic source that reports launches and activity through the interface the CUPTI source
+// uses (launches on the launching thread, activity records delivered when the source is flushed,
+// as CUPTI delivers its buffers). A real GPU is exercised by scripts/gpu-check.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "gpu/attribution.hpp"
+#include "gpu/gpu_timing.hpp"
+#include "nemo/lens/lens.hpp"
+#include "tracing_fixture.hpp"
+
+namespace {
+
+using nemo::lens::detail::GpuActivity;
+using nemo::lens::detail::GpuActivityKind;
+using nemo::lens::detail::GpuAttribution;
+using nemo::lens::detail::GpuChain;
+using nemo::lens::detail::GpuSource;
+using nemo::lens::detail::GpuTime;
+using nemo::lens::detail::GpuTiming;
+
+// ---------------------------------------------------------------------------------------------
+// The bookkeeping alone.
+
+GpuChain chain_of(std::initializer_list<std::uint64_t> spans) {
+  GpuChain c;
+  for (std::uint64_t s : spans) c.spans[c.size++] = s;
+  return c;
+}
+
+GpuActivity kernel(std::uint64_t correlation, std::int64_t start, std::int64_t end,
+                   std::uint32_t stream = 0, std::uint32_t device = 0) {
+  return {correlation, GpuActivityKind::kKernel, device, stream, start, end};
+}
+
+TEST(GpuAttribution, NestedSpansCountTheirChildrensActivityOnceEach) {
+  GpuAttribution a;
+  a.launch(1, chain_of({10, 20}));  // in span 10, nested in 20
+  a.launch(2, chain_of({20}));
+  a.launch(3, chain_of({10, 20}));
+  EXPECT_FALSE(a.settled(10));
+  a.activity(kernel(1, 100, 200, 1));
+  a.activity(kernel(3, 150, 300, 2));  // another stream, overlapping the first
+  EXPECT_TRUE(a.settled(10));
+  EXPECT_FALSE(a.settled(20));
+  a.activity({2, GpuActivityKind::kMemcpy, 0, 3, 400, 450});
+  EXPECT_TRUE(a.settled(20));
+  const GpuTime inner = a.take(10);
+  EXPECT_EQ(inner.busy_ns, 200);  // [100, 300)
+  EXPECT_EQ(inner.kernels, 2u);
+  EXPECT_EQ(inner.start_ns, 100);
+  EXPECT_EQ(inner.end_ns, 300);
+  EXPECT_TRUE(inner.complete);
+  const GpuTime outer = a.take(20);
+  EXPECT_EQ(outer.busy_ns, 250);  // [100, 300) and [400, 450)
+  EXPECT_EQ(outer.kernels, 2u);   // the copy is activity, not a kernel
+  EXPECT_EQ(outer.activities, 3u);
+  EXPECT_EQ(outer.end_ns, 450);
+  EXPECT_EQ(a.spans(), 0u);
+  EXPECT_EQ(a.launches(), 0u);
+}
+
+TEST(GpuAttribution, RecordsAfterTheSpanWasTakenAreLateAndUnknownLaunchesUnattributed) {
+  GpuAttribution a;
+  a.launch(1, chain_of({10}));
+  const GpuTime t = a.take(10);
+  EXPECT_FALSE(t.complete);
+  EXPECT_EQ(t.kernels, 0u);
+  a.activity(kernel(1, 0, 10));
+  EXPECT_EQ(a.late(), 1u);
+  a.activity(kernel(99, 0, 10));
+  EXPECT_EQ(a.unattributed(), 1u);
+  EXPECT_TRUE(a.settled(10));  // forgotten
+}
+
+TEST(GpuAttribution, AnAliasedIdIsTheSameLaunch) {
+  GpuAttribution a;
+  a.launch(5, chain_of({10}));
+  a.alias(6, 5);
+  a.activity(kernel(6, 10, 30));
+  EXPECT_TRUE(a.settled(10));
+  EXPECT_EQ(a.take(10).busy_ns, 20);
+  a.activity(kernel(6, 40, 50));  // the launch is retired: late under either id
+  a.activity(kernel(5, 40, 50));
+  EXPECT_EQ(a.late(), 2u);
+}
+
+TEST(GpuAttribution, AGraphLaunchsKernelsAllCount) {
+  GpuAttribution a;
+  a.launch(7, chain_of({10}));
+  for (int i = 0; i < 5; ++i) a.activity(kernel(7, i * 100, i * 100 + 50));
+  const GpuTime t = a.take(10);
+  EXPECT_EQ(t.kernels, 5u);
+  EXPECT_EQ(t.busy_ns, 250);
+}
+
+TEST(GpuAttribution, ManyIntervalsFoldWithoutLosingBusyTime) {
+  GpuAttribution a;
+  a.launch(1, chain_of({10}));
+  const std::int64_t n = GpuAttribution::kMaxIntervals + 1000;
+  for (std::int64_t i = 0; i < n; ++i) a.activity(kernel(1, i * 10, i * 10 + 4));
+  const GpuTime t = a.take(10);
+  EXPECT_EQ(t.busy_ns, n * 4);
+  EXPECT_EQ(t.kernels, static_cast<std::uint64_t>(n));
+}
+
+// The union of intervals by a sweep over sorted end points: an independent computation of busy.
+std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> v) {
+  std::vector<std::pair<std::int64_t, int>> events;
+  for (auto [lo, hi] : v) {
+    if (hi <= lo) continue;
+    events.push_back({lo, +1});
+    events.push_back({hi, -1});
+  }
+  std::sort(events.begin(), events.end());
+  std::int64_t total = 0, last = 0;
+  int depth = 0;
+  for (auto [t, d] : events) {
+    if (depth > 0) total += t - last;
+    depth += d;
+    last = t;
+  }
+  return total;
+}
+
+// Random forests of spans, launches in random spans (chains up the forest), activity on random
+// streams with aliases and graph launches, spans taken children first at random moments: every
+// span's busy time, kernels and completeness, and the late count, against the sweep.
+TEST(GpuAttribution, MatchesAnIndependentComputationOverRandomSchedules) {
+  std::mt19937_64 rng(20261205);
+  for (int round = 0; round < 300; ++round) {
+    const int n_spans = 1 + static_cast<int>(rng() % 12);
+    std::vector<int> parent(n_spans, -1);
+    for (int i = 1; i < n_spans; ++i) {
+      if (rng() % 4 != 0) parent[i] = static_cast<int>(rng() % i);
+    }
+    auto chain_for = [&](int s) {
+      GpuChain c;
+      for (int x = s; x >= 0 && c.size < GpuChain::kMaxSpans; x = parent[x]) {
+        c.spans[c.size++] = static_cast<std::uint64_t>(x + 1);
+      }
+      return c;
+    };
+    // Ops: launch, activity, take. A span is taken after its children (post-order by index:
+    // children have larger indices, so descending index order is children first).
+    struct Launch {
+      std::uint64_t corr;
+      int span;
+      int activities;
+      bool aliased;
+    };
+    std::vector<Launch> launches;
+    const int n_launches = static_cast<int>(rng() % 20);
+    for (int i = 0; i < n_launches; ++i) {
+      launches.push_back({static_cast<std::uint64_t>(1000 + i), static_cast<int>(rng() % n_spans),
+                          static_cast<int>(rng() % 4), rng() % 3 == 0});
+    }
+    GpuAttribution a;
+    std::vector<bool> taken(n_spans, false);
+    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> expect_iv(n_spans);
+    std::vector<std::uint64_t> expect_kernels(n_spans, 0);
+    std::vector<int> expect_waiting(n_spans, 0);
+    std::uint64_t expect_late = 0;
+    std::vector<std::pair<Launch, int>> pending;  // activities still to deliver per launch
+    for (const Launch& l : launches) {
+      a.launch(l.corr, chain_for(l.span));
+      if (l.aliased) a.alias(l.corr + 100000, l.corr);
+      const GpuChain c = chain_for(l.span);
+      for (int i = 0; i < c.size; ++i) ++expect_waiting[c.spans[i] - 1];
+      pending.push_back({l, l.activities});
+    }
+    std::vector<bool> seen(launches.size(), false);
+    int next_take = n_spans - 1;
+    std::vector<std::pair<int, GpuTime>> results;
+    while (true) {
+      const bool can_deliver =
+          std::any_of(pending.begin(), pending.end(), [](const auto& p) { return p.second > 0; });
+      if (!can_deliver && next_take < 0) break;
+      if (can_deliver && (next_take < 0 || rng() % 3 != 0)) {
+        std::size_t i = rng() % pending.size();
+        while (pending[i].second == 0) i = (i + 1) % pending.size();
+        const Launch& l = pending[i].first;
+        --pending[i].second;
+        const std::int64_t start = static_cast<std::int64_t>(rng() % 1000);
+        const std::int64_t end = start + static_cast<std::int64_t>(rng() % 200);
+        const bool is_kernel = rng() % 4 != 0;
+        GpuActivity act{l.aliased && rng() % 2 ? l.corr + 100000 : l.corr,
+                        is_kernel ? GpuActivityKind::kKernel : GpuActivityKind::kMemset,
+                        static_cast<std::uint32_t>(rng() % 2),
+                        static_cast<std::uint32_t>(rng() % 3),
+                        start,
+                        end};
+        a.activity(act);
+        const GpuChain c = chain_for(l.span);
+        if (taken[c.spans[0] - 1]) ++expect_late;
+        for (int k = 0; k < c.size; ++k) {
+          const int s = static_cast<int>(c.spans[k] - 1);
+          if (taken[s]) continue;
+          expect_iv[s].push_back({start, end});
+          if (is_kernel) ++expect_kernels[s];
+          if (!seen[i]) --expect_waiting[s];
+        }
+        seen[i] = true;
+      } else {
+        const int s = next_take--;
+        ASSERT_EQ(a.settled(static_cast<std::uint64_t>(s + 1)), expect_waiting[s] == 0);
+        const GpuTime t = a.take(static_cast<std::uint64_t>(s + 1));
+        taken[s] = true;
+        ASSERT_EQ(t.busy_ns, union_length(expect_iv[s])) << "round " << round << " span " << s;
+        ASSERT_EQ(t.kernels, expect_kernels[s]);
+        ASSERT_EQ(t.complete, expect_waiting[s] == 0);
+      }
+    }
+    ASSERT_EQ(a.late(), expect_late) << "round " << round;
+    ASSERT_EQ(a.unattributed(), 0u);
+    ASSERT_EQ(a.spans(), 0u);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pipeline, with a synthetic source.
+
+// What the test does through the source: launches on the calling thread, activity completed
+// now and delivered at the next flush (as CUPTI delivers its buffers).
+struct SyntheticGpu {
+  std::mutex mu;
+  GpuTiming* timing = nullptr;
+  std::vector<GpuActivity> completed;
+  std::string refuse;  // start() says this when not empty
+  std::atomic<int> flushes{0};
+  std::atomic<bool> stopped{false};
+
+  void launch(std::uint64_t correlation) { timing->on_launch(correlation); }
+  void complete(const GpuActivity& a) {
+    std::lock_guard lock(mu);
+    completed.push_back(a);
+  }
+};
+
+class SyntheticSource : public GpuSource {
+ public:
+  explicit SyntheticSource(std::shared_ptr<SyntheticGpu> gpu) : gpu_(std::move(gpu)) {}
+  std::string start(GpuTiming& timing) noexcept override {
+    if (!gpu_->refuse.empty()) return gpu_->refuse;
+    gpu_->timing = &timing;
+    return "";
+  }
+  void flush() noexcept override {
+    std::vector<GpuActivity> out;
+    {
+      std::lock_guard lock(gpu_->mu);
+      out.swap(gpu_->completed);
+    }
+    ++gpu_->flushes;
+    if (!gpu_->stopped) gpu_->timing->on_activities(out);
+  }
+  void stop() noexcept override { gpu_->stopped = true; }
+
+ private:
+  std::shared_ptr<SyntheticGpu> gpu_;
+};
+
+const nemo::lens::AttributeValue* attr(const nemo::lens::SpanData& s, const char* key) {
+  return s.attribute(key);
+}
+std::int64_t int_attr(const nemo::lens::SpanData& s, const char* key) {
+  const auto* v = attr(s, key);
+  EXPECT_NE(v, nullptr) << s.name << " has no " << key;
+  return v != nullptr ? std::get<std::int64_t>(*v) : -1;
+}
+
+class GpuSpans : public lens_test::Tracing {
+ protected:
+  void SetUp() override {
+    gpu_ = std::make_shared<SyntheticGpu>();
+    nemo::lens::detail::set_gpu_source_factory(
+        [gpu = gpu_] { return std::make_unique<SyntheticSource>(gpu); });
+  }
+  void TearDown() override {
+    lens_test::Tracing::TearDown();
+    nemo::lens::detail::set_gpu_source_factory(nullptr);
+  }
+  void start_gpu(const std::string& gpu_groups, const std::string& wait_ms = "") {
+    env_.set("NEMO_LENS_GPU_TIME", gpu_groups);
+    if (!wait_ms.empty()) env_.set("NEMO_LENS_GPU_TIME_WAIT_MS", wait_ms);
+    start("all");
+    ASSERT_NE(gpu_->timing, nullptr);
+  }
+  std::shared_ptr<SyntheticGpu> gpu_;
+};
+
+using nemo::lens::SpanStartOptions;
+
+nemo::lens::Span open(const char* group, const char* name) {
+  SpanStartOptions o;
+  o.group = group;
+  return nemo::lens::start_span(name, o);
+}
+
+TEST_F(GpuSpans, NestedSpansCarryTheUnionOfTheirActivityAndKernelCounts) {
+  start_gpu("step,forward_backward");
+  {
+    auto step = open("step", "train_step");
+    gpu_->launch(1);
+    {
+      auto fb = open("forward_backward", "forward_backward");
+      gpu_->launch(2);
+      gpu_->launch(3);
+      {
+        auto other = open("optimizer", "not_timed");  // not GPU-timed: its launch is fb's
+        gpu_->launch(4);
+      }
+    }
+  }
+  gpu_->complete(kernel(1, 1000, 1100));
+  gpu_->complete(kernel(2, 1200, 1500, 1));
+  gpu_->complete(kernel(3, 1300, 1600, 2));  // overlaps 2 on another stream
+  gpu_->complete({4, GpuActivityKind::kMemcpy, 0, 3, 1700, 1750});
+  const auto all = spans();
+  const auto step = only(all, "train_step");
+  const auto fb = only(all, "forward_backward");
+  const auto other = only(all, "not_timed");
+  EXPECT_EQ(int_attr(fb, "gpu.busy"), 450);  // [1200, 1600) + [1700, 1750)
+  EXPECT_EQ(int_attr(fb, "gpu.kernels"), 2);
+  EXPECT_EQ(int_attr(fb, "gpu.start"), 1200);
+  EXPECT_EQ(int_attr(fb, "gpu.end"), 1750);
+  EXPECT_EQ(int_attr(step, "gpu.busy"), 550);
+  EXPECT_EQ(int_attr(step, "gpu.kernels"), 3);
+  EXPECT_EQ(int_attr(step, "gpu.start"), 1000);
+  EXPECT_EQ(attr(other, "gpu.busy"), nullptr);
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_spans_timed, 2u);
+  EXPECT_EQ(stats.gpu_spans_incomplete, 0u);
+  EXPECT_EQ(stats.gpu_activities_late, 0u);
+}
+
+TEST_F(GpuSpans, ASpanWithoutActivityHasZeroKernelsAndNoInterval) {
+  start_gpu("step");
+  { auto step = open("step", "idle_step"); }
+  const auto s = only(spans(), "idle_step");
+  EXPECT_EQ(int_attr(s, "gpu.kernels"), 0);
+  EXPECT_EQ(int_attr(s, "gpu.busy"), 0);
+  EXPECT_EQ(attr(s, "gpu.start"), nullptr);
+  EXPECT_EQ(attr(s, "gpu.end"), nullptr);
+}
+
+TEST_F(GpuSpans, ALaunchFromAThreadWithoutASpanGoesToTheProcesssInnermostSpan) {
+  start_gpu("step,forward_backward");
+  auto step = open("step", "train_step");
+  nemo::lens::Span fb;
+  std::thread worker;
+  {
+    // Another thread opens forward_backward after the step started: it is the innermost.
+    std::thread([&] { fb = open("forward_backward", "forward_backward"); }).join();
+    // An autograd-like thread with no span launches.
+    std::thread([&] { gpu_->launch(11); }).join();
+  }
+  fb.end();
+  std::thread([&] { gpu_->launch(12); }).join();  // now the step is the innermost open span
+  step.end();
+  gpu_->complete(kernel(11, 0, 100));
+  gpu_->complete(kernel(12, 200, 250));
+  const auto all = spans();
+  EXPECT_EQ(int_attr(only(all, "forward_backward"), "gpu.kernels"), 1);
+  EXPECT_EQ(int_attr(only(all, "forward_backward"), "gpu.busy"), 100);
+  // The step gets the launch made while it was innermost; fb ran on another thread, so the
+  // step's chain did not include it: the first launch is fb's alone.
+  EXPECT_EQ(int_attr(only(all, "train_step"), "gpu.kernels"), 1);
+  EXPECT_EQ(int_attr(only(all, "train_step"), "gpu.busy"), 50);
+}
+
+TEST_F(GpuSpans, ASpanWaitsForItsActivityThenLeavesIncompleteAndLaterRecordsAreCountedLate) {
+  start_gpu("step", "50");
+  {
+    auto step = open("step", "slow_step");
+    gpu_->launch(21);
+    gpu_->launch(22);
+  }
+  gpu_->complete(kernel(21, 0, 10));
+  const auto s = only(spans(), "slow_step");  // flushes: waits 50 ms for kernel 22, in vain
+  EXPECT_EQ(int_attr(s, "gpu.kernels"), 1);
+  EXPECT_EQ(int_attr(s, "gpu.busy"), 10);
+  gpu_->complete(kernel(22, 20, 30));
+  EXPECT_TRUE(handle_.force_flush(std::chrono::seconds(10)));
+  // The late record is counted once the source is flushed again: by a span that waits.
+  {
+    auto step = open("step", "next_step");
+    gpu_->launch(23);
+  }
+  gpu_->complete(kernel(23, 40, 45));
+  EXPECT_EQ(int_attr(only(spans(), "next_step"), "gpu.kernels"), 1);
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_spans_incomplete, 1u);
+  EXPECT_EQ(stats.gpu_activities_late, 1u);
+  EXPECT_EQ(stats.gpu_spans_timed, 2u);
+}
+
+TEST_F(GpuSpans, AHeldSpanLeavesAsSoonAsItsActivityComesWithoutAFlush) {
+  start_gpu("step");
+  {
+    auto step = open("step", "held_step");
+    gpu_->launch(31);
+  }
+  // No flush asked: the exporter thread takes the span at its schedule and holds it; the poller
+  // flushes the source, finds the activity and wakes the exporter thread.
+  gpu_->complete(kernel(31, 5, 15));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (memory_->spans().empty() && std::chrono::steady_clock::now() < deadline) {
+    handle_.force_flush(std::chrono::seconds(1));
+  }
+  ASSERT_EQ(memory_->spans().size(), 1u);
+  EXPECT_EQ(int_attr(memory_->spans()[0], "gpu.busy"), 10);
+  EXPECT_GT(gpu_->flushes.load(), 0);
+}
+
+TEST_F(GpuSpans, ASpanSwitchedOffMidFlightKeepsItsGpuTimeAndLaterOnesRecordNothing) {
+  start_gpu("step");
+  auto step = open("step", "switched");
+  gpu_->launch(41);
+  nemo::lens::set_enabled_span_groups({"job"});  // `lens ctl groups` does this live
+  gpu_->launch(42);                              // the open span still records
+  step.end();
+  {
+    auto off = open("step", "off_step");  // not recorded: its launch belongs to nobody
+    gpu_->launch(43);
+  }
+  gpu_->complete(kernel(41, 0, 10));
+  gpu_->complete(kernel(42, 10, 30));
+  gpu_->complete(kernel(43, 30, 40));
+  const auto all = spans();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(int_attr(all[0], "gpu.kernels"), 2);
+  EXPECT_EQ(int_attr(all[0], "gpu.busy"), 30);
+}
+
+TEST_F(GpuSpans, ShutdownWithWorkInFlightExportsWhatIsKnownAndCountsTheRest) {
+  start_gpu("step", "100");
+  {
+    auto step = open("step", "last_step");
+    gpu_->launch(51);
+    gpu_->launch(52);
+  }
+  gpu_->complete(kernel(51, 0, 10));
+  EXPECT_TRUE(handle_.shutdown(std::chrono::seconds(10)));
+  EXPECT_TRUE(gpu_->stopped.load());
+  const auto all = memory_->spans();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(int_attr(all[0], "gpu.kernels"), 1);
+  EXPECT_EQ(handle_.stats().gpu_spans_incomplete, 1u);
+}
+
+TEST_F(GpuSpans, OffByDefaultAndSpansAreUnchanged) {
+  start("all");
+  EXPECT_EQ(gpu_->timing, nullptr);  // the source was never started
+  { auto step = open("step", "plain"); }
+  const auto s = only(spans(), "plain");
+  EXPECT_EQ(attr(s, "gpu.busy"), nullptr);
+  EXPECT_EQ(attr(s, "gpu.kernels"), nullptr);
+  EXPECT_EQ(handle_.stats().gpu_spans_timed, 0u);
+}
+
+// Runs `f` with fd 2 going to a file; returns what was written there.
+template <class F>
+std::string capture_stderr(F&& f) {
+  char path[] = "/tmp/lens-gpu-stderr-XXXXXX";
+  const int fd = ::mkstemp(path);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  ::unlink(path);
+  return text.str();
+}
+
+TEST_F(GpuSpans, ASourceThatCannotStartSaysWhyOnceAndChangesNothingElse) {
+  gpu_->refuse = "no GPU (test)";
+  env_.set("NEMO_LENS_GPU_TIME", "per_step");
+  const std::string err = capture_stderr([&] { start("all"); });
+  EXPECT_NE(err.find("GPU time of spans is off (per_step): no GPU (test)"), std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  { auto step = open("step", "plain"); }
+  const auto s = only(spans(), "plain");
+  EXPECT_EQ(attr(s, "gpu.kernels"), nullptr);
+  EXPECT_EQ(handle_.stats().spans_exported, 1u);
+}
+
+// The real source on this machine (CI has no GPU): set-up still succeeds, one line says why GPU
+// time is off, and spans are exported as without it.
+TEST_F(GpuSpans, TheCuptiSourceWithoutAGpuSaysWhyAndTheJobRunsOn) {
+  nemo::lens::detail::set_gpu_source_factory(nullptr);
+  env_.set("NEMO_LENS_GPU_TIME", "step");
+  bool has_gpu = false;
+  const std::string err = capture_stderr([&] { start("all"); });
+  has_gpu = err.empty();
+  if (has_gpu) GTEST_SKIP() << "this machine has a GPU: scripts/gpu-check covers it";
+  EXPECT_NE(err.find("lens: GPU time of spans is off (step): "), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  { auto step = open("step", "cpu_step"); }
+  const auto s = only(spans(), "cpu_step");
+  EXPECT_EQ(attr(s, "gpu.kernels"), nullptr);
+}
+
+TEST(GpuTimeConfig, BadValuesAreConfigErrorsNamingTheVariable) {
+  lens_test::ScopedEnv env;
+  env.set("NEMO_LENS_GPU_TIME", "step,no_such_group");
+  auto cfg = lens_test::enabled_config();
+  try {
+    nemo::lens::setup_telemetry(cfg, 0, 1, {});
+    FAIL() << "no error";
+  } catch (const nemo::lens::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("NEMO_LENS_GPU_TIME"), std::string::npos) << what;
+    EXPECT_NE(what.find("no_such_group"), std::string::npos) << what;
+  }
+  env.set("NEMO_LENS_GPU_TIME", "step");
+  env.set("NEMO_LENS_GPU_TIME_WAIT_MS", "soon");
+  try {
+    nemo::lens::setup_telemetry(cfg, 0, 1, {});
+    FAIL() << "no error";
+  } catch (const nemo::lens::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("NEMO_LENS_GPU_TIME_WAIT_MS"), std::string::npos) << what;
+    EXPECT_NE(what.find("'soon'"), std::string::npos) << what;
+  }
+}
+
+// Threads opening and closing spans and launching from inside them and from threads without
+// one, while the exporter thread takes and holds spans: every kernel counts in exactly one root
+// span (the roots do not nest), and every span leaves complete.
+TEST_F(GpuSpans, ConcurrentLaunchesAllCountInExactlyOneRoot) {
+  start_gpu("step,forward_backward");
+  constexpr int kThreads = 4, kSteps = 50, kLaunches = 5;
+  std::atomic<std::uint64_t> next{1};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int s = 0; s < kSteps; ++s) {
+        auto step = open("step", "step");
+        for (int i = 0; i < kLaunches; ++i) {
+          auto fb = open("forward_backward", "fb");
+          const std::uint64_t c = next++;
+          gpu_->launch(c);
+          gpu_->complete(
+              kernel(c, static_cast<std::int64_t>(c) * 10, static_cast<std::int64_t>(c) * 10 + 5));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto all = spans();
+  std::int64_t root_kernels = 0, fb_kernels = 0;
+  for (const auto& s : all) {
+    if (s.name == "step") root_kernels += int_attr(s, "gpu.kernels");
+    if (s.name == "fb") fb_kernels += int_attr(s, "gpu.kernels");
+  }
+  EXPECT_EQ(root_kernels, kThreads * kSteps * kLaunches);
+  EXPECT_EQ(fb_kernels, kThreads * kSteps * kLaunches);
+  EXPECT_EQ(handle_.stats().gpu_spans_incomplete, 0u);
+  EXPECT_EQ(handle_.stats().gpu_spans_timed,
+            static_cast<std::uint64_t>(kThreads * kSteps * (kLaunches + 1)));
+}
+
+}  // namespace
