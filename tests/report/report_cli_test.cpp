@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "metrics_fixture.hpp"
@@ -848,6 +849,95 @@ TEST_F(ReportCli, NoShareOfAnyGoldenInputIsAboveOneHundredPercent) {
         EXPECT_LE(o["exposed_ns"].get<std::uint64_t>(), o["overlapped_ns"].get<std::uint64_t>());
       }
     }
+  }
+}
+
+// ---- GPU time (docs/report.md#gpu-time) ----
+
+// The figures of golden/gpu.jsonl (make_inputs.py), each computed by hand from the GPU intervals
+// and busy times there, in ms from each step's start (steps of 100 ms at 0, 100, 200):
+//   rank 0: forward_backward [5,40] busy 30 (120 kernels), all_reduce [35,60] busy 20 (4),
+//           optimizer [72,80] busy 6 (30), the step [5,80] busy 55 (154);
+//   rank 1: forward_backward [5,75] busy 68, all_reduce [60,95] busy 30, optimizer [76,102]
+//           busy 20, the step [5,102] busy 95; get_batch [0,5) has no GPU times.
+TEST_F(ReportCli, GpuTimeOfTheGoldenInputIsWhatTheArithmeticGives) {
+  const std::string input = std::string(REPORT_GOLDEN_DIR) + "/gpu.jsonl";
+  const auto r = lens({"report", "--json", input});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  constexpr std::uint64_t ms = 1'000'000;
+  // Per name: gpu.busy and gpu.kernels added up over 3 steps of each rank.
+  std::map<std::string, std::tuple<json, json, json>> names;
+  for (const json& n : j["names"]) {
+    names[n["name"]] = {n["gpu_spans"], n["gpu_busy_ns"], n["gpu_kernels"]};
+  }
+  using Row = std::tuple<json, json, json>;
+  EXPECT_EQ(names["train_step"], Row(6, 3 * (55 + 95) * ms, 6 * 154));        // 450 ms
+  EXPECT_EQ(names["forward_backward"], Row(6, 3 * (30 + 68) * ms, 6 * 120));  // 294 ms
+  EXPECT_EQ(names["all_reduce"], Row(6, 3 * (20 + 30) * ms, 6 * 4));          // 150 ms
+  EXPECT_EQ(names["optimizer"], Row(6, 3 * (6 + 20) * ms, 6 * 30));           // 78 ms
+  EXPECT_EQ(names["get_batch"], Row(0, nullptr, nullptr));
+  // Per step, rank 0: busy 55 (the step's gpu.busy); idle: window [0, max(100, 80)] = 100,
+  // less 55 = 45; exposed communication: [35,60] - ([5,40] + [72,80]) = [40,60] = 20.
+  // Rank 1: busy 95; window [0, max(100, 102)] = 102, idle 102 - 95 = 7; exposed communication
+  // [60,95] - ([5,75] + [76,102]) = [75,76] = 1.
+  const json& r0 = j["ranks"][0];
+  const json& r1 = j["ranks"][1];
+  EXPECT_EQ(r0["timeline"]["gpu_busy_ns"], json({55 * ms, 55 * ms, 55 * ms}));
+  EXPECT_EQ(r0["timeline"]["gpu_idle_ns"], json({45 * ms, 45 * ms, 45 * ms}));
+  EXPECT_EQ(r0["timeline"]["gpu_exposed_comm_ns"], json({20 * ms, 20 * ms, 20 * ms}));
+  EXPECT_EQ(r1["timeline"]["gpu_busy_ns"], json({95 * ms, 95 * ms, 95 * ms}));
+  EXPECT_EQ(r1["timeline"]["gpu_idle_ns"], json({7 * ms, 7 * ms, 7 * ms}));
+  EXPECT_EQ(r1["timeline"]["gpu_exposed_comm_ns"], json({ms, ms, ms}));
+  // The GPU row of rank 1's second step: the leaves' intervals, from the first step's start.
+  EXPECT_EQ(r1["timeline"]["gpu_intervals_ns"][1],
+            json::parse(R"([[105000000,70000000,"forward_backward"],
+                            [160000000,35000000,"communication"],
+                            [176000000,26000000,"optimizer"]])"));
+  EXPECT_EQ(r0["gpu_steps"], json::parse(R"([{"name":"train_step","count":3,
+      "gpu_busy_ns":165000000,"gpu_busy_p50_ns":55000000,"gpu_idle_ns":135000000,
+      "gpu_exposed_comm_ns":60000000,"straggler":false}])"));
+  EXPECT_EQ(r1["gpu_steps"], json::parse(R"([{"name":"train_step","count":3,
+      "gpu_busy_ns":285000000,"gpu_busy_p50_ns":95000000,"gpu_idle_ns":21000000,
+      "gpu_exposed_comm_ns":3000000,"straggler":true}])"));
+  // Both ranks' steps take 100 ms: no straggler on step time. On GPU busy the median across
+  // ranks is (55 + 95) / 2 = 75; 95 is 26.67 % above it, past 20 %.
+  EXPECT_FALSE(r1["steps"][0]["straggler"]);
+  EXPECT_EQ(j["stragglers"]["ranks"], json::parse(R"([{"rank":1,"name":"train_step",
+      "p50_ns":95000000,"median_ns":75000000,"excess_pct":26.67,"measure":"gpu_busy"}])"));
+  EXPECT_EQ(j["gpu"], json::parse(R"({"spans":24,"steps":6,"busy_ns":450000000,
+      "idle_ns":156000000,"exposed_comm_ns":63000000,"communication_group":"communication"})"));
+  // At 30 % rank 1 is no straggler (95 < 75 x 1.3 = 97.5).
+  const json at30 =
+      json::parse(lens({"report", "--json", "--straggler-threshold", "30", input}).out);
+  EXPECT_EQ(at30["stragglers"]["ranks"], json::array());
+  EXPECT_FALSE(at30["ranks"][1]["gpu_steps"][0]["straggler"]);
+
+  // The same report with the spans in reverse order, children before their steps, two files.
+  std::vector<std::string> lines;
+  std::istringstream in(report_test::read_file(input));
+  for (std::string line; std::getline(in, line);) {
+    json request = json::parse(line);
+    json& spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"];
+    spans = json(std::vector<json>(spans.rbegin(), spans.rend()));
+    lines.push_back(request.dump());
+  }
+  std::ofstream(dir_ + "/a.jsonl") << lines[5] << '\n' << lines[1] << '\n' << lines[3] << '\n';
+  std::ofstream(dir_ + "/b.jsonl") << lines[4] << '\n' << lines[0] << '\n' << lines[2] << '\n';
+  const auto reversed = lens({"report", "--json", dir_ + "/b.jsonl", dir_ + "/a.jsonl"});
+  ASSERT_EQ(reversed.status, 0) << reversed.err;
+  json k = json::parse(reversed.out), expected = j;
+  for (json* x : {&k, &expected}) x->erase("files");
+  EXPECT_EQ(k, expected);
+}
+
+TEST_F(ReportCli, WithoutGpuAttributesNothingOfGpuIsShown) {
+  for (const bool as_json : {false, true}) {
+    const auto r = lens(
+        report_args(as_json ? std::vector<std::string>{"--json"} : std::vector<std::string>{}));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.find("gpu"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("GPU"), std::string::npos) << r.out;
   }
 }
 

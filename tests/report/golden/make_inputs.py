@@ -14,6 +14,19 @@ folder. Run it again after changing it, and commit its output with it; the tests
   nested_rank0.jsonl, nested_rank1.jsonl
       steps with a zero_grad span of group step inside (not a top-level step) and microbatches
       inside forward_backward; read in either file order.
+  gpu.jsonl
+      2 ranks x 3 steps of 100 ms with the same CPU spans (get_batch [0,5), forward_backward
+      [5,60), optimizer [70,90) on the step's thread, an all_reduce [40,75) on a communication
+      thread) and GPU times (gpu.* attributes) on the step, forward_backward, all_reduce and
+      optimizer; get_batch is not GPU-timed. GPU intervals, ms from the step's start:
+        rank 0: forward_backward [5,40] busy 30, all_reduce [35,60] busy 20, optimizer [72,80]
+                busy 6, the step busy 55: idle 100 - 55 = 45, exposed communication
+                [35,60] - ([5,40] + [72,80]) = [40,60] = 20 ms.
+        rank 1: forward_backward [5,75] busy 68, all_reduce [60,95] busy 30, optimizer [76,102]
+                busy 20, the step busy 95: its window runs to 102, idle 102 - 95 = 7, exposed
+                communication [60,95] - ([5,75] + [76,102]) = [75,76] = 1 ms.
+      Median GPU busy across ranks (55 + 95) / 2 = 75; rank 1's 95 is 26.7 % above it: a
+      straggler on GPU busy only (both ranks' steps take 100 ms).
 """
 import json
 import os
@@ -30,11 +43,16 @@ def attr(key, value):
     return {"key": key, "value": {"stringValue": value}}
 
 
-def span(span_id, parent, name, group, start_ms, end_ms, thread, trace=TRACE):
+def span(span_id, parent, name, group, start_ms, end_ms, thread, trace=TRACE, gpu=None):
     s = {"traceId": trace, "spanId": "%016x" % span_id, "name": name, "kind": 1,
          "startTimeUnixNano": str(T0 + int(start_ms * MS)),
          "endTimeUnixNano": str(T0 + int(end_ms * MS)),
          "attributes": [attr("nemo.span.group", group), attr("thread.id", thread)]}
+    if gpu:  # (start_ms, end_ms, busy_ms, kernels)
+        start, end, busy, kernels = gpu
+        s["attributes"] += [attr("gpu.busy", int(busy * MS)), attr("gpu.kernels", kernels),
+                            attr("gpu.start", T0 + int(start * MS)),
+                            attr("gpu.end", T0 + int(end * MS))]
     if parent:
         s["parentSpanId"] = "%016x" % parent
     return s
@@ -98,6 +116,33 @@ def nested_inputs():
         write("nested_rank%d.jsonl" % rank, lines[::-1] if rank else lines)
 
 
+def gpu_input():
+    # ms from the step's start: (forward_backward, all_reduce, optimizer, step) GPU intervals and
+    # busy times, per rank.
+    gpu = {0: ((5, 40, 30), (35, 60, 20), (72, 80, 6), (5, 80, 55)),
+           1: ((5, 75, 68), (60, 95, 30), (76, 102, 20), (5, 102, 95))}
+    lines = []
+    for rank in range(2):
+        fb, ar, opt, st = gpu[rank]
+        for step in range(3):
+            base, sid = step * 100, (rank + 1) * 100 + step * 10
+
+            def g(t, kernels):
+                return (base + t[0], base + t[1], t[2], kernels)
+            lines.append(line(rank, [
+                span(sid + 1, 0, "train_step", "step", base, base + 100, 100, gpu=g(st, 154)),
+                span(sid + 2, sid + 1, "get_batch", "data_loading", base, base + 5, 100),
+                span(sid + 3, sid + 1, "forward_backward", "forward_backward", base + 5, base + 60,
+                     100, gpu=g(fb, 120)),
+                span(sid + 4, sid + 1, "all_reduce", "communication", base + 40, base + 75, 200,
+                     gpu=g(ar, 4)),
+                span(sid + 5, sid + 1, "optimizer", "optimizer", base + 70, base + 90, 100,
+                     gpu=g(opt, 30)),
+            ]))
+    write("gpu.jsonl", lines)
+
+
 order_inputs()
 ddp_input()
 nested_inputs()
+gpu_input()

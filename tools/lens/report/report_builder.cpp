@@ -11,8 +11,8 @@ namespace nemo::lens::cli {
 
 namespace {
 
-// The order of two steps in one cell: the earlier wins (then the shorter, then the intervals), so
-// that a cell keeps the same step whatever the order they came in.
+// The order of two steps in one cell: the earlier wins (then the shorter, then the intervals,
+// then the GPU times), so that a cell keeps the same step whatever the order they came in.
 bool earlier(const TimelineStep& a, const TimelineStep& b) {
   auto less = [](const Interval& x, const Interval& y) {
     return std::tie(x.start_ns, x.end_ns) < std::tie(y.start_ns, y.end_ns);
@@ -23,8 +23,22 @@ bool earlier(const TimelineStep& a, const TimelineStep& b) {
     return std::lexicographical_compare(a.overlapped.begin(), a.overlapped.end(),
                                         b.overlapped.begin(), b.overlapped.end(), less);
   }
-  return std::lexicographical_compare(a.exposed.begin(), a.exposed.end(), b.exposed.begin(),
-                                      b.exposed.end(), less);
+  if (a.exposed != b.exposed) {
+    return std::lexicographical_compare(a.exposed.begin(), a.exposed.end(), b.exposed.begin(),
+                                        b.exposed.end(), less);
+  }
+  const TimelineGpu &x = a.gpu, &y = b.gpu;
+  if (std::tie(x.timed, x.busy_ns, x.idle_ns, x.exposed_comm_ns) !=
+      std::tie(y.timed, y.busy_ns, y.idle_ns, y.exposed_comm_ns)) {
+    return std::tie(x.timed, x.busy_ns, x.idle_ns, x.exposed_comm_ns) <
+           std::tie(y.timed, y.busy_ns, y.idle_ns, y.exposed_comm_ns);
+  }
+  return std::lexicographical_compare(
+      x.boxes.begin(), x.boxes.end(), y.boxes.begin(), y.boxes.end(),
+      [&](const GpuBox& p, const GpuBox& q) {
+        return less(p.interval, q.interval) ||
+               (p.interval == q.interval && p.group_id < q.group_id);
+      });
 }
 
 void keep_earliest(std::map<std::uint64_t, TimelineStep>& cells, std::uint64_t cell,
@@ -55,6 +69,32 @@ std::vector<Interval> thin_intervals(std::vector<Interval> intervals, std::uint6
               [](const Interval& x, const Interval& y) { return x.start_ns < y.start_ns; });
   }
   return intervals;
+}
+
+// At most kMaxTimelineIntervals of a step's GPU boxes: each group's thinned as above, then the
+// longest kept, by start.
+std::vector<GpuBox> thin_boxes(const std::vector<GpuBox>& boxes, std::uint64_t duration_ns) {
+  if (boxes.size() <= kMaxTimelineIntervals) return boxes;
+  std::map<std::uint32_t, std::vector<Interval>> by_group;
+  for (const GpuBox& b : boxes) by_group[b.group_id].push_back(b.interval);
+  std::vector<GpuBox> out;
+  for (auto& [group, list] : by_group) {
+    for (const Interval& i : thin_intervals(std::move(list), duration_ns))
+      out.push_back({i, group});
+  }
+  auto by_start = [](const GpuBox& a, const GpuBox& b) {
+    return std::tie(a.interval.start_ns, a.interval.end_ns, a.group_id) <
+           std::tie(b.interval.start_ns, b.interval.end_ns, b.group_id);
+  };
+  std::sort(out.begin(), out.end(), by_start);
+  if (out.size() > kMaxTimelineIntervals) {
+    std::stable_sort(out.begin(), out.end(), [](const GpuBox& a, const GpuBox& b) {
+      return a.interval.end_ns - a.interval.start_ns > b.interval.end_ns - b.interval.start_ns;
+    });
+    out.resize(kMaxTimelineIntervals);
+    std::sort(out.begin(), out.end(), by_start);
+  }
+  return out;
 }
 
 }  // namespace
@@ -116,7 +156,7 @@ std::uint32_t ReportBuilder::name_id(const SpanRecord& span) {
   auto [group_it, new_group] =
       group_ids_.try_emplace(std::string(group), static_cast<std::uint32_t>(groups_.size()));
   if (new_group) groups_.emplace_back().group = std::string(group);
-  kinds_.push_back({group_it->second, group == kStepGroup});
+  kinds_.push_back({group_it->second, group == kStepGroup, group == kCommunicationGroup});
   return id;
 }
 
@@ -179,8 +219,22 @@ void ReportBuilder::add_span(RankKey rank, const SpanRecord& span) {
       truncated_.resize(kMaxTruncatedRows);
     }
   }
-  spill_.add({rank, span.trace_key, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
-              span.thread_id.value_or(kNoThread), id});
+  const SpanFacts facts{rank,
+                        span.trace_key,
+                        span.span_id,
+                        span.parent_span_id,
+                        span.start_ns,
+                        span.end_ns,
+                        span.thread_id.value_or(kNoThread),
+                        id};
+  spill_.add(facts);
+  if (span.gpu.timed()) {
+    ++stats.gpu_spans;
+    stats.gpu_busy_ns += span.gpu.busy_ns.value_or(0);
+    stats.gpu_kernels += span.gpu.kernels.value_or(0);
+    ++gpu_.spans;
+    spill_.add(gpu_facts(facts, gpu_facts_of(span.gpu)));
+  }
 }
 
 void ReportBuilder::add_step(const StepResult& step) {
@@ -196,9 +250,22 @@ void ReportBuilder::add_step(const StepResult& step) {
   for (const auto& [id, ns] : step.within_by_group) groups_[id].in_step_ns += ns;
   for (const OverlapTimes& t : step.overlap_by_name) names_[t.id].overlap.add(t);
   for (const OverlapTimes& t : step.overlap_by_group) groups_[t.id].overlap.add(t);
+  TimelineGpu gpu;
+  if (step.gpu.timed) {
+    const StepGpu& g = step.gpu;
+    GpuSteps& stats = rank.gpu_steps[step.name_id];
+    stats.busy.add(g.busy_ns);
+    stats.idle_ns += g.idle_ns;
+    stats.exposed_comm_ns += g.exposed_comm_ns;
+    ++gpu_.steps;
+    gpu_.busy_ns += g.busy_ns;
+    gpu_.idle_ns += g.idle_ns;
+    gpu_.exposed_comm_ns += g.exposed_comm_ns;
+    gpu = {true, g.busy_ns, g.idle_ns, g.exposed_comm_ns, thin_boxes(g.boxes, step.duration_ns)};
+  }
   rank.timeline.add({step.start_ns, step.duration_ns,
                      thin_intervals(step.overlapped, step.duration_ns),
-                     thin_intervals(step.exposed, step.duration_ns)});
+                     thin_intervals(step.exposed, step.duration_ns), std::move(gpu)});
 }
 
 void ReportBuilder::add_malformed(const MalformedLine& line) {
@@ -239,6 +306,9 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
   report.metrics = metrics_.finish();
   report.log_count = log_count_;
   report.logs = logs_;
+  report.has_gpu = gpu_.spans > 0;
+  report.gpu = gpu_;
+  for (const GroupStats& g : groups_) report.group_names.push_back(g.group);
   std::stable_sort(report.logs.begin(), report.logs.end(),
                    [](const LogRow& a, const LogRow& b) { return a.time_ns < b.time_ns; });
 
@@ -257,6 +327,9 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
     row.max_ns = s.durations.max();
     row.in_step_ns = s.in_step_ns;
     row.in_step_self_ns = s.in_step_self_ns;
+    row.gpu_spans = s.gpu_spans;
+    row.gpu_busy_ns = s.gpu_busy_ns;
+    row.gpu_kernels = s.gpu_kernels;
     GroupRow& g = groups[kinds_[id].group_id];
     g.count += row.count;
     g.total_ns += row.total_ns;
@@ -326,6 +399,14 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
     std::sort(row.steps.begin(), row.steps.end(), [](const RankStepRow& a, const RankStepRow& b) {
       return a.count != b.count ? a.count > b.count : a.name < b.name;
     });
+    for (const auto& [id, stats] : state->gpu_steps) {
+      row.gpu_steps.push_back({names_[id].name, stats.busy.count(), stats.busy.sum(),
+                               stats.busy.quantile(0.5), stats.idle_ns, stats.exposed_comm_ns});
+    }
+    std::sort(row.gpu_steps.begin(), row.gpu_steps.end(),
+              [](const RankGpuRow& a, const RankGpuRow& b) {
+                return a.count != b.count ? a.count > b.count : a.name < b.name;
+              });
     std::vector<TimelineStep> kept = state->timeline.steps();  // by start
     if (kept.size() <= per_rank) {
       row.timeline = std::move(kept);
@@ -357,6 +438,24 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
       if (s->p50_ns > m * factor) {
         s->straggler = true;
         report.stragglers.push_back({r->rank, name, s->p50_ns, m, (s->p50_ns / m - 1) * 100});
+      }
+    }
+  }
+  // The same rule on the median GPU busy time per step, where steps had GPU times.
+  std::map<std::string, std::vector<std::pair<RankRow*, RankGpuRow*>>> gpu_by_name;
+  for (RankRow& r : report.ranks) {
+    for (RankGpuRow& s : r.gpu_steps) gpu_by_name[s.name].emplace_back(&r, &s);
+  }
+  for (auto& [name, rows] : gpu_by_name) {
+    std::vector<double> medians;
+    for (const auto& [r, s] : rows) medians.push_back(s->busy_p50_ns);
+    const double m = median(medians);
+    if (rows.size() < 2 || m <= 0) continue;
+    for (const auto& [r, s] : rows) {
+      if (s->busy_p50_ns > m * factor) {
+        s->straggler = true;
+        report.stragglers.push_back({r->rank, name, s->busy_p50_ns, m,
+                                     (s->busy_p50_ns / m - 1) * 100, StragglerMeasure::kGpuBusy});
       }
     }
   }

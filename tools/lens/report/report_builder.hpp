@@ -33,6 +33,24 @@ namespace nemo::lens::cli {
 inline constexpr std::string_view kNoGroup = "(none)";
 /// The group whose spans are steps.
 inline constexpr std::string_view kStepGroup = "step";
+/// The group whose GPU time is communication (exposed communication on the GPU).
+inline constexpr std::string_view kCommunicationGroup = "communication";
+
+/// A span's gpu.* attributes as the step analysis keeps them.
+inline GpuFacts gpu_facts_of(const SpanGpu& g) {
+  return {g.busy_ns.has_value(), g.kernels.has_value(),  g.has_interval(),    g.busy_ns.value_or(0),
+          g.kernels.value_or(0), g.start_ns.value_or(0), g.end_ns.value_or(0)};
+}
+
+/// The GPU time of a step on the timeline (StepGpu, its boxes thinned to kMaxTimelineIntervals).
+struct TimelineGpu {
+  bool timed = false;  // the step had GPU times; the rest is 0 and empty otherwise
+  std::uint64_t busy_ns = 0;
+  std::uint64_t idle_ns = 0;
+  std::uint64_t exposed_comm_ns = 0;
+  std::vector<GpuBox> boxes;  // group ids index Report::group_names
+  bool operator==(const TimelineGpu&) const = default;
+};
 
 /// One step drawn on the timeline: its start (Unix ns) and duration, and the spans beside it (of
 /// other threads or processes): the union of their intervals within the step and its exposed
@@ -42,6 +60,7 @@ struct TimelineStep {
   std::uint64_t duration_ns = 0;
   std::vector<Interval> overlapped;
   std::vector<Interval> exposed;
+  TimelineGpu gpu{};  // initialized here, so that {start, duration, {}, {}} needs no gpu
   bool operator==(const TimelineStep&) const = default;
 };
 
@@ -81,6 +100,9 @@ struct NameRow {
   std::uint64_t max_ns = 0;
   std::uint64_t in_step_ns = 0;       // the union of these spans' intervals within each step
   std::uint64_t in_step_self_ns = 0;  // time on the step's own thread with one of these innermost
+  std::uint64_t gpu_spans = 0;        // spans with gpu.* attributes (0: no GPU figure)
+  std::uint64_t gpu_busy_ns = 0;      // their gpu.busy added up
+  std::uint64_t gpu_kernels = 0;      // their gpu.kernels added up
 };
 
 /// Spans of the top-level steps that ran beside them, on other threads or processes: per group
@@ -113,22 +135,42 @@ struct RankStepRow {
   bool straggler = false;
 };
 
+/// One rank's GPU time per step, over its top-level step spans of one name that had GPU times.
+struct RankGpuRow {
+  std::string name;
+  std::uint64_t count = 0;  // steps with GPU times
+  std::uint64_t busy_ns = 0;
+  double busy_p50_ns = 0;
+  std::uint64_t idle_ns = 0;
+  std::uint64_t exposed_comm_ns = 0;
+  bool straggler = false;  // on the median GPU busy per step
+};
+
 struct RankRow {
   std::optional<std::int64_t> rank;  // dl.rank; empty when the resource has none
   std::string instance_id;           // the first service.instance.id seen
   std::uint64_t spans = 0;
   std::vector<RankStepRow> steps;      // most frequent name first
+  std::vector<RankGpuRow> gpu_steps;   // the same names, those with GPU times only
   std::vector<TimelineStep> timeline;  // thinned (see ReportOptions::timeline_*)
   std::uint64_t timeline_steps = 0;    // top-level step spans of every name
 };
 
-/// A rank whose median step time exceeds the median across ranks by more than the threshold.
+/// What a straggler was judged on.
+enum class StragglerMeasure : std::uint8_t {
+  kStepTime,  // the median step time
+  kGpuBusy,   // the median GPU busy time per step
+};
+
+/// A rank whose median step time (or GPU busy time per step) exceeds the median across ranks by
+/// more than the threshold.
 struct StragglerRow {
   std::optional<std::int64_t> rank;
   std::string name;
   double p50_ns = 0;
   double median_ns = 0;   // the median of the ranks' medians for this step name
   double excess_pct = 0;  // (p50 / median - 1) * 100
+  StragglerMeasure measure = StragglerMeasure::kStepTime;
 };
 
 /// The median across ranks of one step name.
@@ -174,6 +216,15 @@ struct LogRow {
   std::string body;
 };
 
+/// The GPU times over the whole input (only in a report whose spans carried any).
+struct GpuSummary {
+  std::uint64_t spans = 0;  // GPU-timed spans read
+  std::uint64_t steps = 0;  // top-level step spans with GPU times
+  std::uint64_t busy_ns = 0;
+  std::uint64_t idle_ns = 0;
+  std::uint64_t exposed_comm_ns = 0;
+};
+
 struct Report {
   std::vector<std::string> files;
   ReaderCounts input;
@@ -196,6 +247,10 @@ struct Report {
   std::vector<MetricRow> metrics;  // the metrics of the input's metrics lines (report_metrics.hpp)
   std::uint64_t log_count = 0;     // log records read (of the --run run)
   std::vector<LogRow> logs;        // the first kMaxLogRows, by time
+  /// Some span carried gpu.* attributes: the report shows GPU time (otherwise nothing of it).
+  bool has_gpu = false;
+  GpuSummary gpu;
+  std::vector<std::string> group_names;  // by group id, for TimelineGpu::boxes
 };
 
 /// Aggregates requests into a Report. Not thread-safe.
@@ -244,6 +299,9 @@ class ReportBuilder {
   struct NameStats {
     std::string name;
     DurationSketch durations;
+    std::uint64_t gpu_spans = 0;
+    std::uint64_t gpu_busy_ns = 0;
+    std::uint64_t gpu_kernels = 0;
     std::uint64_t in_step_ns = 0;
     std::uint64_t in_step_self_ns = 0;
     Overlap overlap;
@@ -256,10 +314,17 @@ class ReportBuilder {
     Overlap overlap;
   };
 
+  struct GpuSteps {
+    DurationSketch busy;
+    std::uint64_t idle_ns = 0;
+    std::uint64_t exposed_comm_ns = 0;
+  };
+
   struct RankState {
     std::string instance_id;  // the least service.instance.id seen
     std::uint64_t spans = 0;
     std::map<std::uint32_t, DurationSketch> steps;  // top-level step spans per name id
+    std::map<std::uint32_t, GpuSteps> gpu_steps;    // those with GPU times, per name id
     TimelineSampler timeline;
   };
 
@@ -282,6 +347,7 @@ class ReportBuilder {
   std::uint64_t log_count_ = 0;
   std::vector<LogRow> logs_;
   std::size_t logs_below_warn_ = 0;  // of logs_, the ones a warning may replace
+  GpuSummary gpu_;
 };
 
 }  // namespace nemo::lens::cli

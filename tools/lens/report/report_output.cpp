@@ -281,6 +281,52 @@ ojson intervals_json(const std::vector<Interval>& intervals, std::uint64_t origi
   return out;
 }
 
+// GPU boxes as [offset, duration, group].
+ojson gpu_boxes_json(const std::vector<GpuBox>& boxes, const Report& r) {
+  ojson out = ojson::array();
+  for (const GpuBox& b : boxes) {
+    out.push_back({b.interval.start_ns - r.timeline_origin_ns,
+                   b.interval.end_ns - b.interval.start_ns,
+                   b.group_id < r.group_names.size() ? r.group_names[b.group_id] : std::string()});
+  }
+  return out;
+}
+
+const char* measure_text(StragglerMeasure m) {
+  return m == StragglerMeasure::kGpuBusy ? "gpu busy" : "step time";
+}
+
+const char* measure_json(StragglerMeasure m) {
+  return m == StragglerMeasure::kGpuBusy ? "gpu_busy" : "step_time";
+}
+
+// GPU time per step, per rank and step name (only in a report with GPU times).
+std::string gpu_steps_text(const Report& r) {
+  if (r.gpu.steps == 0) return "\nGPU time per step: no top-level step span had GPU times\n";
+  std::string out =
+      "\nGPU time per step (busy: GPU activity of the step and its spans; idle: the rest of the "
+      "step, to its last GPU activity; exposed comm: communication on the GPU while no other GPU "
+      "work ran)\n";
+  TextTable t = indented_table({{"rank", false},
+                                {"name", false},
+                                {"steps", true},
+                                {"busy p50", true},
+                                {"busy", true},
+                                {"idle", true},
+                                {"exposed comm", true},
+                                {"", false}});
+  for (const RankRow& rank : r.ranks) {
+    for (const RankGpuRow& g : rank.gpu_steps) {
+      t.add({rank_label(rank.rank), g.name, std::to_string(g.count), format_duration(g.busy_p50_ns),
+             format_duration(static_cast<double>(g.busy_ns)),
+             format_duration(static_cast<double>(g.idle_ns)),
+             format_duration(static_cast<double>(g.exposed_comm_ns)),
+             g.straggler ? "straggler" : ""});
+    }
+  }
+  return out + t.str();
+}
+
 }  // namespace
 
 std::string report_text(const Report& r, std::size_t top) {
@@ -307,30 +353,42 @@ std::string report_text(const Report& r, std::size_t top) {
   if (r.step_total_ns > 0) {
     out += " (share of the " + format_duration(static_cast<double>(r.step_total_ns)) +
            " spent in " + plural(r.step_count, "top-level step span", "top-level step spans") +
-           "; step%: within the steps, self%: on the steps' own threads)";
+           "; step%: within the steps, self%: on the steps' own threads" +
+           (r.has_gpu ? "; gpu busy: their GPU busy time added up, gpu%: its share of total" : "") +
+           ")";
+  } else if (r.has_gpu) {
+    out += " (gpu busy: their GPU busy time added up, gpu%: its share of total)";
   }
   out += '\n';
   if (r.names.empty()) {
     out += "  no spans\n";
   } else {
-    TextTable t = indented_table({{"group", false},
-                                  {"name", false},
-                                  {"count", true},
-                                  {"total", true},
-                                  {"mean", true},
-                                  {"p50", true},
-                                  {"p95", true},
-                                  {"max", true},
-                                  {"step%", true},
-                                  {"self%", true}});
+    std::vector<TextTable::Column> columns = {
+        {"group", false}, {"name", false}, {"count", true}, {"total", true}, {"mean", true},
+        {"p50", true},    {"p95", true},   {"max", true},   {"step%", true}, {"self%", true}};
+    if (r.has_gpu) {
+      columns.push_back({"gpu busy", true});
+      columns.push_back({"gpu%", true});
+    }
+    TextTable t = indented_table(std::move(columns));
     for (std::size_t i = 0; i < shown; ++i) {
       const NameRow& n = r.names[i];
-      t.add({n.group, n.name, std::to_string(n.count),
-             format_duration(static_cast<double>(n.total_ns)), format_duration(n.mean_ns),
-             format_duration(n.p50_ns), format_duration(n.p95_ns),
-             format_duration(static_cast<double>(n.max_ns)),
-             share_text(n.in_step_ns, r.step_total_ns),
-             share_text(n.in_step_self_ns, r.step_total_ns)});
+      std::vector<std::string> cells = {n.group,
+                                        n.name,
+                                        std::to_string(n.count),
+                                        format_duration(static_cast<double>(n.total_ns)),
+                                        format_duration(n.mean_ns),
+                                        format_duration(n.p50_ns),
+                                        format_duration(n.p95_ns),
+                                        format_duration(static_cast<double>(n.max_ns)),
+                                        share_text(n.in_step_ns, r.step_total_ns),
+                                        share_text(n.in_step_self_ns, r.step_total_ns)};
+      if (r.has_gpu) {
+        cells.push_back(n.gpu_spans == 0 ? "-"
+                                         : format_duration(static_cast<double>(n.gpu_busy_ns)));
+        cells.push_back(n.gpu_spans == 0 ? "-" : share_text(n.gpu_busy_ns, n.total_ns));
+      }
+      t.add(std::move(cells));
     }
     out += t.str();
     if (shown < r.names.size()) {
@@ -376,23 +434,27 @@ std::string report_text(const Report& r, std::size_t top) {
     }
     out += t.str();
   }
+  if (r.has_gpu) out += gpu_steps_text(r);
 
   // Stragglers.
-  const std::string rule = "median step time more than " +
-                           printf_string("%g", r.straggler_threshold_pct) +
+  const std::string rule = std::string(r.has_gpu ? "median step time, or median GPU busy per step, "
+                                                 : "median step time ") +
+                           "more than " + printf_string("%g", r.straggler_threshold_pct) +
                            "% above the median across ranks";
   if (r.stragglers.empty()) {
     out += "\nStragglers (" + rule + "): none\n";
   } else {
     out += "\nStragglers (" + rule + ")\n";
-    TextTable t = indented_table({{"rank", false},
-                                  {"name", false},
-                                  {"median", true},
-                                  {"across ranks", true},
-                                  {"excess", true}});
+    std::vector<TextTable::Column> columns = {{"rank", false}, {"name", false}};
+    if (r.has_gpu) columns.push_back({"measure", false});
+    columns.insert(columns.end(), {{"median", true}, {"across ranks", true}, {"excess", true}});
+    TextTable t = indented_table(std::move(columns));
     for (const StragglerRow& s : r.stragglers) {
-      t.add({rank_label(s.rank), s.name, format_duration(s.p50_ns), format_duration(s.median_ns),
-             "+" + printf_string("%.1f", s.excess_pct) + "%"});
+      std::vector<std::string> cells = {rank_label(s.rank), s.name};
+      if (r.has_gpu) cells.push_back(measure_text(s.measure));
+      cells.insert(cells.end(), {format_duration(s.p50_ns), format_duration(s.median_ns),
+                                 "+" + printf_string("%.1f", s.excess_pct) + "%"});
+      t.add(std::move(cells));
     }
     out += t.str();
   }
@@ -469,6 +531,12 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                      {"in_step_self_ns", n.in_step_self_ns},
                      {"step_share", share_json(n.in_step_ns, r.step_total_ns)},
                      {"self_share", share_json(n.in_step_self_ns, r.step_total_ns)}});
+    if (r.has_gpu) {
+      ojson& row = names.back();
+      row["gpu_spans"] = n.gpu_spans;
+      row["gpu_busy_ns"] = n.gpu_spans == 0 ? ojson(nullptr) : ojson(n.gpu_busy_ns);
+      row["gpu_kernels"] = n.gpu_spans == 0 ? ojson(nullptr) : ojson(n.gpu_kernels);
+    }
   }
   j["names"] = std::move(names);
   j["names_total"] = r.names.size();
@@ -500,10 +568,17 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                        {"straggler", s.straggler}});
     }
     ojson timeline = ojson::array(), overlapped = ojson::array(), exposed = ojson::array();
+    ojson gpu_busy = ojson::array(), gpu_idle = ojson::array(), gpu_exposed = ojson::array(),
+          gpu_intervals = ojson::array();
     for (const TimelineStep& s : rank.timeline) {
       timeline.push_back({s.start_ns - r.timeline_origin_ns, s.duration_ns});
       overlapped.push_back(intervals_json(s.overlapped, r.timeline_origin_ns));
       exposed.push_back(intervals_json(s.exposed, r.timeline_origin_ns));
+      const TimelineGpu& g = s.gpu;
+      gpu_busy.push_back(g.timed ? ojson(g.busy_ns) : ojson(nullptr));
+      gpu_idle.push_back(g.timed ? ojson(g.idle_ns) : ojson(nullptr));
+      gpu_exposed.push_back(g.timed ? ojson(g.exposed_comm_ns) : ojson(nullptr));
+      gpu_intervals.push_back(gpu_boxes_json(g.boxes, r));
     }
     ranks.push_back({{"rank", rank_json(rank.rank)},
                      {"instance_id", rank.instance_id},
@@ -515,6 +590,25 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                        {"offset_and_duration_ns", std::move(timeline)},
                        {"overlapped_ns", std::move(overlapped)},
                        {"exposed_ns", std::move(exposed)}}}});
+    if (r.has_gpu) {
+      ojson gpu_steps = ojson::array();
+      for (const RankGpuRow& g : rank.gpu_steps) {
+        gpu_steps.push_back({{"name", g.name},
+                             {"count", g.count},
+                             {"gpu_busy_ns", g.busy_ns},
+                             {"gpu_busy_p50_ns", rounded(g.busy_p50_ns)},
+                             {"gpu_idle_ns", g.idle_ns},
+                             {"gpu_exposed_comm_ns", g.exposed_comm_ns},
+                             {"straggler", g.straggler}});
+      }
+      ojson& row = ranks.back();
+      row["gpu_steps"] = std::move(gpu_steps);
+      ojson& t = row["timeline"];
+      t["gpu_busy_ns"] = std::move(gpu_busy);
+      t["gpu_idle_ns"] = std::move(gpu_idle);
+      t["gpu_exposed_comm_ns"] = std::move(gpu_exposed);
+      t["gpu_intervals_ns"] = std::move(gpu_intervals);
+    }
   }
   j["ranks"] = std::move(ranks);
   j["timeline_origin_unix_ns"] = r.timeline_origin_ns;
@@ -533,6 +627,7 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                           {"p50_ns", rounded(s.p50_ns)},
                           {"median_ns", rounded(s.median_ns)},
                           {"excess_pct", round_to(s.excess_pct, 100)}});
+    if (r.has_gpu) stragglers.back()["measure"] = measure_json(s.measure);
   }
   j["stragglers"] = {{"threshold_pct", r.straggler_threshold_pct},
                      {"ranks", std::move(stragglers)}};
@@ -564,6 +659,14 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                     {"body", l.body}});
   }
   j["logs"] = {{"count", r.log_count}, {"records", std::move(logs)}};
+  if (r.has_gpu) {
+    j["gpu"] = {{"spans", r.gpu.spans},
+                {"steps", r.gpu.steps},
+                {"busy_ns", r.gpu.busy_ns},
+                {"idle_ns", r.gpu.idle_ns},
+                {"exposed_comm_ns", r.gpu.exposed_comm_ns},
+                {"communication_group", kCommunicationGroup}};
+  }
   return j;
 }
 
