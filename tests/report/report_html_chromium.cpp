@@ -5,7 +5,9 @@
 // bar starts); a screenshot of it must not be blank, and the page must log nothing to its
 // console. A second page, of 40 ranks' metrics, must draw the aggregate (median, min-max band,
 // the ranks furthest from the median named). A third, of a DDP-like job, must draw the spans
-// beside the steps on their own row under the steps, overlapped and exposed parts to scale. Exits
+// beside the steps on their own row under the steps, overlapped and exposed parts to scale. A
+// fourth, of GPU-timed steps, must draw a GPU row under the steps of the rank that has GPU times,
+// one box per leaf GPU-timed span, to scale and in its group's colour. Exits
 // 77 (ctest: skipped) when no Chromium is installed; the CHROMIUM variable names one explicitly.
 //
 //   report_html_chromium LENS_BINARY WORK_DIR
@@ -400,5 +402,79 @@ int main(int argc, char** argv) {
              std::to_string(exposed_w) + " of " + std::to_string(step_w) + ")");
   expect(count(ddp_dom, "class=\"overlap-row\"") == 1, "one all_reduce row in the table beside");
   if (failures > 0) std::printf("the DDP-like DOM is in %s/ddp-dom.html\n", dir.c_str());
+
+  // GPU time: rank 0's two steps of 100 ms (110 ms apart) carry gpu.* attributes, the step's
+  // and its three leaves': forward_backward [5,60] ms, an all-reduce on another thread [40,80],
+  // the optimizer [82,90]; rank 1's spans have none, so it gets no GPU row.
+  std::string gpu;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<report_test::SpanSpec> spans;
+    for (std::uint64_t step = 0; step < 2; ++step) {
+      using report_test::kMs;
+      const std::uint64_t t = report_test::kT0 + step * 110 * kMs, id = 10 * (step + 1);
+      auto timed = [&](std::uint64_t from, std::uint64_t to, std::int64_t busy_ms) {
+        if (rank != 0) return std::vector<report_test::Attr>{};
+        return std::vector<report_test::Attr>{
+            {"gpu.busy", busy_ms * static_cast<std::int64_t>(kMs)},
+            {"gpu.kernels", std::int64_t{10}},
+            {"gpu.start", static_cast<std::int64_t>(t + from * kMs)},
+            {"gpu.end", static_cast<std::int64_t>(t + to * kMs)}};
+      };
+      spans.push_back(report_test::make_span(id, 0, "train_step", "step", t, t + 100 * kMs, 5,
+                                             timed(5, 90, 75)));
+      spans.push_back(report_test::make_span(id + 1, id, "forward_backward", "forward_backward", t,
+                                             t + 70 * kMs, 5, timed(5, 60, 50)));
+      spans.push_back(report_test::make_span(id + 2, id, "all_reduce", "communication",
+                                             t + 30 * kMs, t + 85 * kMs, 6, timed(40, 80, 30)));
+      spans.push_back(report_test::make_span(id + 3, id, "optimizer", "optimizer", t + 80 * kMs,
+                                             t + 95 * kMs, 5, timed(82, 90, 5)));
+    }
+    gpu += report_test::request_line(report_test::rank_resource(rank), spans) + "\n";
+  }
+  report_test::write_file(dir + "/gpu.jsonl", gpu);
+  const std::string gpu_html = dir + "/gpu.html";
+  if (run_with_timeout({lens, "report", "--html", gpu_html, dir + "/gpu.jsonl"}, dir + "/gpu.txt",
+                       dir + "/gpu.err", std::chrono::seconds(60)) != 0) {
+    std::printf("FAIL: lens report --html of the GPU-timed job: %s\n",
+                report_test::read_file(dir + "/gpu.err").c_str());
+    return 1;
+  }
+  const int gpu_status =
+      run_chromium(chromium, dir + "/profile5", {"--dump-dom", "file://" + gpu_html},
+                   dir + "/gpu-dom.html", dir + "/gpu-chromium.err");
+  const std::string gpu_dom = report_test::read_file(dir + "/gpu-dom.html");
+  expect(gpu_status == 0 && gpu_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the GPU-timed page rendered");
+  expect(count(gpu_dom, "class=\"gpu-row\"") == 1 &&
+             gpu_dom.find("class=\"gpu-row\" data-rank=\"0\"") != std::string::npos,
+         "one GPU row, under rank 0's steps (rank 1 has no GPU times)");
+  expect(count(gpu_dom, "class=\"gpu-bar\"") == 6 &&
+             attribute_after(gpu_dom, "class=\"gpu-row\"", "data-boxes") == "6" &&
+             attribute_after(gpu_dom, "id=\"lens-rendered\"", "data-gpu-rows") == "1" &&
+             attribute_after(gpu_dom, "id=\"lens-rendered\"", "data-gpu-boxes") == "6",
+         "6 GPU boxes: 3 leaves (forward_backward, all_reduce, optimizer) in each of 2 steps");
+  for (const char* group : {"forward_backward", "communication", "optimizer"}) {
+    expect(count(gpu_dom, "class=\"gpu-bar\" data-group=\"" + std::string(group) + "\"") == 2,
+           std::string("2 GPU boxes of ") + group);
+  }
+  const std::string fb_box = "class=\"gpu-bar\" data-group=\"forward_backward\"";
+  const double gpu_step_x = std::atof(attribute_after(gpu_dom, "class=\"step-bar\"", "x").c_str());
+  const double gpu_step_w =
+      std::atof(attribute_after(gpu_dom, "class=\"step-bar\"", "width").c_str());
+  const double fb_x = std::atof(attribute_after(gpu_dom, fb_box, "x").c_str());
+  const double fb_w = std::atof(attribute_after(gpu_dom, fb_box, "width").c_str());
+  expect(gpu_step_w > 0 && std::abs((fb_x - gpu_step_x) / gpu_step_w - 0.05) < 0.01 &&
+             std::abs(fb_w / gpu_step_w - 0.55) < 0.01,
+         "forward_backward's GPU box starts 5 % into its step and is 55 % of its width (" +
+             std::to_string(fb_x - gpu_step_x) + ", " + std::to_string(fb_w) + " of " +
+             std::to_string(gpu_step_w) + ")");
+  const std::string fb_fill = attribute_after(gpu_dom, fb_box, "fill");
+  expect(
+      !fb_fill.empty() &&
+          fb_fill == attribute_after(
+                         gpu_dom, "class=\"group-share\" data-group=\"forward_backward\"", "fill"),
+      "a GPU box has its group's colour in the step breakdown (" + fb_fill + ")");
+  expect(count(gpu_dom, "class=\"gpu-step-row") == 1, "one row of GPU time per step (rank 0)");
+  if (failures > 0) std::printf("the GPU-timed DOM is in %s/gpu-dom.html\n", dir.c_str());
   return failures == 0 ? 0 : 1;
 }

@@ -142,6 +142,22 @@ constexpr std::string_view kTail = R"html(</script>
     return rank.steps.some(function (s) { return s.straggler; });
   }
 
+  // A colour per span group: the step breakdown's groups in its order, then the others.
+  function groupColors(d) {
+    var colors = {}, n = 0;
+    d.groups.filter(function (g) { return g.in_step_self_ns > 0; }).forEach(function (g) {
+      colors[g.group] = PALETTE[n++ % PALETTE.length];
+    });
+    d.groups.forEach(function (g) {
+      if (!(g.group in colors)) colors[g.group] = PALETTE[n++ % PALETTE.length];
+    });
+    return colors;
+  }
+  // A rank's steps had GPU times (the report's gpu.* attributes).
+  function hasGpu(r) {
+    return (r.timeline.gpu_busy_ns || []).some(function (v) { return v !== null; });
+  }
+
   // The time axis the step timeline and the metric charts share: nanoseconds from the first
   // step's start (else the first metric point), over every step and every point.
   var LEFT = 70, WIDTH = 1100, PLOT = WIDTH - LEFT - 10;
@@ -213,9 +229,15 @@ constexpr std::string_view kTail = R"html(</script>
       return (r.timeline.overlapped_ns || []).some(function (list) { return list.length > 0; });
     }
     var anyBeside = d.ranks.some(hasBeside);
+    // A rank whose steps had GPU times gets a GPU row right under its steps: the GPU intervals of
+    // the steps' leaf GPU-timed spans, coloured by group.
+    var gpuH = Math.max(3, Math.round(rowH * 0.8)), colors = groupColors(d), gpuGroups = {};
+    var gpuStats = {rows: 0, boxes: 0};
     var left = LEFT, width = WIDTH, plot = PLOT, top = 6;
     var height = top + 24;
-    d.ranks.forEach(function (r) { height += rowH + gap + (hasBeside(r) ? besideH + gap : 0); });
+    d.ranks.forEach(function (r) {
+      height += rowH + gap + (hasBeside(r) ? besideH + gap : 0) + (hasGpu(r) ? gpuH + gap : 0);
+    });
     var svg = svgEl("svg", {viewBox: "0 0 " + width + " " + height, width: "100%", role: "img",
                             "aria-label": "step timeline", id: "timeline-svg"});
     var x = axis.x, rowOf = {}, y = top;
@@ -240,6 +262,29 @@ constexpr std::string_view kTail = R"html(</script>
       rowOf[rankLabel(r.rank)] = {g: g, y: y};
       svg.appendChild(g);
       y += rowH + gap;
+      if (hasGpu(r)) {
+        var boxes = 0;
+        var gr = svgEl("g", {"class": "gpu-row", "data-rank": rankLabel(r.rank)});
+        gr.appendChild(svgEl("rect", {x: left, y: y, width: plot, height: gpuH, fill: "#f9fafc"}));
+        r.timeline.gpu_intervals_ns.forEach(function (list) {
+          list.forEach(function (p) {
+            var color = colors[p[2]] || "#999999";
+            gpuGroups[p[2]] = color;
+            var bar = svgEl("rect", {"class": "gpu-bar", "data-group": p[2], x: x(p[0]), y: y,
+                                     height: gpuH, fill: color, "fill-opacity": "0.8",
+                                     width: Math.max(0.5, x(p[0] + p[1]) - x(p[0]))});
+            bar.appendChild(svgEl("title", {}, "rank " + rankLabel(r.rank) + " GPU: " + p[2] + " " +
+                                               fmt(p[1]) + " at " + axis.label(p[0])));
+            gr.appendChild(bar);
+            boxes += 1;
+          });
+        });
+        gr.setAttribute("data-boxes", String(boxes));
+        gpuStats.rows += 1;
+        gpuStats.boxes += boxes;
+        svg.appendChild(gr);
+        y += gpuH + gap;
+      }
       if (!hasBeside(r)) return;
       var b = svgEl("g", {"class": "beside-row", "data-rank": rankLabel(r.rank)});
       b.appendChild(svgEl("rect", {x: left, y: y, width: plot, height: besideH, fill: "#f9fafc"}));
@@ -257,6 +302,19 @@ constexpr std::string_view kTail = R"html(</script>
       svg.appendChild(b);
       y += besideH + gap;
     });
+    if (gpuStats.rows > 0) {
+      s.appendChild(el("p", {"class": "note"},
+          "Under a rank's steps, its GPU row: the GPU intervals (first to last GPU activity) of " +
+          "the steps' innermost GPU-timed spans, coloured by group:"));
+      var gl = el("div", {"class": "legend", id: "gpu-legend"});
+      Object.keys(gpuGroups).sort().forEach(function (name) {
+        var item = el("span");
+        item.appendChild(el("span", {"class": "swatch", style: "background:" + gpuGroups[name]}));
+        item.appendChild(document.createTextNode(name));
+        gl.appendChild(item);
+      });
+      s.appendChild(gl);
+    }
     if (anyBeside) {
       s.appendChild(el("p", {"class": "note"},
           "Under a rank's steps, a thinner row: its steps' spans on other threads or processes " +
@@ -278,6 +336,7 @@ constexpr std::string_view kTail = R"html(</script>
       row.g.appendChild(mark);
     });
     s.appendChild(svg);
+    return gpuStats;
   }
 
   // One chart per metric on the timeline's axis: a line per rank and series (sums: the total as
@@ -497,6 +556,7 @@ constexpr std::string_view kTail = R"html(</script>
       s.appendChild(el("p", {"class": "note"}, "No time inside top-level step spans."));
       return;
     }
+    var colors = groupColors(d);
     s.appendChild(el("p", {"class": "note"},
         "Each instant of a top-level step belongs to the innermost span open on the step's own " +
         "thread; per group, as a share of the " + fmt(d.step.total_ns) + " of step time (the " +
@@ -507,7 +567,7 @@ constexpr std::string_view kTail = R"html(</script>
                             "aria-label": "step breakdown", id: "breakdown-svg"});
     var legend = el("div", {"class": "legend"});
     groups.forEach(function (g, i) {
-      var w = g.self_share / scale * width, color = PALETTE[i % PALETTE.length];
+      var w = g.self_share / scale * width, color = colors[g.group];
       var r = svgEl("rect", {"class": "group-share", "data-group": g.group, x: xpos, y: 0,
                              width: Math.max(w, 0.5), height: h, fill: color});
       r.appendChild(svgEl("title", {}, g.group + ": " + fmt(g.in_step_self_ns) + " (" + pct(g.self_share) + ")"));
@@ -537,19 +597,54 @@ constexpr std::string_view kTail = R"html(</script>
 
   function stragglers(d) {
     var s = section("Stragglers", "stragglers");
-    s.appendChild(el("p", {"class": "note"}, "Ranks whose median step time is more than " +
+    s.appendChild(el("p", {"class": "note"}, "Ranks whose median step time" +
+        (d.gpu ? ", or median GPU busy time per step," : "") + " is more than " +
         d.stragglers.threshold_pct + "% above the median across ranks."));
     if (d.stragglers.ranks.length === 0) {
       s.appendChild(el("p", {"class": "no-stragglers"}, "None."));
       return;
     }
-    s.appendChild(table([
+    var columns = [
       {title: "rank", text: function (r) { return rankLabel(r.rank); }},
-      {title: "step", text: function (r) { return r.name; }},
+      {title: "step", text: function (r) { return r.name; }}];
+    if (d.gpu) {
+      columns.push({title: "measure", text: function (r) {
+        return r.measure === "gpu_busy" ? "GPU busy" : "step time"; }});
+    }
+    s.appendChild(table(columns.concat([
       {title: "median", num: true, text: function (r) { return fmt(r.p50_ns); }},
       {title: "median across ranks", num: true, text: function (r) { return fmt(r.median_ns); }},
       {title: "excess", num: true, text: function (r) { return "+" + r.excess_pct.toFixed(1) + "%"; }}
-    ], d.stragglers.ranks, function (r) { return {"class": "straggler-row", "data-rank": rankLabel(r.rank)}; }));
+    ]), d.stragglers.ranks, function (r) {
+      var attrs = {"class": "straggler-row", "data-rank": rankLabel(r.rank)};
+      if (d.gpu) attrs["data-measure"] = r.measure;
+      return attrs;
+    }));
+  }
+
+  function gpuSteps(d) {
+    if (!d.gpu) return;
+    var s = section("GPU time per step", "gpu");
+    var rows = [];
+    d.ranks.forEach(function (r) {
+      (r.gpu_steps || []).forEach(function (st) { rows.push({rank: r.rank, step: st}); });
+    });
+    if (rows.length === 0) { s.appendChild(el("p", {"class": "note"}, "No top-level step span had GPU times.")); return; }
+    s.appendChild(el("p", {"class": "note"},
+        "Per rank, over its steps with GPU times: busy, the GPU activity of the step and its " +
+        "spans; idle, the rest of the step, to its last GPU activity; exposed communication, " +
+        "communication on the GPU while no other GPU work of the step ran."));
+    s.appendChild(table([
+      {title: "rank", text: function (r) { return rankLabel(r.rank); }, sort: function (r) { return r.rank === null ? Infinity : r.rank; }},
+      {title: "step", text: function (r) { return r.step.name; }},
+      {title: "steps", num: true, text: function (r) { return String(r.step.count); }, sort: function (r) { return r.step.count; }},
+      {title: "busy p50", num: true, text: function (r) { return fmt(r.step.gpu_busy_p50_ns); }, sort: function (r) { return r.step.gpu_busy_p50_ns; }},
+      {title: "busy", num: true, text: function (r) { return fmt(r.step.gpu_busy_ns); }, sort: function (r) { return r.step.gpu_busy_ns; }},
+      {title: "idle", num: true, text: function (r) { return fmt(r.step.gpu_idle_ns); }, sort: function (r) { return r.step.gpu_idle_ns; }},
+      {title: "exposed comm", num: true, text: function (r) { return fmt(r.step.gpu_exposed_comm_ns); }, sort: function (r) { return r.step.gpu_exposed_comm_ns; }}
+    ], rows, function (r) {
+      return {"class": "gpu-step-row" + (r.step.straggler ? " is-straggler" : ""), "data-rank": rankLabel(r.rank)};
+    }));
   }
 
   function rankSteps(d) {
@@ -588,7 +683,11 @@ constexpr std::string_view kTail = R"html(</script>
       {title: "max", num: true, text: function (n) { return fmt(n.max_ns); }, sort: function (n) { return n.max_ns; }},
       {title: "step%", num: true, text: function (n) { return pct(n.step_share); }, sort: function (n) { return n.step_share || 0; }},
       {title: "self%", num: true, text: function (n) { return pct(n.self_share); }, sort: function (n) { return n.self_share || 0; }}
-    ], d.names, function (n) { return {"class": "name-row", "data-group": n.group}; }));
+    ].concat(d.gpu ? [
+      {title: "gpu busy", num: true, text: function (n) { return fmt(n.gpu_busy_ns); }, sort: function (n) { return n.gpu_busy_ns || 0; }},
+      {title: "gpu%", num: true, text: function (n) { return n.gpu_busy_ns === null ? "-" : pct(n.total_ns ? n.gpu_busy_ns / n.total_ns : null); },
+       sort: function (n) { return n.total_ns && n.gpu_busy_ns ? n.gpu_busy_ns / n.total_ns : 0; }}
+    ] : []), d.names, function (n) { return {"class": "name-row", "data-group": n.group}; }));
   }
 
   function truncatedAndMalformed(d) {
@@ -616,17 +715,23 @@ constexpr std::string_view kTail = R"html(</script>
     var d = JSON.parse(document.getElementById("lens-data").textContent);
     var axis = timeAxis(d);
     summary(d);
-    timeline(d, axis);
+    var gpu = timeline(d, axis) || {rows: 0, boxes: 0};
     var charts = metricCharts(d, axis);
     breakdown(d);
     stragglers(d);
     rankSteps(d);
+    gpuSteps(d);
     names(d);
     truncatedAndMalformed(d);
-    document.body.appendChild(el("div", {id: "lens-rendered", hidden: "",
+    var rendered = {id: "lens-rendered", hidden: "",
         "data-ranks": String(d.ranks.length), "data-stragglers": String(d.stragglers.ranks.length),
         "data-names": String(d.names.length), "data-steps": String(d.step.count),
-        "data-charts": String(charts.charts), "data-chart-points": String(charts.points)}));
+        "data-charts": String(charts.charts), "data-chart-points": String(charts.points)};
+    if (d.gpu) {
+      rendered["data-gpu-rows"] = String(gpu.rows);
+      rendered["data-gpu-boxes"] = String(gpu.boxes);
+    }
+    document.body.appendChild(el("div", rendered));
     document.documentElement.setAttribute("data-lens-rendered", "ok");
   } catch (e) {
     document.documentElement.setAttribute("data-lens-rendered", "error");
