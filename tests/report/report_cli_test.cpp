@@ -941,6 +941,62 @@ TEST_F(ReportCli, WithoutGpuAttributesNothingOfGpuIsShown) {
   }
 }
 
+// lens convert puts the GPU intervals of the leaf GPU-timed spans (forward_backward, all_reduce,
+// optimizer: not the steps, which hold them) on a "GPU" track per rank, an interval that overlaps
+// another on a second track "GPU 2", so that no track's events overlap.
+TEST_F(ReportCli, ConvertWritesTheGpuIntervalsOnAGpuTrackPerRank) {
+  const std::string out_path = dir_ + "/trace.json";
+  const auto r = lens(
+      {"convert", "--to", "chrome", std::string(REPORT_GOLDEN_DIR) + "/gpu.jsonl", "-o", out_path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json trace = json::parse(report_test::read_file(out_path));
+  constexpr std::int64_t kGpu = 2147483646;             // the GPU track's tid; kGpu - 1: "GPU 2"
+  using Track = std::pair<std::int64_t, std::int64_t>;  // (pid, tid)
+  std::map<Track, std::string> thread_names;
+  std::map<Track, std::vector<json>> gpu_events;
+  std::size_t span_events = 0;
+  for (const json& e : trace["traceEvents"]) {
+    const Track key{e.value("pid", std::int64_t{-1}), e.value("tid", std::int64_t{-1})};
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[key] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    if (key.second >= kGpu - 1) {
+      gpu_events[key].push_back(e);
+    } else {
+      ++span_events;
+    }
+  }
+  EXPECT_EQ(span_events, 30u);  // every span as before
+  for (const std::int64_t pid : {0, 1}) {
+    EXPECT_EQ(thread_names[Track(pid, kGpu)], "GPU");
+    EXPECT_EQ(thread_names[Track(pid, kGpu - 1)], "GPU 2");
+    // Per step: forward_backward and optimizer on "GPU", the all-reduce (overlapping
+    // forward_backward's interval on both ranks) on "GPU 2".
+    std::multiset<std::string> first, second;
+    for (const json& e : gpu_events[Track(pid, kGpu)]) first.insert(e["name"]);
+    for (const json& e : gpu_events[Track(pid, kGpu - 1)]) second.insert(e["name"]);
+    EXPECT_EQ(first, (std::multiset<std::string>{"forward_backward", "forward_backward",
+                                                 "forward_backward", "optimizer", "optimizer",
+                                                 "optimizer"}))
+        << pid;
+    EXPECT_EQ(second, (std::multiset<std::string>{"all_reduce", "all_reduce", "all_reduce"}));
+  }
+  for (auto& [key, events] : gpu_events) {
+    std::sort(events.begin(), events.end(),
+              [](const json& a, const json& b) { return a["ts"] < b["ts"]; });
+    for (std::size_t i = 1; i < events.size(); ++i) {
+      EXPECT_LE(events[i - 1]["ts"].get<double>() + events[i - 1]["dur"].get<double>(),
+                events[i]["ts"].get<double>())
+          << "overlap on pid " << key.first << " tid " << key.second;
+    }
+  }
+  // Rank 1's first forward_backward: GPU interval [5,75] ms after the step's start at
+  // 1718000000000000 us, busy 68 ms, 120 kernels.
+  EXPECT_EQ(gpu_events[Track(1, kGpu)][0], json::parse(R"({
+      "name":"forward_backward","cat":"forward_backward","ph":"X","pid":1,"tid":2147483646,
+      "ts":1718000000005000,"dur":70000,
+      "args":{"gpu.busy":68000000,"gpu.kernels":120,"span_id":"00000000000000cb"}})"));
+}
+
 // Issue 40: the report and the trace do not depend on the order of the spans. Real exports (the
 // library's file exporter) are taken apart span by span, shuffled, and written again as lines of
 // random length over several files in random order: `lens report --json` gives the same object

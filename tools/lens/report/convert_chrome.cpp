@@ -1,8 +1,10 @@
 #include "report/convert_chrome.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "common/json_output.hpp"
 #include "nemo/lens/semconv.hpp"
@@ -92,6 +94,62 @@ void ChromeTraceWriter::write_counters() {
   }
 }
 
+std::uint32_t ChromeTraceWriter::name_id(std::string_view group, std::string_view name) {
+  std::string key;
+  key.reserve(group.size() + 1 + name.size());
+  key.append(group).append(1, '\x1f').append(name);
+  const auto [it, inserted] = name_ids_.try_emplace(std::move(key), names_.size());
+  if (inserted) names_.emplace_back(std::string(group), std::string(name));
+  return it->second;
+}
+
+void ChromeTraceWriter::write_gpu_tracks() {
+  if (!any_gpu_) return;  // nothing to read back
+  struct Leaf {
+    SpanFacts span;
+    GpuFacts gpu;
+  };
+  std::vector<Leaf> leaves;
+  std::vector<std::uint64_t> lane_ends;
+  spill_.for_each_trace([&](std::span<SpanFacts> trace) {
+    leaves.clear();
+    for_each_gpu_leaf(trace, [&](const SpanFacts& span, const GpuFacts& gpu) {
+      if (gpu.has_interval) leaves.push_back({span, gpu});
+    });
+    // Within the trace, each interval on the first track free at its start: a track's events
+    // never overlap (viewers expect a thread's slices to nest).
+    std::sort(leaves.begin(), leaves.end(), [](const Leaf& a, const Leaf& b) {
+      return std::tie(a.gpu.start_ns, b.gpu.end_ns, a.span.span_id) <
+             std::tie(b.gpu.start_ns, a.gpu.end_ns, b.span.span_id);
+    });
+    lane_ends.clear();
+    for (const Leaf& leaf : leaves) {
+      std::size_t lane = 0;
+      while (lane < lane_ends.size() && lane_ends[lane] > leaf.gpu.start_ns) ++lane;
+      if (lane == lane_ends.size()) lane_ends.push_back(0);
+      lane_ends[lane] = leaf.gpu.end_ns;
+      const std::int64_t pid = leaf.span.rank;
+      const std::int64_t tid = kGpuTid - static_cast<std::int64_t>(lane);
+      const std::string ids = "\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
+      if (threads_.insert({pid, tid}).second) {
+        const std::string name = lane == 0 ? "GPU" : "GPU " + std::to_string(lane + 1);
+        write_event("{\"name\":\"thread_name\",\"ph\":\"M\"," + ids +
+                    ",\"args\":{\"name\":" + json_string(name) + "}}");
+      }
+      const auto& [group, name] = names_[leaf.span.name_id];
+      nlohmann::ordered_json args = nlohmann::ordered_json::object();
+      if (leaf.gpu.has_busy) args[std::string(kGpuBusyKey)] = leaf.gpu.busy_ns;
+      if (leaf.gpu.has_kernels) args[std::string(kGpuKernelsKey)] = leaf.gpu.kernels;
+      args["span_id"] = hex16(leaf.span.span_id);
+      write_event("{\"name\":" + json_string(name) + ",\"cat\":" + json_string(group) +
+                  ",\"ph\":\"X\"," + ids + ",\"ts\":" + micros_text(leaf.gpu.start_ns) +
+                  ",\"dur\":" + micros_text(leaf.gpu.end_ns - leaf.gpu.start_ns) +
+                  ",\"args\":" + dump_json(args) + "}");
+      ++gpu_events_;
+    }
+  });
+}
+
 void ChromeTraceWriter::add(const ParsedRequest& request) {
   if (!request.metrics.empty()) metrics_.add(request);
   for (const LogEntry& log : request.logs) {
@@ -117,8 +175,17 @@ void ChromeTraceWriter::add(const ParsedRequest& request) {
       write_event("{\"name\":\"thread_name\",\"ph\":\"M\"," + ids +
                   ",\"args\":{\"name\":" + json_string(name) + "}}");
     }
-    const std::string category = json_string(
-        span.has_group && !span.group.empty() ? std::string_view(span.group) : kNoGroup);
+    const std::string_view group =
+        span.has_group && !span.group.empty() ? std::string_view(span.group) : kNoGroup;
+    const std::string category = json_string(group);
+    // Kept for the GPU tracks (the leaves need each trace whole).
+    const SpanFacts facts{pid,           span.trace_key, span.span_id, span.parent_span_id,
+                          span.start_ns, span.end_ns,    tid,          name_id(group, span.name)};
+    spill_.add(facts);
+    if (span.gpu.timed()) {
+      any_gpu_ = true;
+      spill_.add(gpu_facts(facts, gpu_facts_of(span.gpu)));
+    }
 
     nlohmann::ordered_json args = span.attributes;
     args["trace_id"] = span.trace_id;
@@ -145,6 +212,7 @@ void ChromeTraceWriter::add(const ParsedRequest& request) {
 }
 
 void ChromeTraceWriter::finish() {
+  write_gpu_tracks();
   write_counters();
   std::fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"lens convert\"}}\n",
              out_);

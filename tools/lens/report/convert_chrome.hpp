@@ -5,6 +5,11 @@
 // as a process-scoped instant event. Span events are
 // written as requests arrive; the metrics' points (at most MetricAggregator::kMaxSeriesPoints per
 // series) and the set of ranks and threads seen are kept, and the counters written at the end.
+// The GPU intervals ([gpu.start, gpu.end]) of each trace's leaf GPU-timed spans are complete events
+// on a rank's "GPU" track (tid kGpuTid; spans whose GPU intervals overlap go on further tracks,
+// "GPU 2", ... at kGpuTid - 1, ...), written at the end: they need each trace whole, so every
+// span's ids are kept in a SpanSpill as `lens report` keeps them (read back only when some span
+// had GPU times).
 //
 //   ChromeTraceWriter writer(out);            // a FILE* opened for writing
 //   reader.read(file, [&](const ParsedRequest& r) { writer.add(r); }, on_malformed);
@@ -15,15 +20,22 @@
 #include <cstdio>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/span_reader.hpp"
 #include "report/report_metrics.hpp"
+#include "report/span_spill.hpp"
 
 namespace nemo::lens::cli {
 
 /// The pid of spans whose resource has no dl.rank.
 inline constexpr std::int64_t kUnknownRankPid = 2147483647;
+
+/// The tid of a rank's "GPU" track (far above Linux thread ids); overlapping GPU intervals go on
+/// kGpuTid - 1, kGpuTid - 2, ...
+inline constexpr std::int64_t kGpuTid = 2147483646;
 
 /// `ns` nanoseconds as microseconds in decimal, exactly: 1500 -> "1.5", 2000 -> "2".
 std::string micros_text(std::uint64_t ns);
@@ -37,18 +49,21 @@ class ChromeTraceWriter {
   /// log records (ReaderOptions::logs), and keeps its metrics (ReaderOptions::metrics).
   void add(const ParsedRequest& request);
 
-  /// Writes the counter events of the metrics, the closing, and flushes. Throws FileError when
-  /// any write failed.
+  /// Writes the GPU tracks' events, the counter events of the metrics, the closing, and flushes.
+  /// Throws FileError when any write failed (or a temporary file of the spans could not be read).
   void finish();
 
   std::uint64_t spans() const { return spans_; }
   std::uint64_t events() const { return events_; }
-  std::uint64_t counters() const { return counters_; }  // counter events written by finish()
+  std::uint64_t counters() const { return counters_; }      // counter events written by finish()
+  std::uint64_t gpu_events() const { return gpu_events_; }  // GPU track events by finish()
 
  private:
   void write_event(const std::string& json);
   void name_process(std::int64_t pid, bool known_rank);
   void write_counters();
+  void write_gpu_tracks();
+  std::uint32_t name_id(std::string_view group, std::string_view name);
 
   std::FILE* out_;
   std::string path_;
@@ -60,6 +75,12 @@ class ChromeTraceWriter {
   std::set<std::int64_t> processes_;
   std::set<std::pair<std::int64_t, std::int64_t>> threads_;
   std::string buffer_;
+  // The GPU tracks: every span's ids (and the GPU records of GPU-timed ones), and the names.
+  SpanSpill spill_;
+  bool any_gpu_ = false;
+  std::uint64_t gpu_events_ = 0;
+  std::unordered_map<std::string, std::uint32_t> name_ids_;  // "group\x1fname" -> index
+  std::vector<std::pair<std::string, std::string>> names_;   // (group, name) by index
 };
 
 }  // namespace nemo::lens::cli
