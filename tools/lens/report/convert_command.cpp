@@ -32,7 +32,10 @@ one per rank; - is standard input) into a Chrome Trace Event Format file, which 
     attributes): args value (a gauge's value, a sum's total then), or count, p50 and p95 of
     each interval of a histogram;
   - each log record is an instant event of its rank's process ("ph":"i", "s":"p", "cat":"log"),
-    named by its severity text, with its body and severity number as args.
+    named by its severity text, with its body and severity number as args;
+  - spans with GPU times (gpu.* attributes): the GPU interval [gpu.start, gpu.end] of each one
+    with no GPU-timed descendant is a complete event on its rank's thread "GPU" (tid
+    2147483646; intervals that overlap go on "GPU 2", ... below it), args gpu.busy, gpu.kernels.
 The input is streamed: span events are written as lines are read; the metrics' points (at most
 1024 per series) are kept and written at the end. Malformed lines are skipped and listed on
 stderr.

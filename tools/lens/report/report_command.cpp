@@ -30,6 +30,9 @@ per rank, are read as one job; - is standard input) and prints where the time we
     step with no ancestor of group step on that rank);
   - stragglers: ranks whose median step time exceeds the median across ranks by more than PCT
     percent;
+  - GPU time, when spans carry gpu.* attributes (GPU timing): gpu busy per group and name, and
+    per rank the steps' GPU busy, idle and exposed communication time; stragglers also on the
+    median GPU busy time per step;
   - truncated spans (nemo.span.truncated) and malformed lines, which are skipped;
   - metrics (lines of OTLP metrics, as `lens collect --metrics-out` writes), per metric name and
     rank (dl.rank, else service.instance.id): a sum's last cumulative value (or its deltas
@@ -43,7 +46,8 @@ spans or points.
 options:
   --json                     print one JSON object on one line instead (docs/report.md)
   --straggler-threshold PCT  how far above the median across ranks a rank's median step time
-                             must be to make it a straggler, in percent (default 20)
+                             (or GPU busy time per step) must be to make it a straggler, in
+                             percent (default 20)
   --top N                    the per-name table keeps the N rows with the most time (default 20
                              for the text and the HTML page, all in --json unless given; 0: all)
   --html OUT.html            also write a self-contained HTML page: step timeline per rank, a
