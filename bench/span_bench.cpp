@@ -1,7 +1,8 @@
 // The cost of a span on the calling thread while a real exporter works on its own thread, next to
 // its baseline (two clock reads) measured in the same run: LENS_SPAN and managed_span() by name
 // with two attributes, on one and two threads, to the `file` exporter (OTLP JSON to a file) and to
-// the OTLP exporter sending to a real `lens collect`; a disabled managed_span() by name next to
+// the OTLP exporter sending to a real `lens collect`; the same span GPU-timed, and a kernel
+// launch's share of GPU time (synthetic source); a disabled managed_span() by name next to
 // is_span_group_enabled(); the same site whose group is off, and on a rank that does not export.
 //
 //   build/bench/span_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -17,8 +18,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "bench_setup.hpp"
+#include "gpu/gpu_timing.hpp"
 #include "nemo/lens/lens.hpp"
 #include "real_exporters.hpp"
 
@@ -165,6 +169,82 @@ void BM_DisabledGroupSite(benchmark::State& state) {
   stop(state, ExporterKind::kFile);
 }
 BENCHMARK(BM_DisabledGroupSite);
+
+// GPU time of spans (<PREFIX>_GPU_TIME=step) from a synthetic source, the one CI can run (the GPU
+// figures are scripts/gpu-check's): a launch is what CUPTI's launch callback hands lens, and its
+// kernel's record comes back with the burst's end.
+class BenchGpuSource : public detail::GpuSource {
+ public:
+  std::string start(detail::GpuTiming& timing) noexcept override {
+    timing_ = &timing;
+    return "";
+  }
+  void flush() noexcept override {}
+  void stop() noexcept override { timing_ = nullptr; }
+  detail::GpuTiming* timing_ = nullptr;
+};
+BenchGpuSource* g_gpu = nullptr;
+
+void start_gpu(ExporterKind kind) {
+  detail::set_gpu_source_factory([] {
+    auto source = std::make_unique<BenchGpuSource>();
+    g_gpu = source.get();
+    return source;
+  });
+  setenv("NEMO_LENS_GPU_TIME", "step", 1);
+  start(kind);
+  unsetenv("NEMO_LENS_GPU_TIME");
+  detail::set_gpu_source_factory(nullptr);
+}
+
+// The same span as BM_EnabledSpanTwoAttributes with its group GPU-timed: the calling thread's
+// cost (the goal: at most 1.2x that row), its GPU time joined on lens' threads.
+void BM_GpuTimedSpanTwoAttributes(benchmark::State& state) {
+  const auto kind = static_cast<ExporterKind>(state.range(0));
+  start_gpu(kind);
+  std::int64_t i = 0;
+  int k = 0;
+  for (auto _ : state) {
+    LENS_SPAN(s, SpanGroup::STEP, "train_step", {"iteration", i}, {"stage", "forward"});
+    ++i;
+    end_of_burst(state, k);
+  }
+  stop(state, kind);
+}
+BENCHMARK(BM_GpuTimedSpanTwoAttributes)
+    ->ArgName("exporter")
+    ->Arg(static_cast<int>(ExporterKind::kFile));
+
+// What lens adds to a kernel launch on the launching thread: the launch callback's attribution to
+// the innermost GPU-timed span, here inside a step span of 1,024 launches whose records come back
+// at the burst's end (the goal: at most 10 % of CUPTI's own record cost, 1.6 us).
+void BM_GpuLaunchInsideATimedSpan(benchmark::State& state) {
+  start_gpu(ExporterKind::kFile);
+  std::uint64_t correlation = 1;
+  std::vector<detail::GpuActivity> records(kBurst);
+  int k = 0;
+  auto step = std::make_unique<Span>(managed_span("step", "train_step"));
+  for (auto _ : state) {
+    g_gpu->timing_->on_launch(correlation++);
+    if (NEMO_LENS_UNLIKELY(++k == kBurst)) {
+      k = 0;
+      state.PauseTiming();
+      step.reset();
+      for (int j = 0; j < kBurst; ++j) {
+        const auto c = correlation - kBurst + static_cast<std::uint64_t>(j);
+        records[j] = {c, detail::GpuActivityKind::kKernel,  0,
+                      7, static_cast<std::int64_t>(c) * 10, static_cast<std::int64_t>(c) * 10 + 5};
+      }
+      g_gpu->timing_->on_activities(records);
+      g_traced.handle.force_flush();
+      step = std::make_unique<Span>(managed_span("step", "train_step"));
+      state.ResumeTiming();
+    }
+  }
+  step.reset();
+  stop(state, ExporterKind::kFile);
+}
+BENCHMARK(BM_GpuLaunchInsideATimedSpan);
 
 // The caller's share alone: the same span to an exporter that takes the records and discards
 // them, so that no record line ever leaves the caller's core. Not what a user sees; the

@@ -268,6 +268,11 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     }
   }
   const bool open = ledger_.settle(batch.size(), outcome);
+  if (gpu != nullptr) {
+    // The cold part GPU time's attributes used is cleared here rather than at the record's next
+    // start, on the thread that starts spans.
+    for (SpanRecord* r : batch) reset_record(*r);
+  }
   for (const SpanRecord* r : batch) evict_record(*r);
   recycle_batch(batch);
   return open;
