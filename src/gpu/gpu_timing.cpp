@@ -130,15 +130,15 @@ void GpuTiming::on_launch(std::uint64_t correlation) noexcept {
   // No such span on this thread (autograd's, NCCL's or a data loader's): the process's innermost
   // one, the one that started last among every thread's innermost.
   ThreadState* best = nullptr;
-  const SpanRecord* best_top = nullptr;
+  std::uint64_t best_start = 0;  // read under its thread's lock, as the record may be reused
   try {
     visit_thread_states([&](ThreadState& s) {
       if (&s == own) return;
       std::lock_guard lock(s.mu);
       const SpanRecord* top = innermost_timed(*this, s);
-      if (top != nullptr && (best_top == nullptr || top->start_ticks > best_top->start_ticks)) {
+      if (top != nullptr && (best == nullptr || top->start_ticks > best_start)) {
         best = &s;
-        best_top = top;
+        best_start = top->start_ticks;
       }
     });
   } catch (...) {
