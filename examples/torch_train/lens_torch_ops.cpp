@@ -13,6 +13,10 @@
 // is the engine's device thread, which has no current span: the backward span is then a root of
 // the process's trace (or a child of TRACEPARENT's context). docs/python.md#pytorch says more.
 //
+// The op is ATen ops only (gelu, erf, exp, arithmetic), which torch's dispatcher runs on the
+// tensors' device: the same code serves CPU and CUDA tensors (train.py --device cuda), with no
+// CUDA code here and no libtorch_cuda to link (`import torch` loads it where torch has CUDA).
+//
 // Built with CMake against the distribution's libtorch (examples/torch_train/CMakeLists.txt), the
 // same as torch.utils.cpp_extension.CppExtension would: torch's headers and libraries, pybind11,
 // and libnemo_lens.

@@ -1,6 +1,6 @@
 """The PyTorch job: a small causal transformer trained with DistributedDataParallel over gloo,
 traced only through nemo_lens_cpp with NeMo Lens' module paths, with a torch C++ extension
-(lens_torch_ops) whose op opens LENS_SPANs inside the Python spans.
+(lens_torch_ops) whose op opens LENS_SPANs inside the Python spans. On the CPU, or on CUDA.
 
     python3 examples/torch_train/launch.py --nproc 4 -- examples/torch_train/train.py --steps 20
 
@@ -17,6 +17,26 @@ linked to rank 0's job, as pipeline stages link); after training an inference ph
 generates tokens and records NeMo Lens' gen_ai.* metrics. The dl.* metrics are recorded each
 step. Rank 0's job span is every rank's trace: its context goes to the others with
 broadcast_trace_context over the process group.
+
+--device auto (the default) is cuda when torch sees a GPU, else cpu; --device cuda without one
+exits with status 2. On CUDA each rank uses cuda:{local rank % GPUs} (LOCAL_RANK, else Open MPI's
+OMPI_COMM_WORLD_LOCAL_RANK, else the rank), and the process group is NCCL when the node has a GPU
+per rank (LOCAL_WORLD_SIZE, else OMPI_COMM_WORLD_LOCAL_SIZE, else the world size; nodes are
+assumed alike), else gloo, which all-reduces CUDA tensors too (NCCL refuses two ranks on one GPU).
+With NEMO_LENS_GPU_TIME=per_step the step's spans carry gpu.busy, gpu.kernels, gpu.start and
+gpu.end (docs/gpu.md).
+
+--cuda-events PATH (CUDA only): a pair of CUDA events (enable_timing) recorded on the current
+stream at the start and at the end of each step's forward_backward span and of its optimizer_step
+span, read after the last step and written to PATH ({rank} replaced), one JSON object per line
+and step:
+
+    {"rank": 0, "step": 1, "forward_backward_ms": 12.5, "optimizer_ms": 0.8}
+
+step is the train_step span's iteration (from 1); each *_ms is the events' elapsed_time on that
+stream: from the end of the work queued before the span to the end of the span's last work there,
+idle gaps included; scripts/gpu-check compares it with lens' gpu.busy of the same span (the union
+of its GPU work on every stream).
 """
 
 from __future__ import annotations
@@ -72,7 +92,22 @@ def parse_args(argv):
     p.add_argument("--die-at-step", type=int, default=-1,
                    help="with --die-rank: that rank exits abruptly (os._exit) at this step")
     p.add_argument("--die-rank", type=int, default=-1)
-    return p.parse_args(argv)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: cuda when torch sees a GPU, else cpu")
+    p.add_argument("--cuda-events", default="", metavar="PATH",
+                   help="CUDA only: write each step's forward_backward and optimizer time by "
+                   "CUDA events to PATH as JSON lines ({rank} is replaced)")
+    args = p.parse_args(argv)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif args.device == "cuda" and not torch.cuda.is_available():
+        p.error("argument --device: cuda asked for, but torch sees no GPU "
+                "(torch.cuda.is_available() is False: no GPU or driver, or a torch built "
+                "without CUDA); use --device cpu or auto")
+    if args.cuda_events and args.device != "cuda":
+        p.error("argument --cuda-events: needs CUDA (--device cuda, or auto with a GPU); the "
+                "device is cpu")
+    return args
 
 
 def rank_and_world():
@@ -81,6 +116,73 @@ def rank_and_world():
         if rank_var in os.environ and size_var in os.environ:
             return int(os.environ[rank_var]), int(os.environ[size_var])
     return 0, 1
+
+
+def local_rank_and_size(rank, world):
+    """This rank's index on its node and the node's rank count: torchrun's (and launch.py's)
+    LOCAL_RANK / LOCAL_WORLD_SIZE, else Open MPI's, else (one node) the rank and world size."""
+    for rank_var, size_var in (("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+                               ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if rank_var in os.environ:
+            return int(os.environ[rank_var]), int(os.environ.get(size_var, world))
+    return rank, world
+
+
+def choose_device(args, rank, world):
+    """(device, process group backend). CUDA: cuda:{local rank % GPUs}, made the current device
+    (NCCL's collectives and broadcast_trace_context's tensors go to the current one), and NCCL
+    only when the node has a GPU per rank: NCCL refuses two ranks on one GPU, gloo all-reduces
+    CUDA tensors too (through the host)."""
+    if args.device != "cuda":
+        return torch.device("cpu"), "gloo"
+    local_rank, local_size = local_rank_and_size(rank, world)
+    gpus = torch.cuda.device_count()
+    device = torch.device("cuda", local_rank % gpus)
+    torch.cuda.set_device(device)
+    return device, "nccl" if gpus >= local_size else "gloo"
+
+
+def describe(device):
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+class CudaEvents:
+    """--cuda-events: CUDA events (enable_timing) on the current stream around each step's
+    forward_backward and optimizer work; their elapsed times are read once, after the last step
+    (elapsed_time needs the end event to have completed), and written as JSON lines."""
+
+    PHASES = ("forward_backward", "optimizer")
+
+    def __init__(self, path):
+        self.path = path
+        self.events = {}  # step -> {phase: (start, end)}
+
+    def timed(self, step, phase):
+        return self._timed(step, phase) if self.path else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _timed(self, step, phase):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        yield
+        end.record()
+        self.events.setdefault(step, {})[phase] = (start, end)
+
+    def write(self, rank):
+        if not self.path:
+            return
+        torch.cuda.synchronize()
+        with open(self.path.replace("{rank}", str(rank)), "w") as f:
+            for step, pairs in sorted(self.events.items()):
+                row = {"rank": rank, "step": step}
+                for phase in self.PHASES:
+                    if phase in pairs:
+                        start, end = pairs[phase]
+                        row[f"{phase}_ms"] = start.elapsed_time(end)
+                f.write(json.dumps(row) + "\n")
 
 
 class Block(nn.Module):
@@ -108,21 +210,23 @@ class TinyLM(nn.Module):
 
     def forward(self, tokens):
         n = tokens.shape[1]
-        mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        mask = torch.triu(torch.full((n, n), float("-inf"), device=tokens.device), diagonal=1)
         x = self.embed(tokens) + self.pos[:n]
         for block in self.blocks:
             x = block(x, mask)
         return self.head(x)
 
 
-def batches(generator, batch, seq):
-    """Synthetic sequences with a learnable rule: next = (3 * token + 1) mod VOCAB."""
+def batches(generator, batch, seq, device):
+    """Synthetic sequences with a learnable rule: next = (3 * token + 1) mod VOCAB; made on the
+    CPU (the generator's device, the same sequences whatever the device), then moved to
+    `device`."""
     while True:
         start = torch.randint(0, VOCAB, (batch, 1), generator=generator)
         steps = [start]
         for _ in range(seq):
             steps.append((steps[-1] * 3 + 1) % VOCAB)
-        tokens = torch.cat(steps, dim=1)
+        tokens = torch.cat(steps, dim=1).to(device)
         yield tokens[:, :-1], tokens[:, 1:]
 
 
@@ -174,16 +278,22 @@ def generate(model, prompt, n):
     return tokens[:, prompt.shape[1]:]
 
 
-def train(args, rank, world, handle, summary):
+def train(args, rank, world, handle, summary, device):
     torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = TinyLM(args.dim, args.layers, args.seq)
+    model = TinyLM(args.dim, args.layers, args.seq).to(device)
     # DDP caps its first bucket at 1 MB whatever bucket_cap_mb says, which would put this small
     # model in one bucket: give the first bucket the same cap, for a span per bucket to show.
     dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_cap_mb * 1024 * 1024)
-    ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb)
+    if device.type == "cuda":
+        ddp = DistributedDataParallel(model, device_ids=[device.index],
+                                      bucket_cap_mb=args.bucket_cap_mb)
+    else:
+        ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb)
     ddp.register_comm_hook(None, traced_allreduce(world))
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
-    data = batches(torch.Generator().manual_seed(args.seed + 1 + rank), args.batch, args.seq)
+    data = batches(torch.Generator().manual_seed(args.seed + 1 + rank), args.batch, args.seq,
+                   device)
+    events = CudaEvents(args.cuda_events)
     summary["gradient_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
     metrics = Metrics(handle.meter)
     tracer = handle.tracer
@@ -196,7 +306,8 @@ def train(args, rank, world, handle, summary):
         with managed_span(G.STEP, "train_step", iteration=it) as step:
             with managed_span(G.DATA_LOADING, "load_batches", microbatches=args.microbatches):
                 micro = [next(data) for _ in range(args.microbatches)]
-            with managed_span(G.FORWARD_BACKWARD, "forward_backward"):
+            with managed_span(G.FORWARD_BACKWARD, "forward_backward"), \
+                    events.timed(it, "forward_backward"):
                 total = 0.0
                 for i, (x, y) in enumerate(micro):
                     last = i == len(micro) - 1
@@ -205,7 +316,7 @@ def train(args, rank, world, handle, summary):
                         loss = F.cross_entropy(ddp(x).reshape(-1, VOCAB), y.reshape(-1))
                         (loss / len(micro)).backward()  # the last one all-reduces the buckets
                     total += loss.item() / len(micro)
-            with managed_span(G.OPTIMIZER, "optimizer_step"):
+            with managed_span(G.OPTIMIZER, "optimizer_step"), events.timed(it, "optimizer"):
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             loss_value = total
@@ -233,6 +344,7 @@ def train(args, rank, world, handle, summary):
                 stage.end()
                 summary["eval_loss"] = eval_loss.item()
         summary["steps"] = it
+    events.write(rank)
     summary["loss"] = loss_value
     if args.generate_tokens:
         with managed_span(G.INFERENCE, "generate", tokens=args.generate_tokens):
@@ -252,14 +364,17 @@ def main(argv=None):
     rank, world = rank_and_world()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # ranks share the cores
     config = NemoLensConfig.from_env(span_group_cls=G)
-    handle = setup_telemetry(config, rank, world)
-    dist.init_process_group("gloo", rank=rank, world_size=world,
+    handle = setup_telemetry(config, rank, world)  # before CUDA starts: GPU time sees it all
+    device, backend = choose_device(args, rank, world)
+    dist.init_process_group(backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     if rank == 0:
         groups = config.span_groups if config.enabled else "off"
         print(f"tracing: span groups '{groups}' on {world} ranks", flush=True)
+        print(f"device: {describe(device)}, process group {backend}", flush=True)
     summary = {"rank": rank, "world_size": world, "exporting": handle.is_exporting,
-               "enabled_groups": sorted(enabled_span_groups()), "steps": 0}
+               "enabled_groups": sorted(enabled_span_groups()), "steps": 0,
+               "device": str(device), "backend": backend}
     t0 = time.perf_counter()
     try:
         # Rank 0's job span is the trace of every rank: its context goes to the others over the
@@ -267,13 +382,13 @@ def main(argv=None):
         if rank == 0:
             with managed_span(G.JOB, "torch_train", world_size=world):
                 set_pp_trace_carrier(broadcast_trace_context(rank, 0))
-                durations = train(args, rank, world, handle, summary)
+                durations = train(args, rank, world, handle, summary, device)
         else:
             carrier = broadcast_trace_context(rank, 0) or {}
             set_pp_trace_carrier(carrier)
             with extract_context(carrier):
                 with managed_span(G.JOB, "torch_train", world_size=world):
-                    durations = train(args, rank, world, handle, summary)
+                    durations = train(args, rank, world, handle, summary, device)
         dist.barrier()
     finally:
         summary["trace_carrier"] = get_pp_trace_carrier()

@@ -1,8 +1,11 @@
 """The PyTorch job (examples/torch_train) on 4 real ranks over gloo: one trace across ranks
 through broadcast_trace_context, the torch C++ extension's spans under the Python spans (forward
 and backward), one communication span per DDP bucket, NeMo Lens' inference metrics, a rank that
-does not export, and a rank that dies mid-job."""
+does not export, and a rank that dies mid-job. On the CPU (--device cpu) whatever the machine
+has: autograd runs a CPU backward on the calling thread, which the span tree below relies on;
+--device and --cuda-events' errors without a GPU; the --cuda-events file's format."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,11 +26,17 @@ RANKS = 4
 LAYERS = 2
 
 
-def run_job(tmp, *args, strategy="all_ranks", check=True):
-    """Runs the job on RANKS ranks; returns (exit status, spans by rank, summaries by rank)."""
+def job_env():
+    """The environment without lens' variables, PYTHONPATH's entries made absolute."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEMO_LENS_", "OTEL_"))}
     env["PYTHONPATH"] = os.pathsep.join(  # the ranks run in `tmp`
         os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    return env
+
+
+def run_job(tmp, *args, strategy="all_ranks", check=True, device="cpu"):
+    """Runs the job on RANKS ranks; returns (exit status, spans by rank, summaries by rank)."""
+    env = job_env()
     env.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_EXPORTER="file",
                NEMO_LENS_EXPORT_STRATEGY=strategy,
                NEMO_LENS_EXPORT_PATH=str(tmp / "traces-rank{rank}.jsonl"),
@@ -35,7 +44,7 @@ def run_job(tmp, *args, strategy="all_ranks", check=True):
                NEMO_LENS_CONTROL_DIR=str(tmp / "ctl"))
     command = [sys.executable, os.path.join(EXAMPLE, "launch.py"), "--nproc", str(RANKS),
                "--grace", "60", "--", os.path.join(EXAMPLE, "train.py"),
-               "--summary", str(tmp / "summary{rank}.json"), *args]
+               "--summary", str(tmp / "summary{rank}.json"), "--device", device, *args]
     job = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, timeout=240)
     if check:
         assert job.returncode == 0, job.stdout + job.stderr
@@ -208,10 +217,83 @@ def test_inference_and_training_metrics_as_nemo_lens_writes_them(job):
         assert metrics["dl.loss"][1] == "gauge"
 
 
+def device_lines(stdout):
+    return [line for line in stdout.splitlines() if line.startswith("device:")]
+
+
+def test_rank_0_says_which_device_it_runs_on(job):
+    _, run, _, summaries = job
+    assert device_lines(run.stdout) == ["device: cpu, process group gloo"], run.stdout
+    assert {(s["device"], s["backend"]) for s in summaries.values()} == {("cpu", "gloo")}
+
+
+def test_device_cuda_without_a_gpu_is_a_usage_error(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
+    for args, option in ((["--device", "cuda"], "--device"),
+                         (["--cuda-events", "events.jsonl"], "--cuda-events"),
+                         (["--device", "cpu", "--cuda-events", "events.jsonl"], "--cuda-events")):
+        run = subprocess.run([sys.executable, os.path.join(EXAMPLE, "train.py"), *args],
+                             env=job_env(), cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 2, (args, run.stdout, run.stderr)
+        assert "Traceback" not in run.stderr, run.stderr
+        (error,) = [line for line in run.stderr.splitlines() if "error:" in line]
+        assert error.startswith(f"train.py: error: argument {option}: "), error
+        assert "CUDA" in error or "GPU" in error, error
+    assert not (tmp_path / "events.jsonl").exists()
+
+
+def test_the_cuda_events_file_has_a_line_per_step(tmp_path, monkeypatch):
+    """train.CudaEvents with torch.cuda's events and synchronize stood in for: the format
+    scripts/gpu-check reads, one JSON object per line and step."""
+    spec = importlib.util.spec_from_file_location("torch_train_job",
+                                                  os.path.join(EXAMPLE, "train.py"))
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    clock = iter(range(1000))
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.t = None
+
+        def record(self):
+            self.t = next(clock)
+
+        def elapsed_time(self, end):
+            return (end.t - self.t) * 0.5
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    events = train.CudaEvents(str(tmp_path / "events-rank{rank}.jsonl"))
+    for step in (1, 2):
+        with events.timed(step, "forward_backward"):
+            next(clock)  # work between the events: 2 ticks, 1 ms
+        with events.timed(step, "optimizer"):
+            pass
+    with pytest.raises(RuntimeError), events.timed(3, "forward_backward"):
+        raise RuntimeError("a step that fails records no pair")
+    events.write(3)
+    rows = [json.loads(line) for line in (tmp_path / "events-rank3.jsonl").read_text().splitlines()]
+    assert rows == [{"rank": 3, "step": 1, "forward_backward_ms": 1.0, "optimizer_ms": 0.5},
+                    {"rank": 3, "step": 2, "forward_backward_ms": 1.0, "optimizer_ms": 0.5}]
+    off = train.CudaEvents("")
+    with off.timed(1, "optimizer"):
+        pass
+    off.write(0)  # no path: nothing recorded, nothing written
+    assert off.events == {}
+
+
 def test_a_rank_that_does_not_export_runs_with_its_gates_shut(tmp_path):
     # As NeMo Lens: a rank that does not export has no enabled groups; its sites cost the gate.
+    # --device auto: cpu here, cuda where torch sees a GPU (these assertions hold on both).
     job, spans, summaries = run_job(tmp_path, "--steps", "2", "--eval-every", "0",
-                                    "--checkpoint-every", "0", strategy="single_rank")
+                                    "--checkpoint-every", "0", strategy="single_rank",
+                                    device="auto")
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    (line,) = device_lines(job.stdout)
+    assert line.startswith(f"device: {auto}"), line
     exporter = RANKS - 1  # single_rank: the last rank, unless NEMO_LENS_EXPORT_RANK says
     for rank in range(RANKS):
         s = summaries[rank]
