@@ -306,7 +306,7 @@ GpuCounts GpuTiming::counts() const noexcept {
 
 void GpuTiming::poll_loop() noexcept {
   std::unique_lock lock(mu_);
-  auto last_flush = std::chrono::steady_clock::time_point::min();
+  auto last_flush = std::chrono::steady_clock::now() - std::chrono::seconds(1);  // none yet
   while (!stopping_) {
     if (held_.empty()) {
       cv_.wait(lock, [&] { return stopping_ || !held_.empty(); });
