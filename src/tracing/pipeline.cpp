@@ -377,8 +377,10 @@ void Pipeline::run() noexcept {
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
     if (gpu != nullptr) {
-      if (!export_gpu_due(flushing || stopping, cutoff)) return;
-      if (stopping) gpu->stop();
+      const bool open = export_gpu_due(flushing || stopping, cutoff);
+      // Last act of GPU time: CUPTI unsubscribed, nothing more queued for this pipeline.
+      if (stopping || !open) gpu->stop();
+      if (!open) return;
     }
     if (flushing || stopping) {
       if (exporter != nullptr) {
