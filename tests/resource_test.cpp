@@ -1,5 +1,5 @@
-// detect_resource(): the attributes of each source, their names and types (those of NeMo Lens),
-// and the order in which the sources override each other.
+// detect_resource(): the attributes of each source, their names and types (those of NeMo Lens:
+// v0.2.0's for the keys it writes), and the order in which the sources override each other.
 #include "resources/resource.hpp"
 
 #include <gtest/gtest.h>
@@ -168,12 +168,12 @@ TEST(ResourceTest, DeploymentEnvironmentPrecedence) {
 void set_full_slurm(ScopedEnv& env) {
   env.set("SLURM_JOB_ID", "12345");
   env.set("SLURM_JOB_NAME", "train-gpt");
-  env.set("SLURM_JOB_NUM_NODES", "4");
-  env.set("SLURM_NNODES", "99");  // SLURM_JOB_NUM_NODES wins
+  env.set("SLURM_JOB_NUM_NODES", "99");  // not read: slurm.nnodes is SLURM_NNODES
+  env.set("SLURM_NNODES", "4");
   env.set("SLURM_NTASKS", "16");
   env.set("SLURM_CLUSTER_NAME", "test-cluster");
   env.set("SLURM_JOB_PARTITION", "batch");
-  env.set("SLURM_PARTITION", "ignored");  // SLURM_JOB_PARTITION wins
+  env.set("SLURM_PARTITION", "asked");
   env.set("SLURM_RESTART_COUNT", "2");
   env.set("SLURM_JOB_USER", "alice");
   env.set("SLURM_JOB_ACCOUNT", "llm");
@@ -186,7 +186,7 @@ void set_full_slurm(ScopedEnv& env) {
   env.set("LENS_SLURM_SLUID", "sluid-1");
   env.set("NV_LAUNCH_SLUID", "ignored");  // LENS_SLURM_SLUID wins
   env.set("NV_LAUNCH_ARRAY_SLUID", "array-sluid-1");
-  env.set("SLURM_NODELIST", "node[01-04]");  // retired in NeMo Lens: not emitted
+  env.set("SLURM_NODELIST", "node[01-04]");
 }
 
 TEST(ResourceTest, FullSlurmEnvironment) {
@@ -198,11 +198,14 @@ TEST(ResourceTest, FullSlurmEnvironment) {
           "slurm.job.id=\"12345\"", "slurm.job.id.raw=\"12345\"", "slurm.array.job_id=\"12345\"",
           "slurm.array.task_id=\"0\"", "slurm.array.count=1", "slurm.sluid=\"sluid-1\"",
           "slurm.array.sluid=\"array-sluid-1\"", "slurm.job.name=\"train-gpt\"",
-          "slurm.cluster.name=\"test-cluster\"", "slurm.partition=\"batch\"", "slurm.nnodes=4",
-          "slurm.ntasks=16", "slurm.restart_count=2", "slurm.job.user=\"alice\"",
-          "slurm.job.account=\"llm\"", "slurm.job.qos=\"high\"", "slurm.job.reservation=\"res1\"",
-          "slurm.segment=\"4\"", "slurm.topology.addr=\"blk1.node01\"",
-          "slurm.topology.addr_pattern=\"block.node\"", "slurm.head_node.name=\"head-01\"",
+          "slurm.cluster.name=\"test-cluster\"", "slurm.nodelist=\"node[01-04]\"",
+          "slurm.partition=\"asked\"", "slurm.job.partition=\"batch\"",
+          // NeMo Lens v0.2.0's strings, not integers
+          "slurm.nnodes=\"4\"", "slurm.ntasks=\"16\"", "slurm.restart_count=2",
+          "slurm.job.user=\"alice\"", "slurm.job.account=\"llm\"", "slurm.job.qos=\"high\"",
+          "slurm.job.reservation=\"res1\"", "slurm.segment=\"4\"",
+          "slurm.topology.addr=\"blk1.node01\"", "slurm.topology.addr_pattern=\"block.node\"",
+          "slurm.head_node.name=\"head-01\"",
           // uuid.uuid5(uuid.NAMESPACE_URL, "nemo.lens.job/test-cluster/12345")
           "nv.dl.job.uuid=\"9d61581a-b1c5-55ff-90da-50a3f091d47a\""}));
 }
@@ -222,14 +225,40 @@ TEST(ResourceTest, SlurmMinimalJobUsesDefaultsAndFallbacks) {
   env.set("SLURM_NNODES", "2");
   env.set("SLURM_PARTITION", "debug");
   env.set("NV_LAUNCH_SLUID", "from-launcher");
-  env.set("SLURM_NTASKS", "sixteen");  // not an integer: left out
   EXPECT_EQ(rendered(detect(), {"slurm.", "nv.dl.job."}),
             (std::vector<std::string>{
                 "slurm.job.id=\"99\"", "slurm.job.id.raw=\"99\"", "slurm.array.job_id=\"99\"",
                 "slurm.array.task_id=\"0\"", "slurm.array.count=1", "slurm.sluid=\"from-launcher\"",
-                "slurm.partition=\"debug\"", "slurm.nnodes=2", "slurm.restart_count=0",
+                "slurm.partition=\"debug\"", "slurm.nnodes=\"2\"", "slurm.restart_count=0",
                 // uuid.uuid5(uuid.NAMESPACE_URL, "nemo.lens.job/nocluster/99")
                 "nv.dl.job.uuid=\"6182dd4c-2425-518e-96d1-34c342b051b7\""}));
+}
+
+// NeMo Lens v0.2.0's keys are their variables' values as they are: never parsed, trimmed or
+// defaulted, and left out when empty. The integer keys of later releases parse theirs.
+TEST(ResourceTest, SlurmVersion020KeysAreTheVariablesAsTheyAre) {
+  ScopedEnv env;
+  env.set("SLURM_JOB_ID", " 77 ");
+  env.set("SLURM_NNODES", "04");
+  env.set("SLURM_NTASKS", " sixteen ");
+  env.set("SLURM_NODELIST", "gpu-[001-003,007],login1");
+  env.set("SLURM_JOB_NAME", "");
+  env.set("SLURM_PARTITION", "");
+  env.set("SLURM_JOB_PARTITION", "");
+  env.set("SLURM_CLUSTER_NAME", "");
+  env.set("SLURM_RESTART_COUNT", "twice");  // not an integer: left out, with no default either
+  nl::Resource r = detect();
+  EXPECT_EQ(get(r, "slurm.job.id"), S(" 77 "));
+  EXPECT_EQ(get(r, "slurm.nnodes"), S("04"));
+  EXPECT_EQ(get(r, "slurm.ntasks"), S(" sixteen "));
+  EXPECT_EQ(get(r, "slurm.nodelist"), S("gpu-[001-003,007],login1"));
+  for (const char* key : {"slurm.job.name", "slurm.partition", "slurm.job.partition",
+                          "slurm.cluster.name", "slurm.restart_count"}) {
+    EXPECT_EQ(get(r, key), std::nullopt) << key;
+  }
+  env.set("SLURM_NNODES", "");
+  env.set("SLURM_JOB_NUM_NODES", "4");  // not read: SLURM sets both, to the same value
+  EXPECT_EQ(get(detect(), "slurm.nnodes"), std::nullopt);
 }
 
 TEST(ResourceTest, SlurmArrayElement) {
@@ -240,7 +269,8 @@ TEST(ResourceTest, SlurmArrayElement) {
   env.set("SLURM_ARRAY_TASK_COUNT", "64");
   env.set("SLURM_CLUSTER_NAME", "cluster-a");
   nl::Resource r = detect();
-  EXPECT_EQ(get(r, "slurm.job.id"), S("12345_7"));
+  // The element's own id, as NeMo Lens v0.2.0 writes it; the array's are in slurm.array.*.
+  EXPECT_EQ(get(r, "slurm.job.id"), S("12350"));
   EXPECT_EQ(get(r, "slurm.job.id.raw"), S("12350"));
   EXPECT_EQ(get(r, "slurm.array.job_id"), S("12345"));
   EXPECT_EQ(get(r, "slurm.array.task_id"), S("7"));
@@ -328,8 +358,13 @@ TEST(ResourceTest, GpuCountFromCudaVisibleDevices) {
           "GPU-8d5b2c4e-1f2a-4b3c-9d8e-7f6a5b4c3d2e,"
           "GPU-1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d");
   EXPECT_EQ(get(detect(), "host.gpu.count"), I(2));
-  env.set("CUDA_VISIBLE_DEVICES", " 0, 1 ,");  // blank entries do not count
-  EXPECT_EQ(get(detect(), "host.gpu.count"), I(2));
+  // Counted as NeMo Lens v0.2.0 counts them: every entry, blank ones too; blank alone is none.
+  env.set("CUDA_VISIBLE_DEVICES", " 0, 1 ,");
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(3));
+  env.set("CUDA_VISIBLE_DEVICES", " \t");
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(0));
+  env.set("CUDA_VISIBLE_DEVICES", "MIG-4f1c2d3e-5a6b-4c7d-8e9f-0a1b2c3d4e5f");
+  EXPECT_EQ(get(detect(), "host.gpu.count"), I(1));
 }
 
 // The count in nvidia-smi's output (no process involved).
@@ -571,33 +606,41 @@ TEST(ResourceTest, OtelResourceAttributesOverrideDetectedKeys) {
   EXPECT_EQ(r.attributes.back().key, "site");  // new keys come after the detected ones
 }
 
-TEST(ResourceTest, OtelResourceAttributesSlurmKeysTakeNemoLensTypes) {
+// Each SLURM key keeps the type detection gives it: the integer keys of later NeMo Lens releases
+// parse the value, v0.2.0's keys (slurm.nnodes, slurm.ntasks...) stay strings.
+TEST(ResourceTest, OtelResourceAttributesSlurmKeysKeepTheirDetectedTypes) {
   ScopedEnv env;
   env.set("SLURM_JOB_ID", "12345");
-  env.set("SLURM_JOB_NUM_NODES", "4");
+  env.set("SLURM_NNODES", "4");
   env.set("SLURM_NTASKS", "16");
+  env.set("SLURM_NODELIST", "node[1-4]");
   env.set("SLURM_JOB_NAME", "fallback-name");
+  env.set("SLURM_RESTART_COUNT", "1");
   env.set("OTEL_RESOURCE_ATTRIBUTES",
           "slurm.job.id=from-launch,slurm.nnodes=8,slurm.ntasks=invalid,slurm.job.name=,"
-          "slurm.restart_count=x,slurm.array.count=,nv.dl.run.uuid=run-from-launch");
+          "slurm.nodelist=,slurm.restart_count=3,slurm.array.count=x,"
+          "nv.dl.run.uuid=run-from-launch");
   nl::Resource r = detect();
   EXPECT_EQ(get(r, "slurm.job.id"), S("from-launch"));
   EXPECT_EQ(get(r, "slurm.job.id.raw"), S("12345"));
-  EXPECT_EQ(get(r, "slurm.nnodes"), I(8));   // an integer, as NeMo Lens types it
-  EXPECT_EQ(get(r, "slurm.ntasks"), I(16));  // not an integer: the detected value stays
+  EXPECT_EQ(get(r, "slurm.nnodes"), S("8"));        // a string, as v0.2.0 detects it
+  EXPECT_EQ(get(r, "slurm.ntasks"), S("invalid"));  // a string key takes any non-empty value
   EXPECT_EQ(get(r, "slurm.job.name"), S("fallback-name"));  // empty: the detected value stays
-  EXPECT_EQ(get(r, "slurm.restart_count"), I(0));
-  EXPECT_EQ(get(r, "slurm.array.count"), I(1));
+  EXPECT_EQ(get(r, "slurm.nodelist"), S("node[1-4]"));
+  EXPECT_EQ(get(r, "slurm.restart_count"), I(3));  // an integer key: parsed
+  EXPECT_EQ(get(r, "slurm.array.count"), I(1));    // not an integer: the detected value stays
   EXPECT_EQ(get(r, "nv.dl.run.uuid"), S("run-from-launch"));
 }
 
 TEST(ResourceTest, OtelResourceAttributesSlurmKeysWithoutSlurm) {
   ScopedEnv env;
-  env.set("OTEL_RESOURCE_ATTRIBUTES", "slurm.job.id=from-launch,slurm.nnodes=8,slurm.ntasks=x");
+  env.set("OTEL_RESOURCE_ATTRIBUTES",
+          "slurm.job.id=from-launch,slurm.nnodes=8,slurm.restart_count=2,slurm.array.count=x");
   nl::Resource r = detect();
   EXPECT_EQ(get(r, "slurm.job.id"), S("from-launch"));
-  EXPECT_EQ(get(r, "slurm.nnodes"), I(8));
-  EXPECT_EQ(get(r, "slurm.ntasks"), S("x"));  // nothing detected to keep: the string as given
+  EXPECT_EQ(get(r, "slurm.nnodes"), S("8"));
+  EXPECT_EQ(get(r, "slurm.restart_count"), I(2));
+  EXPECT_EQ(get(r, "slurm.array.count"), S("x"));  // nothing detected to keep: the string as given
 }
 
 TEST(ResourceTest, ServiceNameFromOtelResourceAttributesReplacesOnlyTheDefault) {

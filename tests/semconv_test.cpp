@@ -101,6 +101,10 @@ TEST_F(SemconvFile, ResourceCarriesTheConstantsNames) {
   env_.set("SLURM_JOB_ID", "4711");
   env_.set("SLURM_JOB_NAME", "pretrain");
   env_.set("SLURM_CLUSTER_NAME", "eos");
+  env_.set("SLURM_NNODES", "4");
+  env_.set("SLURM_NTASKS", "32");
+  env_.set("SLURM_NODELIST", "eos[0001-0004]");
+  env_.set("SLURM_PARTITION", "batch");
   env_.set("KUBERNETES_SERVICE_HOST", "10.0.0.1");
   env_.set("K8S_POD_NAME", "pod-3");
   json attrs;
@@ -123,6 +127,11 @@ TEST_F(SemconvFile, ResourceCarriesTheConstantsNames) {
   EXPECT_EQ(attribute(attrs, semconv::kSlurmJobId), json({{"stringValue", "4711"}}));
   EXPECT_EQ(attribute(attrs, semconv::kSlurmJobName), json({{"stringValue", "pretrain"}}));
   EXPECT_EQ(attribute(attrs, semconv::kSlurmClusterName), json({{"stringValue", "eos"}}));
+  // NeMo Lens v0.2.0 writes the counts as the strings SLURM gives.
+  EXPECT_EQ(attribute(attrs, semconv::kSlurmNnodes), json({{"stringValue", "4"}}));
+  EXPECT_EQ(attribute(attrs, semconv::kSlurmNtasks), json({{"stringValue", "32"}}));
+  EXPECT_EQ(attribute(attrs, semconv::kSlurmNodelist), json({{"stringValue", "eos[0001-0004]"}}));
+  EXPECT_EQ(attribute(attrs, semconv::kSlurmPartition), json({{"stringValue", "batch"}}));
   EXPECT_FALSE(attribute(attrs, semconv::kNvDlJobUuid).is_null());
   EXPECT_EQ(attribute(attrs, semconv::kK8sPodName), json({{"stringValue", "pod-3"}}));
 }

@@ -1,8 +1,10 @@
 // Resource detection. The attribute names, the variables they are read from, their types and the
 // conditions under which they appear follow NeMo Lens (Python): providers.py for the service, rank
 // and run attributes, resources/slurm.py, kubernetes.py and local.py for the detected ones
-// (local.py asks nvidia-smi for the GPU count; so does lens, with a hard timeout). The order in
-// which the sources override each other is lens's own; docs/resources.md lists both.
+// (local.py asks nvidia-smi for the GPU count; so does lens, with a hard timeout). Every key NeMo
+// Lens v0.2.0 writes has v0.2.0's variable, value and type, so that a job switching library keeps
+// its resource; the keys only later NeMo Lens releases write follow those. The order in which the
+// sources override each other is lens's own; docs/resources.md lists all three.
 #include "resources/resource.hpp"
 
 #include <fcntl.h>
@@ -176,24 +178,21 @@ void add_service(AttributeSet& attrs, const NemoLensConfig& config, int rank, in
                      deployment ? *deployment : env_or_empty("ENVIRONMENT"));
 }
 
-// 2. SLURM (NeMo Lens resources/slurm.py, derive_slurm_resource_attributes): only when
-// SLURM_JOB_ID is non-empty.
+// 2. SLURM: only when SLURM_JOB_ID is non-empty. The keys of NeMo Lens v0.2.0's detect_slurm
+// (slurm.job.id, .job.name, .nodelist, .nnodes, .ntasks, .partition, .cluster.name) are its
+// variable's value as it is, a string, left out when empty; the others follow the later
+// derive_slurm_resource_attributes.
 void add_slurm(AttributeSet& attrs) {
   const std::string_view raw_job_id = env_or_empty("SLURM_JOB_ID");
   if (raw_job_id.empty()) return;
 
-  // An array element: SLURM_ARRAY_TASK_ID is set (even to ""). Its job id is normalized to
-  // "<array job id>_<task id>".
+  // An array element: SLURM_ARRAY_TASK_ID is set (even to "").
   const auto task_var = raw_env("SLURM_ARRAY_TASK_ID");
   const bool is_array = task_var.has_value();
   const std::string_view array_job_id = env_or_empty("SLURM_ARRAY_JOB_ID");
   const std::string_view array_task_id = task_var.value_or("0");
-  std::string job_id(raw_job_id);
-  if (is_array && !array_job_id.empty()) {
-    job_id = std::string(array_job_id) + "_" + std::string(array_task_id);
-  }
 
-  attrs.set_nonempty(semconv::kSlurmJobId, job_id);
+  attrs.set_nonempty(semconv::kSlurmJobId, raw_job_id);
   attrs.set_nonempty(semconv::kSlurmJobIdRaw, raw_job_id);
   attrs.set_nonempty(semconv::kSlurmArrayJobId, array_job_id.empty() ? raw_job_id : array_job_id);
   attrs.set_nonempty(semconv::kSlurmArrayTaskId, array_task_id);
@@ -204,11 +203,12 @@ void add_slurm(AttributeSet& attrs) {
                      first_nonempty_env({"LENS_SLURM_ARRAY_SLUID", "NV_LAUNCH_ARRAY_SLUID"}));
   attrs.set_nonempty(semconv::kSlurmJobName, env_or_empty("SLURM_JOB_NAME"));
   attrs.set_nonempty(semconv::kSlurmClusterName, env_or_empty("SLURM_CLUSTER_NAME"));
-  attrs.set_nonempty(semconv::kSlurmPartition,
-                     first_nonempty_env({"SLURM_JOB_PARTITION", "SLURM_PARTITION"}));
-  set_int(attrs, semconv::kSlurmNnodes,
-          first_nonempty_env({"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}));
-  set_int(attrs, semconv::kSlurmNtasks, env_or_empty("SLURM_NTASKS"));
+  attrs.set_nonempty(semconv::kSlurmNodelist, env_or_empty("SLURM_NODELIST"));
+  attrs.set_nonempty(semconv::kSlurmPartition, env_or_empty("SLURM_PARTITION"));
+  // The partition SLURM itself names in the job (SLURM_PARTITION is an input variable of srun).
+  attrs.set_nonempty(semconv::kSlurmJobPartition, env_or_empty("SLURM_JOB_PARTITION"));
+  attrs.set_nonempty(semconv::kSlurmNnodes, env_or_empty("SLURM_NNODES"));
+  attrs.set_nonempty(semconv::kSlurmNtasks, env_or_empty("SLURM_NTASKS"));
   set_int(attrs, semconv::kSlurmRestartCount, env_or_empty("SLURM_RESTART_COUNT"), 0);
   attrs.set_nonempty(semconv::kSlurmJobUser, env_or_empty("SLURM_JOB_USER"));
   attrs.set_nonempty(semconv::kSlurmJobAccount, env_or_empty("SLURM_JOB_ACCOUNT"));
@@ -259,16 +259,14 @@ void add_kubernetes(AttributeSet& attrs, const ResourcePaths& paths) {
   }
 }
 
-// The number of GPUs CUDA_VISIBLE_DEVICES makes visible: its non-empty comma-separated entries
-// (indexes or UUIDs). Empty optional when the variable is unset.
+// The GPUs CUDA_VISIBLE_DEVICES lists, counted as NeMo Lens v0.2.0 counts them: 0 when it is blank,
+// else its comma-separated entries, empty ones included ("0,1," is 3). Empty optional when the
+// variable is unset.
 std::optional<std::int64_t> visible_gpu_count() {
   auto visible = raw_env("CUDA_VISIBLE_DEVICES");
   if (!visible) return std::nullopt;
-  std::int64_t count = 0;
-  for (std::string_view entry : split(*visible, ',')) {
-    if (!trim(entry).empty()) ++count;
-  }
-  return count;
+  if (trim(*visible).empty()) return 0;
+  return static_cast<std::int64_t>(std::count(visible->begin(), visible->end(), ',')) + 1;
 }
 
 // ---- Running nvidia-smi ----
@@ -464,7 +462,7 @@ std::optional<std::string> run_for_output(const std::vector<std::string>& argv,
 void add_host(AttributeSet& attrs, const ResourcePaths& paths) {
   std::array<char, HOST_NAME_MAX + 1> host{};
   if (gethostname(host.data(), host.size() - 1) == 0) {
-    attrs.set_nonempty(semconv::kHostName, std::string_view(host.data()));
+    attrs.set(semconv::kHostName, std::string(host.data()));
   }
   attrs.set(semconv::kProcessPid, std::int64_t{getpid()});
   std::optional<std::int64_t> gpus = visible_gpu_count();
@@ -472,33 +470,24 @@ void add_host(AttributeSet& attrs, const ResourcePaths& paths) {
   if (gpus) attrs.set(semconv::kHostGpuCount, *gpus);
 }
 
-// The type NeMo Lens gives an OTEL_RESOURCE_ATTRIBUTES value for a SLURM resource key (its
-// SLURM_RESOURCE_TYPES); kNone for every other key.
+// The type a SLURM resource key has when detected, which its OTEL_RESOURCE_ATTRIBUTES value takes
+// (later NeMo Lens releases' SLURM_RESOURCE_TYPES, with v0.2.0's strings for v0.2.0's keys);
+// kNone for every other key.
 enum class SlurmKeyType : std::uint8_t { kNone, kString, kInt };
 
 SlurmKeyType slurm_key_type(std::string_view key) {
-  static constexpr std::string_view kIntKeys[] = {semconv::kSlurmArrayCount, semconv::kSlurmNnodes,
-                                                  semconv::kSlurmNtasks,
+  static constexpr std::string_view kIntKeys[] = {semconv::kSlurmArrayCount,
                                                   semconv::kSlurmRestartCount};
-  static constexpr std::string_view kStringKeys[] = {semconv::kSlurmJobId,
-                                                     semconv::kSlurmJobIdRaw,
-                                                     semconv::kSlurmArrayJobId,
-                                                     semconv::kSlurmArrayTaskId,
-                                                     semconv::kSlurmSluid,
-                                                     semconv::kSlurmArraySluid,
-                                                     semconv::kSlurmJobName,
-                                                     semconv::kSlurmClusterName,
-                                                     semconv::kSlurmPartition,
-                                                     semconv::kSlurmHeadNodeName,
-                                                     semconv::kSlurmJobUser,
-                                                     semconv::kSlurmJobAccount,
-                                                     semconv::kSlurmJobQos,
-                                                     semconv::kSlurmJobReservation,
-                                                     semconv::kSlurmSegment,
-                                                     semconv::kSlurmTopologyAddr,
-                                                     semconv::kSlurmTopologyAddrPattern,
-                                                     semconv::kNvDlJobUuid,
-                                                     semconv::kNvDlRunUuid};
+  // NeMo Lens v0.2.0's seven keys, then the string keys of later releases.
+  static constexpr std::string_view kStringKeys[] = {
+      semconv::kSlurmJobId,        semconv::kSlurmJobName,      semconv::kSlurmNodelist,
+      semconv::kSlurmNnodes,       semconv::kSlurmNtasks,       semconv::kSlurmPartition,
+      semconv::kSlurmClusterName,  semconv::kSlurmJobIdRaw,     semconv::kSlurmArrayJobId,
+      semconv::kSlurmArrayTaskId,  semconv::kSlurmSluid,        semconv::kSlurmArraySluid,
+      semconv::kSlurmJobPartition, semconv::kSlurmHeadNodeName, semconv::kSlurmJobUser,
+      semconv::kSlurmJobAccount,   semconv::kSlurmJobQos,       semconv::kSlurmJobReservation,
+      semconv::kSlurmSegment,      semconv::kSlurmTopologyAddr, semconv::kSlurmTopologyAddrPattern,
+      semconv::kNvDlJobUuid,       semconv::kNvDlRunUuid};
   for (std::string_view k : kIntKeys) {
     if (k == key) return SlurmKeyType::kInt;
   }
@@ -561,8 +550,9 @@ std::vector<ParsedAttribute> parse_otel_resource_attributes(std::string_view tex
 // 5. OTEL_RESOURCE_ATTRIBUTES: string values overriding what was detected, except that
 //  - service.name here replaces only the default service name: OTEL_SERVICE_NAME and a
 //    service_name set in the config win (the specification's OTEL_SERVICE_NAME precedence);
-//  - a SLURM resource key takes NeMo Lens's type (slurm.nnodes=8 is the integer 8), and a value
-//    that is empty or not an integer where one is expected does not replace a detected value.
+//  - a SLURM resource key takes the type detection gives it (slurm.restart_count=2 is the integer
+//    2, slurm.nnodes=8 the string "8"), and a value that is empty or not an integer where one is
+//    expected does not replace a detected value.
 void add_otel_resource_attributes(AttributeSet& attrs, const NemoLensConfig& config) {
   auto text = raw_env(kOtelResourceAttributes);
   if (!text) return;

@@ -55,12 +55,14 @@ inline constexpr std::string_view kDeploymentEnvironment = "deployment.environme
 inline constexpr std::string_view kHostName = "host.name";
 /// Resource: the process id (int); a forked child's pipeline carries its own.
 inline constexpr std::string_view kProcessPid = "process.pid";
-/// Resource: the GPUs visible to the process (int): CUDA_VISIBLE_DEVICES, else nvidia-smi.
+/// Resource: the GPUs visible to the process (int): the entries of CUDA_VISIBLE_DEVICES, else
+/// the GPUs nvidia-smi lists.
 inline constexpr std::string_view kHostGpuCount = "host.gpu.count";
 
 // ---- SLURM (written when SLURM_JOB_ID is set) ----
+// The seven keys of NeMo Lens v0.2.0 are strings, each its variable's value as it is.
 
-/// Resource: the job id; `<array job id>_<task id>` for an array element.
+/// Resource: SLURM_JOB_ID (an array element's own id; see kSlurmArrayJobId).
 inline constexpr std::string_view kSlurmJobId = "slurm.job.id";
 /// Resource: SLURM_JOB_ID as it is.
 inline constexpr std::string_view kSlurmJobIdRaw = "slurm.job.id.raw";
@@ -78,11 +80,15 @@ inline constexpr std::string_view kSlurmArraySluid = "slurm.array.sluid";
 inline constexpr std::string_view kSlurmJobName = "slurm.job.name";
 /// Resource: SLURM_CLUSTER_NAME.
 inline constexpr std::string_view kSlurmClusterName = "slurm.cluster.name";
-/// Resource: SLURM_JOB_PARTITION, else SLURM_PARTITION.
+/// Resource: SLURM_NODELIST, the job's nodes in SLURM's compressed form ("node[01-04]").
+inline constexpr std::string_view kSlurmNodelist = "slurm.nodelist";
+/// Resource: SLURM_PARTITION (the partition asked for, when the launch names one).
 inline constexpr std::string_view kSlurmPartition = "slurm.partition";
-/// Resource: the number of nodes (int).
+/// Resource: SLURM_JOB_PARTITION, the partition SLURM ran the job in (lens only).
+inline constexpr std::string_view kSlurmJobPartition = "slurm.job.partition";
+/// Resource: SLURM_NNODES, the number of nodes (a string, as NeMo Lens v0.2.0 writes it).
 inline constexpr std::string_view kSlurmNnodes = "slurm.nnodes";
-/// Resource: the number of tasks (int).
+/// Resource: SLURM_NTASKS, the number of tasks (a string, as NeMo Lens v0.2.0 writes it).
 inline constexpr std::string_view kSlurmNtasks = "slurm.ntasks";
 /// Resource: SLURM_RESTART_COUNT (int, 0 when unset).
 inline constexpr std::string_view kSlurmRestartCount = "slurm.restart_count";
@@ -282,8 +288,5 @@ inline constexpr std::string_view kGymRolloutDurationMs = "gym.rollout.duration_
 inline constexpr std::string_view kGymVerifyDurationMs = "gym.verify.duration_ms";
 /// Gauge: the number of active Gym servers.
 inline constexpr std::string_view kGymServersActive = "gym.servers.active";
-
-/// Resource (SLURM, NeMo Lens' detect_slurm): the job's node list, as SLURM_NODELIST gives it.
-inline constexpr std::string_view kSlurmNodelist = "slurm.nodelist";
 
 }  // namespace nemo::lens::semconv
