@@ -7,7 +7,7 @@ detected by the compiled library exactly as C++ set-up detects them::
 
 from typing import Any, Dict
 
-from .. import _core
+from ._detect import detected
 from .kubernetes import detect_kubernetes
 from .local import detect_local
 from .slurm import detect_slurm
@@ -16,11 +16,7 @@ from .slurm import detect_slurm
 def detect_resource() -> Dict[str, Any]:
     """The host, process, GPU, SLURM and Kubernetes attributes of this process (what every
     exported span's resource carries besides the service, rank and run attributes)."""
-    return _detected(("host.", "process.", "slurm.", "k8s."))
-
-
-def _detected(prefixes: tuple) -> Dict[str, Any]:
-    return {k: v for k, v in _core.detect_resource().items() if k.startswith(prefixes)}
+    return detected(("host.", "process.", "slurm.", "k8s."))
 
 
 __all__ = ["detect_kubernetes", "detect_local", "detect_resource", "detect_slurm"]

@@ -6,10 +6,10 @@
 
 from typing import Any, Dict
 
+from ._detect import detected
+
 
 def detect_kubernetes() -> Dict[str, Any]:
     """The ``k8s.*`` attributes (only under Kubernetes: ``KUBERNETES_SERVICE_HOST`` set or its
     service-account secrets mounted)."""
-    from . import _detected
-
-    return _detected(("k8s.",))
+    return detected(("k8s.",))

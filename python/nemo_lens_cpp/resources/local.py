@@ -6,10 +6,10 @@
 
 from typing import Any, Dict
 
+from ._detect import detected
+
 
 def detect_local() -> Dict[str, Any]:
     """The host and process attributes; ``host.gpu.count`` from ``CUDA_VISIBLE_DEVICES``, else
     nvidia-smi, else left out."""
-    from . import _detected
-
-    return _detected(("host.", "process."))
+    return detected(("host.", "process."))
