@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nemo/lens/lens.hpp"
+#include "metrics/instruments.hpp"
 #include "nemo/lens/telemetry_data.hpp"
 #include "scoped_env.hpp"
 #include "tracing_fixture.hpp"
@@ -162,6 +163,47 @@ TEST_F(Metrics, DeltaTemporalityReportsTheChangeSinceTheLastCollection) {
   const MetricData updown = collect("test.delta_updown");
   EXPECT_EQ(updown.temporality, Temporality::kCumulative);
   EXPECT_EQ(int_value(point(updown.number_points)), 6);
+}
+
+// A second reader (Python's OpenTelemetry MetricReader) reads cumulative totals whenever it
+// collects, from another thread, and leaves the set-up's delta bookkeeping as it was.
+TEST_F(Metrics, ASnapshotReadsCumulativeTotalsAndLeavesTheDeltasAlone) {
+  env_.set("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta");
+  start();
+  auto& meter = get_meter("metrics_test");
+  const auto c = meter.create_counter<std::int64_t>("test.snapshot_counter");
+  const auto h =
+      meter.create_histogram<double>("test.snapshot_hist", "s", "", std::vector<double>{1});
+  c.add(5, {{"k", "a"}});
+  h.record(0.5);
+  EXPECT_EQ(int_value(point(collect("test.snapshot_counter").number_points, "k", "a")), 5);
+  c.add(2, {{"k", "a"}});
+  h.record(4);
+  std::vector<MetricData> snapshot;
+  std::thread([&] { snapshot = detail::snapshot_metrics(1000, 2000); }).join();
+  const MetricData* counter = nullptr;
+  const MetricData* hist = nullptr;
+  for (const MetricData& m : snapshot) {
+    if (m.name == "test.snapshot_counter") counter = &m;
+    if (m.name == "test.snapshot_hist") hist = &m;
+  }
+  ASSERT_NE(counter, nullptr);
+  ASSERT_NE(hist, nullptr);
+  EXPECT_EQ(counter->temporality, Temporality::kCumulative);
+  EXPECT_TRUE(counter->monotonic);
+  const NumberPoint* p = point(counter->number_points, "k", "a");
+  EXPECT_EQ(int_value(p), 7);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->start_time_unix_nano, 1000);
+  EXPECT_EQ(p->time_unix_nano, 2000);
+  ASSERT_EQ(hist->histogram_points.size(), 1u);
+  EXPECT_EQ(hist->histogram_points[0].count, 2u);
+  EXPECT_EQ(hist->histogram_points[0].bucket_counts, (std::vector<std::uint64_t>{1, 1}));
+  // The set-up's reader still reports only what changed since its own last collection.
+  EXPECT_EQ(int_value(point(collect("test.snapshot_counter").number_points, "k", "a")), 2);
+  const auto latest_hist = memory_->latest("test.snapshot_hist");  // the same collection's
+  ASSERT_TRUE(latest_hist.has_value());
+  EXPECT_EQ(latest_hist->histogram_points.at(0).count, 1u);
 }
 
 TEST_F(Metrics, HistogramBucketsAreExactFromSeveralThreads) {

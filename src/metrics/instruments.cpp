@@ -643,16 +643,14 @@ struct Collector {
 
 std::int64_t g_previous_collection = 0;  // reader thread only
 
-}  // namespace
-
-std::vector<MetricData> collect_metrics(const TemporalityPreference& preference,
-                                        std::int64_t start_unix_nano, std::int64_t now_unix_nano) {
+// Every meter, after their observable callbacks ran, each under its registration's lock
+// (unregister waits for it).
+std::vector<MeterState*> observed_meters() {
   std::vector<MeterState*> all;
   {
     std::lock_guard lock(meters_mu());
     for (const auto& m : meters()) all.push_back(m.get());
   }
-  // Observable callbacks first, each under its registration's lock (unregister waits for it).
   for (MeterState* meter : all) {
     std::vector<std::shared_ptr<ObservableRegistration>> observables;
     {
@@ -675,10 +673,13 @@ std::vector<MetricData> collect_metrics(const TemporalityPreference& preference,
       }
     }
   }
-  if (g_previous_collection < start_unix_nano) g_previous_collection = start_unix_nano;
-  const Collector collector{preference, start_unix_nano, now_unix_nano, g_previous_collection};
+  return all;
+}
+
+std::vector<MetricData> collect_with(const Collector& collector,
+                                     const std::vector<MeterState*>& meters) {
   std::vector<MetricData> out;
-  for (MeterState* meter : all) {
+  for (MeterState* meter : meters) {
     std::vector<Instrument*> instruments;
     {
       std::lock_guard lock(meter->mu);
@@ -686,8 +687,28 @@ std::vector<MetricData> collect_metrics(const TemporalityPreference& preference,
     }
     for (Instrument* inst : instruments) collector.collect(*inst, out);
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MetricData> collect_metrics(const TemporalityPreference& preference,
+                                        std::int64_t start_unix_nano, std::int64_t now_unix_nano) {
+  const std::vector<MeterState*> meters = observed_meters();
+  if (g_previous_collection < start_unix_nano) g_previous_collection = start_unix_nano;
+  const Collector collector{preference, start_unix_nano, now_unix_nano, g_previous_collection};
+  std::vector<MetricData> out = collect_with(collector, meters);
   g_previous_collection = now_unix_nano;
   return out;
+}
+
+std::vector<MetricData> snapshot_metrics(std::int64_t start_unix_nano,
+                                         std::int64_t now_unix_nano) {
+  // Every kind cumulative: the collector then only reads the cells (delta bookkeeping is the
+  // set-up reader's alone).
+  const Collector collector{TemporalityPreference{}, start_unix_nano, now_unix_nano,
+                            start_unix_nano};
+  return collect_with(collector, observed_meters());
 }
 
 void reset_metric_values() noexcept {

@@ -44,6 +44,15 @@ TemporalityPreference temporality_preference_from_env();
 std::vector<MetricData> collect_metrics(const TemporalityPreference& preference,
                                         std::int64_t start_unix_nano, std::int64_t now_unix_nano);
 
+/// Every instrument of every meter as cumulative points (gauges: their last value) at
+/// `now_unix_nano`, cumulative points starting at `start_unix_nano`: what a reader other than the
+/// set-up's own reads when it collects (an OpenTelemetry MetricReader given to Python's
+/// setup_telemetry). Observable callbacks run first. Changes no state of the set-up's reader (its
+/// delta bookkeeping), so it may run on any thread, beside the reader thread. May throw
+/// std::bad_alloc.
+NEMO_LENS_API std::vector<MetricData> snapshot_metrics(std::int64_t start_unix_nano,
+                                                       std::int64_t now_unix_nano);
+
 /// Forgets every recorded value (a new set-up starts from zero). Recording must be off.
 void reset_metric_values() noexcept;
 
