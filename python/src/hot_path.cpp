@@ -1,0 +1,583 @@
+// The hot path of _core, written against the CPython API: managed_span() and
+// is_span_group_enabled() find a per-group gate in a dict keyed by the group string, a disabled
+// site gets a static no-op context manager (so a disabled `with managed_span(...)` costs less than
+// a `with nullcontext()`), and an enabled span is SpanBase, a compiled type that starts and ends a
+// C++ span with no Python frame. Uses the attribute conversion (attributes.cpp) and nothing else of
+// _core; the other files use it through core.hpp.
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_set>
+
+#include "core.hpp"
+#include "nemo/lens/detail/gate.hpp"
+
+namespace nemo_lens_cpp {
+
+// ------------------------------------------------------------------------------------------------
+// The spans Python started that are open now, by span id.
+
+namespace {
+
+std::mutex g_python_spans_mu;
+std::unordered_set<std::uint64_t>& python_spans() {
+  static auto* s = new std::unordered_set<std::uint64_t>();  // immortal: spans may end at exit
+  return *s;
+}
+
+bool is_python_span(const lens::SpanContext& c) {
+  std::lock_guard lock(g_python_spans_mu);
+  return python_spans().count(span_key(c.span_id)) != 0;
+}
+
+}  // namespace
+
+std::uint64_t span_key(const lens::SpanId& id) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, id.bytes.data(), sizeof v);
+  return v;
+}
+
+void register_python_span(std::uint64_t key) {
+  std::lock_guard lock(g_python_spans_mu);
+  python_spans().insert(key);
+}
+
+void unregister_python_span(std::uint64_t key) {
+  std::lock_guard lock(g_python_spans_mu);
+  python_spans().erase(key);
+}
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// The gates.
+
+// A gate per group string, as LENS_SPAN has one per site. Immortal: sites hold pointers to them.
+struct PyGate {
+  std::string group;
+  lens::detail::SiteGate gate{{}, &lens::detail::g_unresolved_flag};
+};
+
+constexpr Py_ssize_t kMaxGates = 4096;  // distinct group strings; beyond: looked up by name
+PyObject* g_span_gates = nullptr;       // dict: group str -> capsule of PyGate (span site flag)
+PyObject* g_enabled_gates = nullptr;    // dict: group str -> capsule of PyGate (enabled flag)
+PyObject* g_enabled_impl = nullptr;     // spans._enabled_managed_span, set by the package
+PyObject* g_noop = nullptr;             // the no-op context manager
+PyObject* g_unset_route = nullptr;      // spans._unset_managed_span while lens is not set up
+
+// The gate for `group` (a str) in `gates`; null when the table is full or memory ran out (the
+// caller then asks by name). Requires the GIL.
+lens::detail::SiteGate* gate_for(PyObject* gates, PyObject* group) {
+  if (PyObject* cap = PyDict_GetItemWithError(gates, group)) {
+    return &static_cast<PyGate*>(PyCapsule_GetPointer(cap, nullptr))->gate;
+  }
+  if (PyErr_Occurred() || PyDict_Size(gates) >= kMaxGates) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_ssize_t n = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(group, &n);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  auto* g = new (std::nothrow) PyGate{std::string(utf8, static_cast<std::size_t>(n))};
+  if (g == nullptr) return nullptr;
+  g->gate.group = g->group;
+  PyObject* cap = PyCapsule_New(g, nullptr, nullptr);  // never freed: the gate is immortal
+  if (cap == nullptr || PyDict_SetItem(gates, group, cap) != 0) {
+    PyErr_Clear();
+    Py_XDECREF(cap);
+    return nullptr;  // g leaks; memory is short anyway
+  }
+  Py_DECREF(cap);
+  return &g->gate;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Enabled spans (CPython API): SpanBase, the type of what `with managed_span(...)` yields when its
+// group is on. The package's Span subclasses it (adding the friendly methods in Python); the
+// contextvar `current` holds the innermost span of each thread / asyncio task (a SpanBase, or a
+// SpanContext attached by Context.attach()).
+
+PyObject* g_current_var = nullptr;    // contextvars.ContextVar("nemo_lens_cpp.current")
+PyTypeObject* g_span_type = nullptr;  // the package's Span (a SpanBase subclass)
+PyObject* g_bridge_parent = nullptr;  // bridge_opentelemetry()'s current-parent callable, or null
+
+struct SpanObject {
+  PyObject_HEAD PyObject* group;  // str
+  PyObject* name;                 // str
+  PyObject* attributes;           // dict or null
+  PyObject* token;                // the contextvar token while entered, else null
+  lens::Span span;
+  lens::Span attached;        // while a span _start() began is entered: its context, for C++
+  lens::SpanContext context;  // valid once started, when the span has ids
+  lens::SpanContext parent;   // an explicit parent (valid) or none
+  std::uint64_t key;          // in python_spans() while open; 0: not registered
+  int kind;
+  bool record_exception;
+  bool started;
+  bool started_unentered;  // started by _start(): the first __enter__ makes it current
+};
+
+bool is_span_object(PyObject* o);
+
+// The lens context held by the contextvar's value `v` (a SpanObject or a SpanContext); invalid
+// for anything else.
+lens::SpanContext context_of(PyObject* v) {
+  if (v == nullptr || v == Py_None) return {};
+  if (is_span_object(v)) return reinterpret_cast<SpanObject*>(v)->context;
+  try {
+    return py::cast<lens::SpanContext>(py::handle(v));
+  } catch (const py::cast_error&) {
+    return {};
+  }
+}
+
+void unregister(SpanObject* s) {
+  if (s->key == 0) return;
+  unregister_python_span(s->key);
+  s->key = 0;
+}
+
+}  // namespace
+
+PythonCurrent python_current() {
+  PythonCurrent out;
+  const lens::SpanContext top = lens::current_span_context();
+  if (top.is_valid() && !is_python_span(top)) {
+    out.context = top;
+    out.from_cpp = true;
+    return out;
+  }
+  PyObject* v = nullptr;
+  if (PyContextVar_Get(g_current_var, nullptr, &v) == 0 && v != nullptr) {
+    out.context = context_of(v);
+    Py_DECREF(v);
+  } else {
+    PyErr_Clear();
+  }
+  if (!out.context.is_valid() && g_bridge_parent != nullptr) {
+    PyObject* b = PyObject_CallNoArgs(g_bridge_parent);
+    if (b != nullptr) {
+      out.context = context_of(b);
+      Py_DECREF(b);
+    } else {
+      PyErr_Clear();  // a failing bridge gives no parent, never an exception
+    }
+  }
+  out.other_task = !out.context.is_valid() && top.is_valid();
+  return out;
+}
+
+namespace {
+
+// Starts `s`, under its explicit parent or python_current(). `make_current` is false for
+// _start(): the span is then not the thread's current span for C++ either.
+void start(SpanObject* s, bool make_current = true) {
+  lens::SpanStartOptions options;
+  options.current = make_current;
+  const std::string_view group = utf8_of(s->group);
+  options.group = group;
+  options.kind = static_cast<lens::SpanKind>(s->kind);
+  PythonCurrent current;
+  if (s->parent.is_valid()) {
+    options.parent = &s->parent;
+  } else {
+    current = python_current();
+    if (current.context.is_valid() && !current.from_cpp) options.parent = &current.context;
+    options.root = current.other_task;  // not a child of another task's span
+  }
+  s->span = lens::start_span(utf8_of(s->name), options, {});
+  s->started = true;
+  if (!s->span.is_recording()) return;
+  s->context = s->span.context();
+  if (s->attributes != nullptr) {
+    set_attributes(s->span, py::reinterpret_borrow<py::dict>(s->attributes));
+  }
+  s->key = span_key(s->context.span_id);
+  register_python_span(s->key);
+}
+
+void end(SpanObject* s) {
+  s->attached.end();
+  s->span.end();
+  unregister(s);
+}
+
+// A new SpanBase-typed object (the package's Span) that is not started yet. Steals nothing.
+PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, bool record_exception,
+                   const lens::SpanContext* parent, int kind) {
+  PyTypeObject* type = g_span_type;
+  auto* s = reinterpret_cast<SpanObject*>(type->tp_alloc(type, 0));
+  if (s == nullptr) return nullptr;
+  new (&s->span) lens::Span();
+  new (&s->attached) lens::Span();
+  new (&s->context) lens::SpanContext();
+  new (&s->parent) lens::SpanContext(parent != nullptr ? *parent : lens::SpanContext{});
+  Py_INCREF(group);
+  s->group = group;
+  Py_INCREF(name);
+  s->name = name;
+  Py_XINCREF(attributes);
+  s->attributes = attributes;
+  s->kind = kind;
+  s->record_exception = record_exception;
+  return reinterpret_cast<PyObject*>(s);
+}
+
+void span_dealloc(PyObject* o) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  end(s);  // a span dropped without __exit__ ends here
+  s->attached.~Span();
+  s->span.~Span();
+  s->context.~SpanContext();
+  s->parent.~SpanContext();
+  Py_XDECREF(s->group);
+  Py_XDECREF(s->name);
+  Py_XDECREF(s->attributes);
+  Py_XDECREF(s->token);
+  PyTypeObject* type = Py_TYPE(o);
+  type->tp_free(o);
+  if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(type);
+}
+
+PyObject* span_enter(PyObject* o, PyObject*) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (s->started && !s->started_unentered) {
+    PyErr_SetString(PyExc_RuntimeError, "a span can be entered only once");
+    return nullptr;
+  }
+  const bool began_unentered = s->started_unentered;
+  if (!s->started) start(s);
+  s->started_unentered = false;
+  if (s->context.is_valid() && s->key != 0) {  // not when it has ended meanwhile
+    s->token = PyContextVar_Set(g_current_var, o);
+    if (s->token == nullptr) PyErr_Clear();
+    // Started not current by _start(): current for C++ from now on, as an attached context.
+    if (began_unentered) s->attached = lens::attach_context(s->context);
+  }
+  Py_INCREF(o);
+  return o;
+}
+
+PyObject* span_exit(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (s->token != nullptr) {
+    if (PyContextVar_Reset(g_current_var, s->token) != 0) PyErr_Clear();  // another context
+    Py_CLEAR(s->token);
+  }
+  PyObject* exc = nargs >= 2 ? args[1] : Py_None;
+  if (exc != Py_None && s->record_exception && s->span.is_recording()) {
+    py::object type_name = py::reinterpret_steal<py::object>(PyType_GetQualName(Py_TYPE(exc)));
+    py::object message = py::reinterpret_steal<py::object>(PyObject_Str(exc));
+    if (!type_name || !message) PyErr_Clear();
+    const std::string_view type = type_name ? utf8_of(type_name.ptr()) : "unknown";
+    const std::string_view text = message ? utf8_of(message.ptr()) : "";
+    s->span.record_exception(type, text);  // sets status ERROR with the message
+  }
+  end(s);
+  Py_RETURN_FALSE;
+}
+
+PyObject* span_end(PyObject* o, PyObject*) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (!s->started) {  // ended before it started: nothing was timed, nothing is recorded
+    s->started = true;
+    Py_RETURN_NONE;
+  }
+  end(s);
+  Py_RETURN_NONE;
+}
+
+// _start(): starts the span without making it current (OpenTelemetry's tracer.start_span).
+PyObject* span_start(PyObject* o, PyObject*) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (!s->started) {
+    start(s, /*current=*/false);
+    s->started_unentered = true;
+  }
+  Py_RETURN_NONE;
+}
+
+// _add_link(context, attributes): a link to `context` (a SpanContext), on a started span.
+PyObject* span_add_link(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (nargs != 2 || !PyDict_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_add_link(context: SpanContext, attributes: dict)");
+    return nullptr;
+  }
+  const lens::SpanContext target = context_of(args[0]);
+  if (!target.is_valid() || !s->span.is_recording()) Py_RETURN_NONE;
+  const CallAttributes attributes(args[1], kMaxListAttributes);
+  with_attribute_list(attributes, [&](std::initializer_list<lens::Attribute> list) {
+    s->span.add_link(target, list);
+  });
+  Py_RETURN_NONE;
+}
+
+PyObject* span_is_recording(PyObject* o, PyObject*) {
+  return PyBool_FromLong(reinterpret_cast<SpanObject*>(o)->span.is_recording());
+}
+
+PyObject* span_get_context(PyObject* o, PyObject*) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (!s->context.is_valid()) Py_RETURN_NONE;
+  try {
+    return py::cast(s->context).release().ptr();
+  } catch (const py::error_already_set& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+PyObject* span_set_attributes(PyObject* o, PyObject* attributes) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (PyDict_Check(attributes) && s->span.is_recording()) {
+    set_attributes(s->span, py::reinterpret_borrow<py::dict>(attributes));
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* span_add_event(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_add_event(name: str, attributes: dict)");
+    return nullptr;
+  }
+  if (!s->span.is_recording()) Py_RETURN_NONE;
+  // Events take their attributes at once: converted into owned storage first.
+  const CallAttributes attributes(args[1]);
+  s->span.add_event(utf8_of(args[0]), attributes.list);
+  Py_RETURN_NONE;
+}
+
+PyObject* span_set_status(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (nargs != 2 || !PyLong_Check(args[0]) || !PyUnicode_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_set_status(code: int, description: str)");
+    return nullptr;
+  }
+  const long code = PyLong_AsLong(args[0]);
+  if (code >= 0 && code <= 2) {
+    s->span.set_status(static_cast<lens::StatusCode>(code), utf8_of(args[1]));
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* span_record_exception(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(o);
+  if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_record_exception(type: str, message: str)");
+    return nullptr;
+  }
+  s->span.record_exception(utf8_of(args[0]), utf8_of(args[1]));
+  Py_RETURN_NONE;
+}
+
+template <auto F>
+PyCFunction fastcall() {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
+}
+
+PyMethodDef kSpanMethods[] = {
+    {"__enter__", span_enter, METH_NOARGS, "Starts the span and makes it current; returns it."},
+    {"__exit__", fastcall<span_exit>(), METH_FASTCALL,
+     "Records an exception leaving the block (type, message, status ERROR) and ends the span."},
+    {"end", span_end, METH_NOARGS, "Ends the span now (idempotent)."},
+    {"_start", span_start, METH_NOARGS, "Starts the span without making it current."},
+    {"_add_link", fastcall<span_add_link>(), METH_FASTCALL, "Adds a link to a SpanContext."},
+    {"is_recording", span_is_recording, METH_NOARGS, "Whether the span records."},
+    {"get_span_context", span_get_context, METH_NOARGS,
+     "The span's SpanContext; None when it has none (not recording)."},
+    {"_set_attributes", span_set_attributes, METH_O, "Sets the attributes of a dict."},
+    {"_add_event", fastcall<span_add_event>(), METH_FASTCALL, "Adds an event."},
+    {"_set_status", fastcall<span_set_status>(), METH_FASTCALL, "Sets the status."},
+    {"_record_exception", fastcall<span_record_exception>(), METH_FASTCALL,
+     "Records an exception by type name and message."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot kSpanSlots[] = {
+    {Py_tp_doc, const_cast<char*>("The compiled base of nemo_lens_cpp.Span.")},
+    {Py_tp_dealloc, reinterpret_cast<void*>(span_dealloc)},
+    {Py_tp_methods, kSpanMethods},
+    {0, nullptr}};
+
+PyType_Spec kSpanSpec = {"nemo_lens_cpp._core.SpanBase", sizeof(SpanObject), 0,
+                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, kSpanSlots};
+
+PyTypeObject* g_span_base = nullptr;
+
+bool is_span_object(PyObject* o) { return PyObject_TypeCheck(o, g_span_base) != 0; }
+
+// new_span(group, name, attributes, record_exception, parent, kind): an unstarted span, for
+// span_cm() and start_span().
+PyObject* py_new_span(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 6 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]) ||
+      !(args[2] == Py_None || PyDict_Check(args[2])) || !PyLong_Check(args[5])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "new_span(group: str, name: str, attributes: dict | None, record_exception, "
+                    "parent: SpanContext | None, kind: int)");
+    return nullptr;
+  }
+  if (g_span_type == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "nemo_lens_cpp is not initialised");
+    return nullptr;
+  }
+  const lens::SpanContext parent = context_of(args[4]);
+  PyObject* attributes = args[2] == Py_None ? nullptr : args[2];
+  return new_span(args[0], args[1], attributes, PyObject_IsTrue(args[3]) == 1,
+                  parent.is_valid() ? &parent : nullptr, static_cast<int>(PyLong_AsLong(args[5])));
+}
+
+// ------------------------------------------------------------------------------------------------
+// The module functions.
+
+// managed_span(group, name, tracer=None, **attributes): the no-op context manager when the group's
+// sites are closed; else an unstarted span made here, or by the package's Python callables for
+// what this does not take (lens not set up, a `tracer`, arguments that are not two str).
+PyObject* fast_managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Py_ssize_t positional = PyVectorcall_NARGS(nargs);
+  if (positional >= 1 && PyUnicode_CheckExact(args[0])) {
+    lens::detail::SiteGate* gate = gate_for(g_span_gates, args[0]);
+    const bool open = gate != nullptr ? lens::detail::span_site_enabled(*gate)
+                                      : lens::is_span_group_enabled(utf8_of(args[0]));
+    if (!open && positional == 2 && PyUnicode_Check(args[1])) {
+      Py_INCREF(g_noop);
+      return g_noop;
+    }
+  }
+  if (g_enabled_impl == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "nemo_lens_cpp is not initialised");
+    return nullptr;
+  }
+  // Not set up: a program that configured OpenTelemetry itself gets its spans there.
+  if (g_unset_route != nullptr) return PyObject_Vectorcall(g_unset_route, args, nargs, kwnames);
+  // Enabled: the span, unstarted, with its keyword arguments as attributes (but `tracer`, which
+  // the Python implementation honours when it is not None).
+  if (positional == 2 && PyUnicode_CheckExact(args[0]) && PyUnicode_Check(args[1])) {
+    PyObject* attributes = nullptr;
+    const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nkw > 0) {
+      attributes = PyDict_New();
+      if (attributes == nullptr) return nullptr;
+      for (Py_ssize_t i = 0; i < nkw; ++i) {
+        PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) {
+          if (args[positional + i] == Py_None) continue;
+          Py_DECREF(attributes);
+          return PyObject_Vectorcall(g_enabled_impl, args, nargs, kwnames);
+        }
+        if (PyDict_SetItem(attributes, key, args[positional + i]) != 0) {
+          Py_DECREF(attributes);
+          return nullptr;
+        }
+      }
+    }
+    PyObject* span = new_span(args[0], args[1], attributes, true, nullptr, 1);
+    Py_XDECREF(attributes);
+    return span;
+  }
+  // Arguments the Python implementation checks and reports.
+  return PyObject_Vectorcall(g_enabled_impl, args, nargs, kwnames);
+}
+
+// is_span_group_enabled(group) -> bool: the group's enabled flag.
+PyObject* fast_is_span_group_enabled(PyObject*, PyObject* group) {
+  if (!PyUnicode_Check(group)) {
+    PyErr_Format(PyExc_TypeError, "is_span_group_enabled() expects a str, got %.100s",
+                 Py_TYPE(group)->tp_name);
+    return nullptr;
+  }
+  bool on = false;
+  if (lens::detail::SiteGate* gate =
+          PyUnicode_CheckExact(group) ? gate_for(g_enabled_gates, group) : nullptr) {
+    on = lens::detail::site_enabled(*gate);
+  } else {
+    on = lens::is_span_group_enabled(utf8_of(group));
+  }
+  return PyBool_FromLong(on);
+}
+
+PyObject* noop_enter(PyObject*, PyObject*) { Py_RETURN_NONE; }
+PyObject* noop_exit(PyObject*, PyObject* const*, Py_ssize_t) { Py_RETURN_FALSE; }
+
+PyMethodDef kNoopMethods[] = {
+    {"__enter__", noop_enter, METH_NOARGS, "Returns None: the span group is off."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(noop_exit)),
+     METH_FASTCALL, "Does nothing; exceptions propagate."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot kNoopSlots[] = {
+    {Py_tp_doc,
+     const_cast<char*>("What managed_span() returns when its group is off: `with` yields None.")},
+    {Py_tp_methods, kNoopMethods},
+    {0, nullptr}};
+
+PyType_Spec kNoopSpec = {"nemo_lens_cpp._core.NoopSpan", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT,
+                         kNoopSlots};
+
+PyMethodDef kFastFunctions[] = {
+    {"managed_span", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_managed_span)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "managed_span(group, name, tracer=None, **attributes)\n"
+     "\n"
+     "A context manager for a span of span group `group`. When the group is off, the body runs, "
+     "`with`\n"
+     "yields None and nothing is recorded (about the cost of `with contextlib.nullcontext()`). "
+     "When it\n"
+     "is on, yields a Span, current for the block; an exception leaving the block is recorded "
+     "(type,\n"
+     "message, status ERROR) and re-raised. Attributes follow NeMo Lens' "
+     "safe_set_span_attributes:\n"
+     "None skipped, bool/int/float/str and lists of them kept, redacted keys masked. An\n"
+     "OpenTelemetry `tracer` that is not lens' makes the span (behind lens' gate), as in NeMo "
+     "Lens.\n"},
+    {"is_span_group_enabled", fast_is_span_group_enabled, METH_O,
+     "is_span_group_enabled(group) -> bool: whether spans of `group` are enabled."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+void bind_hot_path(py::module_& m) {
+  py::object noop_type = py::reinterpret_steal<py::object>(PyType_FromSpec(&kNoopSpec));
+  if (!noop_type) throw py::error_already_set();
+  g_noop = PyObject_CallNoArgs(noop_type.ptr());
+  g_span_gates = PyDict_New();
+  g_enabled_gates = PyDict_New();
+  if (g_noop == nullptr || g_span_gates == nullptr || g_enabled_gates == nullptr) {
+    throw py::error_already_set();
+  }
+  if (PyModule_AddFunctions(m.ptr(), kFastFunctions) != 0) throw py::error_already_set();
+  m.def("_set_unset_route", [](py::object fn) {
+    Py_XDECREF(g_unset_route);
+    g_unset_route = fn.is_none() ? nullptr : fn.release().ptr();
+  });
+  m.def("_set_enabled_impl", [](py::object fn) {
+    Py_XDECREF(g_enabled_impl);
+    g_enabled_impl = fn.release().ptr();  // kept for the life of the process
+  });
+  g_span_base = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kSpanSpec));
+  g_current_var = PyContextVar_New("nemo_lens_cpp.current", nullptr);
+  if (g_span_base == nullptr || g_current_var == nullptr) throw py::error_already_set();
+  m.attr("SpanBase") = py::handle(reinterpret_cast<PyObject*>(g_span_base));
+  m.attr("current") = py::handle(g_current_var);
+  static PyMethodDef new_span_def = {"new_span", fastcall<py_new_span>(), METH_FASTCALL,
+                                     "An unstarted span (span_cm, start_span)."};
+  m.attr("new_span") = py::reinterpret_steal<py::object>(PyCFunction_New(&new_span_def, nullptr));
+  m.def("_set_span_type", [](py::object type) {
+    if (!PyType_Check(type.ptr()) ||
+        !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()), g_span_base)) {
+      throw py::type_error("_set_span_type() expects a subclass of SpanBase");
+    }
+    Py_XDECREF(reinterpret_cast<PyObject*>(g_span_type));
+    g_span_type = reinterpret_cast<PyTypeObject*>(type.release().ptr());
+  });
+  m.def("_set_bridge_parent", [](py::object fn) {
+    Py_XDECREF(g_bridge_parent);
+    g_bridge_parent = fn.is_none() ? nullptr : fn.release().ptr();
+  });
+}
+
+}  // namespace nemo_lens_cpp
