@@ -3,8 +3,10 @@
 // most kMaxListAttributes per record.
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core.hpp"
+#include "metrics/instruments.hpp"
 
 namespace nemo_lens_cpp {
 namespace {
@@ -24,9 +26,78 @@ void bind_instrument(py::module_& m, const char* name, const char* method, const
           py::arg("amount"), py::arg("attributes") = py::none());
 }
 
+const char* kind_name(lens::MetricKind kind) {
+  switch (kind) {
+    case lens::MetricKind::kSum:
+      return "sum";
+    case lens::MetricKind::kGauge:
+      return "gauge";
+    case lens::MetricKind::kHistogram:
+      return "histogram";
+  }
+  return "sum";
+}
+
+py::object number_to_py(const std::variant<std::int64_t, double>& v) {
+  return std::visit([](auto x) -> py::object { return py::cast(x); }, v);
+}
+
+// One metric of a snapshot as the OpenTelemetry adapter converts it (otel/metric_reader.py).
+py::dict metric_to_py(const lens::MetricData& m) {
+  py::list points;
+  for (const lens::NumberPoint& p : m.number_points) {
+    py::dict d;
+    d["attributes"] = attributes_to_py(p.attributes);
+    d["start_time_unix_nano"] = p.start_time_unix_nano;
+    d["time_unix_nano"] = p.time_unix_nano;
+    d["value"] = number_to_py(p.value);
+    points.append(std::move(d));
+  }
+  for (const lens::HistogramPoint& p : m.histogram_points) {
+    py::dict d;
+    d["attributes"] = attributes_to_py(p.attributes);
+    d["start_time_unix_nano"] = p.start_time_unix_nano;
+    d["time_unix_nano"] = p.time_unix_nano;
+    d["count"] = p.count;
+    d["sum"] = p.sum;
+    d["bucket_counts"] = p.bucket_counts;
+    d["explicit_bounds"] = p.explicit_bounds;
+    d["min"] = p.min ? py::cast(*p.min) : py::none();
+    d["max"] = p.max ? py::cast(*p.max) : py::none();
+    points.append(std::move(d));
+  }
+  py::dict d;
+  d["scope"] = m.scope_name;
+  d["name"] = m.name;
+  d["description"] = m.description;
+  d["unit"] = m.unit;
+  d["kind"] = kind_name(m.kind);
+  d["monotonic"] = m.monotonic;
+  d["points"] = std::move(points);
+  return d;
+}
+
 }  // namespace
 
 void bind_metrics(py::module_& m) {
+  m.def(
+      "collect_metrics",
+      [](std::int64_t start_unix_nano, std::int64_t now_unix_nano) {
+        std::vector<lens::MetricData> snapshot;
+        {
+          // Observable callbacks written in Python take the GIL themselves, perhaps on lens'
+          // reader thread at the same moment: it must not be held here.
+          py::gil_scoped_release nogil;
+          snapshot = lens::detail::snapshot_metrics(start_unix_nano, now_unix_nano);
+        }
+        py::list out;
+        for (const lens::MetricData& metric : snapshot) out.append(metric_to_py(metric));
+        return out;
+      },
+      py::arg("start_unix_nano"), py::arg("now_unix_nano"),
+      "Every instrument of the process as cumulative points (gauges: the last value), cumulative "
+      "ones starting at start_unix_nano: what an OpenTelemetry MetricReader reads (a list of "
+      "dicts). Leaves the set-up's own reader as it was.");
   bind_instrument<lens::Counter<double>>(
       m, "Counter", "add", "A monotonic sum; add() takes amounts >= 0.",
       [](const lens::Counter<double>& c, double v, std::initializer_list<lens::Attribute> a) {

@@ -12,6 +12,16 @@
 namespace nemo_lens_cpp {
 namespace {
 
+// The metric exporter of a set-up whose metrics an OpenTelemetry MetricReader reads: collections
+// go nowhere (the reader reads the instruments itself, otel/metric_reader.py).
+class NoMetricExporter final : public lens::MetricExporter {
+ public:
+  bool export_metrics(std::span<const lens::MetricData>, const lens::Resource&,
+                      std::chrono::steady_clock::time_point) noexcept override {
+    return true;
+  }
+};
+
 // Python's exceptions for lens' errors: ValueError subclasses, as NeMo Lens raises ValueError.
 PyObject* g_span_group_error = nullptr;
 PyObject* g_config_error = nullptr;
@@ -260,7 +270,7 @@ void bind_setup(py::module_& m) {
       [](const py::dict& config, const std::vector<std::string>& groups,
          const std::map<std::string, std::vector<std::string>>& presets, int rank, int world_size,
          const py::dict& resource_attributes, std::shared_ptr<lens::SpanExporter> exporter,
-         py::object strategy, py::object to_config, bool allow_reinit) {
+         py::object strategy, py::object to_config, bool allow_reinit, bool reader_takes_metrics) {
         auto catalog =
             std::make_shared<const lens::SpanGroupCatalog>(make_catalog(groups, presets));
         const lens::NemoLensConfig c = config_from_py(config, std::move(catalog));
@@ -274,12 +284,16 @@ void bind_setup(py::module_& m) {
               python_strategy(strategy, to_config, "setup_telemetry's export_strategy");
         }
         options.allow_reinit = allow_reinit;
+        // An OpenTelemetry MetricReader given to setup_telemetry() takes the place of the metric
+        // exporter config.exporter names (as in NeMo Lens): lens' reader then exports nowhere.
+        if (reader_takes_metrics) options.metric_exporter = std::make_shared<NoMetricExporter>();
         py::gil_scoped_release nogil;  // a previous set-up may be flushed; a strategy takes it
         return lens::setup_telemetry(c, rank, world_size, std::move(options));
       },
       py::arg("config"), py::arg("groups"), py::arg("presets"), py::arg("rank"),
       py::arg("world_size"), py::arg("resource_attributes"), py::arg("exporter"),
-      py::arg("strategy"), py::arg("to_config"), py::arg("allow_reinit"));
+      py::arg("strategy"), py::arg("to_config"), py::arg("allow_reinit"),
+      py::arg("reader_takes_metrics") = false);
 }
 
 }  // namespace nemo_lens_cpp
