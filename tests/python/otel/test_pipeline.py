@@ -365,6 +365,52 @@ def test_build_providers_and_build_noop_providers(tracing):
     assert isinstance(metrics.get_meter_provider(), metrics.NoOpMeterProvider)
 
 
+@pytest.mark.parametrize("sampler_enabled", [True, False])
+def test_the_tracer_provider_is_the_sdks_with_lens_sampler_ids_and_resource(tracing,
+                                                                             sampler_enabled):
+    # As NeMo Lens' provider: an SDK TracerProvider whose sampler is the RankAwareSampler when
+    # the sampler is on, with seed-independent ids and lens' resource; its tracers stay lens'.
+    from nemo_lens_cpp.sampling import RankAwareSampler
+
+    providers.build_providers(
+        lens.NemoLensConfig(exporter="console", metrics_enabled=False,
+                            sampler_enabled=sampler_enabled, export_sample_rate=0.5),
+        rank=3, world_size=4, resource_attributes={"team": "lens"})
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    assert isinstance(provider, providers.LensTracerProvider)
+    if sampler_enabled:
+        assert isinstance(provider.sampler, RankAwareSampler)
+        assert provider.sampler.get_description() == "RankAwareSampler(rank=3, rate=0.5)"
+    else:
+        assert not isinstance(provider.sampler, RankAwareSampler)
+    assert isinstance(provider.id_generator, providers.SeedIndependentIdGenerator)
+    random.seed(7)
+    first = provider.id_generator.generate_span_id()
+    random.seed(7)
+    assert provider.id_generator.generate_span_id() != first
+    # (rank 3 is kept at 0.5 by the MD5 rule, so this rank exports and has a resource)
+    assert provider.resource.attributes["team"] == "lens"
+    assert provider.resource.attributes["dl.rank"] == 3
+    assert isinstance(provider.get_tracer("t"), lens.Tracer)
+    provider.shutdown()
+
+
+def test_a_second_set_up_rewires_the_global_lens_provider(tracing):
+    from nemo_lens_cpp.sampling import RankAwareSampler
+
+    config = lens.NemoLensConfig(exporter="console", metrics_enabled=False, sampler_enabled=True)
+    providers.build_providers(config, rank=0, world_size=2)
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider.sampler, RankAwareSampler)
+    providers.build_providers(lens.NemoLensConfig(exporter="console", metrics_enabled=False),
+                              rank=0, world_size=1, resource_attributes={"round": 2})
+    assert trace.get_tracer_provider() is provider
+    assert not isinstance(provider.sampler, RankAwareSampler)
+    assert provider.resource.attributes["round"] == 2
+    provider.shutdown()
+
+
 def test_seed_independent_ids_survive_random_seed_and_fork():
     a, b = providers.SeedIndependentIdGenerator(), providers.SeedIndependentIdGenerator()
     random.seed(1)
