@@ -19,6 +19,7 @@ from .config import ConfigError, NemoLensConfig
 from .exporters import InMemorySpanExporter
 from .groups import _catalog_of
 from .otel.exporter import ExporterAdapter
+from .otel.metric_reader import ReaderAdapter, check_reader
 from .otel.providers import is_lens_provider, set_global_providers
 
 ExportStrategy = Callable[[NemoLensConfig, int, int], bool]
@@ -33,8 +34,9 @@ class TelemetryHandle:
     """What setup_telemetry() returns. force_flush() and shutdown() release the GIL while they
     wait; shutdown() is idempotent."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: Any, metric_reader: Optional[ReaderAdapter] = None) -> None:
         self._core = core
+        self._metric_reader = metric_reader
 
     @property
     def is_exporting(self) -> bool:
@@ -62,14 +64,20 @@ class TelemetryHandle:
         return self._core.run_id
 
     def force_flush(self, timeout_millis: float = 30000) -> bool:
-        """Exports what was recorded so far; False when the timeout passed first."""
-        return self._core.force_flush(timeout_millis)
+        """Exports what was recorded so far (and flushes setup_telemetry's metric_reader);
+        False when the timeout passed first."""
+        done = self._core.force_flush(timeout_millis)
+        if self._metric_reader is not None and not self._core.is_shut_down:
+            done = self._metric_reader.force_flush(timeout_millis) and done
+        return done
 
     def shutdown(self, timeout_ms: float = 5000) -> bool:
         """Ends open spans (marked truncated), exports everything and stops the pipeline."""
         first = not self._core.is_shut_down
         done = self._core.shutdown(timeout_ms)
         if first:
+            if self._metric_reader is not None:
+                self._metric_reader.detach()
             _shutdown_otel_providers(timeout_ms)
         if all(h.is_shut_down for h in _setups.handles):
             spans._set_unset(True)  # OpenTelemetry's global tracer again, if a program set one
@@ -151,12 +159,7 @@ def setup_telemetry(
         raise TypeError("setup_telemetry() expects a NemoLensConfig")
     exporter = _core_exporter(span_exporter)
     if metric_reader is not None:
-        raise TypeError(
-            f"metric_reader: nemo_lens_cpp does not take an OpenTelemetry MetricReader (got "
-            f"{type(metric_reader).__name__}): lens' meters export where config.exporter sends "
-            "them (otlp, console or file, with the OTEL_EXPORTER_OTLP_METRICS_* variables); leave "
-            "metric_reader out, and read metrics in a test from the file exporter"
-        )
+        check_reader(metric_reader)
     if export_strategy is not None and not callable(export_strategy):
         raise TypeError("export_strategy must be a callable (config, rank, world_size) -> bool")
     for name, value in (("rank", rank), ("world_size", world_size)):
@@ -175,7 +178,7 @@ def setup_telemetry(
         core = _core.setup_telemetry(
             config._fields(), groups, presets, int(rank), int(world_size),
             dict(resource_attributes or {}), exporter, export_strategy, _config_from_fields,
-            reinit)
+            reinit, metric_reader is not None)
     except ConfigError as e:
         if str(e).startswith("setup_telemetry was already called"):
             # NeMo Lens' phrase first: its callers match on it.
@@ -183,7 +186,11 @@ def setup_telemetry(
                 f"setup_telemetry() has already been initialised for this process: {e}"
             ) from None
         raise
-    handle = TelemetryHandle(core)
+    reader = None
+    if metric_reader is not None and core.is_exporting and config.metrics_enabled:
+        reader = ReaderAdapter(metric_reader, core.resource())
+        reader.attach()
+    handle = TelemetryHandle(core, reader)
     _setups.handles.append(handle)
     set_initialized(True)
     if config.enabled:
