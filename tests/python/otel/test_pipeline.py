@@ -482,6 +482,7 @@ def test_a_metric_reader_reads_lens_metrics_when_it_collects(tmp_path, monkeypat
     # lens' own metric export is replaced by the reader (as in NeMo Lens): the file stays empty.
     path = tmp_path / "metrics.jsonl"
     monkeypatch.setenv("NEMO_LENS_METRICS_EXPORT_PATH", str(path))
+    monkeypatch.setenv("NEMO_LENS_EXPORT_PATH", str(tmp_path / "traces.jsonl"))
     reader = RecordingReader()
     handle = lens.setup_telemetry(
         lens.NemoLensConfig(enabled=True, exporter="file", export_strategy="all_ranks"), 0, 2,
