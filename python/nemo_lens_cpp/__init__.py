@@ -17,8 +17,9 @@ Importing never fails because an optional piece (OpenTelemetry Python) is missin
 bridge_opentelemetry() and the contrib instrumentations need it.
 """
 
-from . import _core
+from . import _core, otel
 from ._tracer import Tracer, get_tracer
+from .attributes import DEFAULT_REDACT_KEYS, redact_value, safe_set_span_attributes
 from .bridge import bridge_opentelemetry
 from .config import ConfigError, NemoLensConfig
 from .distributed import broadcast_trace_context, create_linked_span
@@ -50,11 +51,10 @@ from .spans import (
     start_span,
     trace_fn,
 )
+from .exporters import FinishedSpan, InMemorySpanExporter
 from .telemetry import (
     AlreadySetUpError,
     ExportStrategy,
-    FinishedSpan,
-    InMemorySpanExporter,
     TelemetryHandle,
     enabled_span_groups,
     get_export_strategy,
@@ -64,8 +64,6 @@ from .telemetry import (
     setup_telemetry,
     unregister_export_strategy,
 )
-
-from .helpers import DEFAULT_REDACT_KEYS, redact_value, safe_set_span_attributes
 from .package_info import (
     __contact_emails__,
     __contact_names__,
@@ -92,6 +90,4 @@ __all__ = [
     "unregister_export_strategy", "UpDownCounter",
 ]
 
-from . import _otel  # noqa: E402
-
-_otel.ensure()  # OpenTelemetry Python imported first: join it now (else at its first use)
+otel.ensure()  # OpenTelemetry Python imported first: join it now (else at its first use)

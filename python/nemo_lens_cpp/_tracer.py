@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Dict, Iterator, Optional, Sequence
 
-from . import _core, _otel
-from .spans import Context, Span, SpanContext, SpanKind, _current
+from . import _core, spans
+from .spans import SpanKind, _current, lens_span_context
 
 # OpenTelemetry's SpanKind members by name -> lens' (OTLP) values.
 _KINDS = {"INTERNAL": SpanKind.INTERNAL, "SERVER": SpanKind.SERVER, "CLIENT": SpanKind.CLIENT,
@@ -29,33 +29,6 @@ def _lens_kind(kind: Any) -> int:
     return SpanKind.INTERNAL
 
 
-def lens_span_context(obj: Any) -> Optional[SpanContext]:
-    """The lens SpanContext of `obj`: a lens SpanContext, Context or Span, an OpenTelemetry
-    SpanContext (int ids) or Context; None when it holds no valid one."""
-    if obj is None:
-        return None
-    if isinstance(obj, SpanContext):
-        return obj if obj.is_valid else None
-    if isinstance(obj, Context):
-        return obj.span_context
-    if isinstance(obj, Span):
-        return obj.get_span_context()
-    lens_span = getattr(obj, "_lens", None)  # a lens span through OpenTelemetry's interface
-    if isinstance(lens_span, Span):
-        return lens_span.get_span_context()
-    if isinstance(getattr(obj, "trace_id", None), int):  # OpenTelemetry's SpanContext
-        return _otel.lens_context_of(obj)
-    get_span_context = getattr(obj, "get_span_context", None)
-    if callable(get_span_context):  # an OpenTelemetry span
-        return lens_span_context(get_span_context())
-    if isinstance(obj, dict) and _otel.install():  # an OpenTelemetry Context: its current span
-        try:
-            return lens_span_context(_otel._otel.get_current_span(obj).get_span_context())
-        except Exception:
-            return None
-    return None
-
-
 class Tracer:
     """OpenTelemetry's ``Tracer`` on lens' pipeline: its spans are lens spans (same trace,
     parentage, exporter and rank decisions as managed_span). Not gated by a span group, as an
@@ -68,7 +41,7 @@ class Tracer:
     def start_span(self, name: str, context: Any = None, kind: Any = None,
                    attributes: Optional[Dict[str, Any]] = None,
                    links: Optional[Sequence[Any]] = None, start_time: Optional[int] = None,
-                   record_exception: bool = True, set_status_on_exception: bool = True) -> Span:
+                   record_exception: bool = True, set_status_on_exception: bool = True) -> Any:
         """A span started now and not current, child of `context` (a Context from
         extract_context(), an OpenTelemetry Context or a SpanContext) or else of the current
         span; the caller ends it."""
@@ -79,7 +52,7 @@ class Tracer:
             target = lens_span_context(getattr(link, "context", link))
             if target is not None:
                 span.add_link(target, dict(getattr(link, "attributes", None) or {}))
-        return _otel.wrap(span)
+        return spans._hook.wrap(span)
 
     def start_as_current_span(self, name: str, context: Any = None, kind: Any = None,
                               attributes: Optional[Dict[str, Any]] = None,
@@ -99,7 +72,7 @@ class Tracer:
                               dict(attributes) if attributes else None, bool(record_exception),
                               lens_span_context(context) if context is not None else None,
                               _lens_kind(kind) if kind is not None else SpanKind.INTERNAL)
-        return _otel.wrap(span)
+        return spans._hook.wrap(span)
 
     @contextlib.contextmanager
     def _current_span(self, name: str, context: Any, kind: Any, attributes: Any, links: Any,

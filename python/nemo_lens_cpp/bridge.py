@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _otel
+from . import otel
 
 _MISSING = (
     "nemo_lens_cpp.bridge_opentelemetry() needs OpenTelemetry Python (the opentelemetry-api and "
@@ -31,4 +31,4 @@ def bridge_opentelemetry(tracer_provider: Any = None) -> None:
         import opentelemetry.trace  # noqa: F401
     except ImportError as error:
         raise ImportError(_MISSING.format(error=error)) from error
-    _otel.install()
+    otel.install()

@@ -14,12 +14,14 @@ The carrier is NeMo Lens': UTF-8 JSON of ``traceparent`` / ``tracestate``, which
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
-from ._tracer import lens_span_context
+from .attributes import safe_set_span_attributes
 from .contrib.nccl import deserialize_context, serialize_context
-from .helpers import safe_set_span_attributes
-from .spans import extract_context, start_span
+from .otel import join
+from .otel.foreign import foreign_tracer
+from .spans import extract_context, lens_span_context, start_span
 
 
 def broadcast_trace_context(rank: int, src_rank: int = 0) -> Optional[dict]:
@@ -59,17 +61,14 @@ def create_linked_span(tracer: Any, name: str, remote_context: Any = None,
     that follow one another without being parent and child. Its parent is the current span.
     The caller ends it (``end()``, or a ``with`` block). Attributes as safe_set_span_attributes
     keeps them. An OpenTelemetry `tracer` that is not lens' makes the span (as in NeMo Lens)."""
-    from . import _otel
-
     if remote_context is None and remote_carrier is not None:
         remote_context = extract_context(remote_carrier)
     target = lens_span_context(remote_context)
-    foreign = _otel.foreign_tracer(tracer) if tracer is not None else None
+    foreign = foreign_tracer(tracer) if tracer is not None else None
     if foreign is not None:
-        _otel.install()
-        from opentelemetry.trace import Link
-
-        links = [Link(_otel.otel_span_context(target))] if target is not None else []
+        join.install()
+        link = sys.modules["opentelemetry.trace"].Link
+        links = [link(join.otel_span_context(target))] if target is not None else []
         span = foreign.start_span(name, links=links)
     else:
         span = start_span(name)

@@ -10,9 +10,15 @@ import sys
 import types
 from typing import Optional
 
+from . import telemetry
 from .config import NemoLensConfig
-from .telemetry import AlreadySetUpError, ExportStrategy, TelemetryHandle, setup_telemetry
-
+from .telemetry import (
+    AlreadySetUpError,
+    ExportStrategy,
+    TelemetryHandle,
+    get_export_strategy,
+    setup_telemetry,
+)
 
 
 class _HandleModule(types.ModuleType):
@@ -24,28 +30,20 @@ class _HandleModule(types.ModuleType):
         Lens sets it back to False between tests: the next set-up then replaces the previous
         one, and span sites meanwhile use OpenTelemetry's global tracer, if one was set, as
         before any set-up."""
-        return _initialized[0]
+        return telemetry.is_initialized()
 
     @_INITIALIZED.setter
     def _INITIALIZED(self, value: bool) -> None:
-        _initialized[0] = bool(value)
-        if not value:
-            from . import spans
-
-            spans._set_unset(True)
+        telemetry.set_initialized(value)
 
 
-_initialized = [False]
 sys.modules[__name__].__class__ = _HandleModule
-
 
 
 def _should_export(config: NemoLensConfig, rank: int, world_size: int,
                    override: Optional[ExportStrategy] = None) -> bool:
     """Whether `rank` exports: `override` when given, else the strategy config.export_strategy
     names (as NeMo Lens' helper of the same name, which code and tests call)."""
-    from .strategies import get_export_strategy
-
     strategy = override if override is not None else get_export_strategy(config.export_strategy)
     return bool(strategy(config, rank, world_size))
 

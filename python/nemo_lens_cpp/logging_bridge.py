@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 from .metrics import LoggingHandler
 
 
 def setup_logging_bridge(logger_name: str = "", level: int = logging.INFO) -> None:
-    """Adds a lens LoggingHandler at `level` to the logger `logger_name` (the root logger for
-    ""); a second call for the same logger adds none. A program that set an OpenTelemetry SDK
-    LoggerProvider as the global one gets OpenTelemetry's LoggingHandler on that provider
-    instead, as with NeMo Lens. Never raises into the program."""
+    """Bridges the logger `logger_name` (the root logger for "") at `level`, as NeMo Lens does:
+    when OpenTelemetry's global LoggerProvider is an SDK one, an OpenTelemetry LoggingHandler on
+    it; when a program set another LoggerProvider (a no-op one, its own), nothing: the logger is
+    left as it is. When none was set, lens' pipeline plays the provider NeMo Lens' set-up would
+    have installed: a lens LoggingHandler (records exported when ``NEMO_LENS_LOGS_ENABLED=1`` on an
+    exporting rank); a second call for the same logger adds none. Never raises into the
+    program."""
     logger = logging.getLogger(logger_name)
-    otel_handler = _otel_sdk_handler()
-    if otel_handler is not None:
+    kind, otel_handler = _otel_logger_provider()
+    if kind == "sdk":
         otel_handler.setLevel(level)
         logger.addHandler(otel_handler)
+        return
+    if kind == "other":
         return
     for handler in logger.handlers:
         if isinstance(handler, LoggingHandler):
@@ -34,20 +39,29 @@ def setup_logging_bridge(logger_name: str = "", level: int = logging.INFO) -> No
     logger.addHandler(handler)
 
 
-def _otel_sdk_handler() -> Optional[logging.Handler]:
-    # OpenTelemetry's LoggingHandler when the global LoggerProvider is an SDK one, else None.
+def _otel_logger_provider() -> Tuple[str, Optional[logging.Handler]]:
+    # What OpenTelemetry's global LoggerProvider is: "sdk" (with OpenTelemetry's LoggingHandler on
+    # it), "other" (a provider a program set that is not the SDK's), or "none" (OpenTelemetry's
+    # logs not in use, or its default proxy with nothing behind it).
     if "opentelemetry._logs" not in sys.modules and "opentelemetry.sdk._logs" not in sys.modules:
-        return None  # nobody configured OpenTelemetry logs in this process
+        return "none", None  # nobody configured OpenTelemetry logs in this process
     try:
         from opentelemetry._logs import get_logger_provider
-        from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler as OtelLoggingHandler
 
         provider = get_logger_provider()
-        if isinstance(provider, LoggerProvider):
-            return OtelLoggingHandler(logger_provider=provider)
     except Exception:  # an incomplete OpenTelemetry: lens' handler
-        logging.getLogger(__name__).debug("no OpenTelemetry LoggingHandler", exc_info=True)
-    return None
+        logging.getLogger(__name__).debug("no OpenTelemetry LoggerProvider", exc_info=True)
+        return "none", None
+    if "Proxy" in type(provider).__name__:
+        return "none", None
+    try:
+        from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler as OtelLoggingHandler
+
+        if isinstance(provider, LoggerProvider):
+            return "sdk", OtelLoggingHandler(logger_provider=provider)
+    except Exception:  # no SDK (or an incomplete one): the provider is not the SDK's
+        logging.getLogger(__name__).debug("no OpenTelemetry logs SDK", exc_info=True)
+    return "other", None
 
 
 __all__ = ["setup_logging_bridge"]

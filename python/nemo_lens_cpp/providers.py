@@ -1,109 +1,34 @@
-"""OpenTelemetry providers on lens' pipeline (NeMo Lens' ``nemo.lens.providers``).
+"""OpenTelemetry providers on lens' pipeline (NeMo Lens' ``nemo.lens.providers``), a face over
+the OpenTelemetry adapter (``nemo_lens_cpp.otel.providers``) and set-up.
 
 setup_telemetry() makes lens' TracerProvider and MeterProvider OpenTelemetry's global ones when
 OpenTelemetry Python is importable, so ``trace.get_tracer(__name__)`` and instrumentation
 libraries make lens spans. build_providers() does that set-up for an exporting rank whose
 decision was already made; build_noop_providers() installs OpenTelemetry's no-op providers.
-Importable without OpenTelemetry; only the two build functions need it.
+Importable without OpenTelemetry; only the two build functions need it. ``LensTracerProvider``
+and ``LensMeterProvider`` are made when first asked for (on the SDK's TracerProvider when the SDK
+is importable).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import random
 from typing import Any, Dict, Optional
 
-from . import _core
-
-# The interfaces, when OpenTelemetry's API is there; plain classes otherwise.
-try:
-    from opentelemetry.trace import TracerProvider as _TracerProviderBase
-except ImportError:
-    _TracerProviderBase = object  # type: ignore[assignment,misc]
-try:
-    from opentelemetry.metrics import MeterProvider as _MeterProviderBase
-except ImportError:
-    _MeterProviderBase = object  # type: ignore[assignment,misc]
+from .otel.providers import SeedIndependentIdGenerator, meter_provider_class, tracer_provider_class
+from .telemetry import setup_telemetry
 
 _MISSING = ("nemo_lens_cpp.providers.{name}() needs OpenTelemetry Python's API (the "
             "opentelemetry-api package), which could not be imported: {error}")
 
 
-def _live_handles() -> list:
-    from .telemetry import _handles
-
-    return [h for h in _handles if not h._core.is_shut_down]
-
-
-def _flush_live(timeout_millis: int) -> bool:
-    # Every live handle is flushed, even after one timed out.
-    return all([h.force_flush(timeout_millis) for h in _live_handles()])
-
-
-def _shut_live_down() -> None:
-    for handle in _live_handles():
-        handle.shutdown()
-
-
-class LensTracerProvider(_TracerProviderBase):
-    """OpenTelemetry's TracerProvider on lens: its tracers make lens spans (same trace,
-    parentage, exporter and rank decisions as managed_span)."""
-
-    def get_tracer(self, instrumenting_module_name: str = "nemo.lens", *args: Any,
-                   **kwargs: Any) -> Any:
-        """The lens Tracer named `instrumenting_module_name` (version, schema_url, attributes
-        are accepted as OpenTelemetry takes them)."""
-        from ._tracer import get_tracer
-
-        return get_tracer(instrumenting_module_name or "nemo.lens")
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Exports what every live set-up recorded so far; False when a timeout passed first."""
-        return _flush_live(timeout_millis)
-
-    def shutdown(self) -> None:
-        """Shuts every live set-up down (as handle.shutdown())."""
-        _shut_live_down()
-
-
-class LensMeterProvider(_MeterProviderBase):
-    """OpenTelemetry's MeterProvider on lens: its meters are lens meters (get_meter())."""
-
-    def get_meter(self, name: str = "nemo.lens", *args: Any, **kwargs: Any) -> Any:
-        """The lens Meter named `name` (version, schema_url, attributes are accepted)."""
-        return _core.get_meter(str(name or "nemo.lens"))
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Exports what every live set-up recorded so far."""
-        return _flush_live(timeout_millis)
-
-    def shutdown(self) -> None:
-        """Shuts every live set-up down."""
-        _shut_live_down()
-
-
-class SeedIndependentIdGenerator:
-    """An OpenTelemetry IdGenerator whose ids do not follow ``random.seed()``: training
-    frameworks seed the global generator identically on every rank, which would give every rank
-    the same ids. Draws from a private generator seeded by the OS, reseeded in forked children.
-    (lens' own spans take their ids from a per-thread generator seeded the same way.)"""
-
-    def __init__(self) -> None:
-        self._random = random.Random()
-        os.register_at_fork(after_in_child=self._random.seed)
-
-    def generate_span_id(self) -> int:
-        """A random non-zero 64-bit span id."""
-        return self._random.getrandbits(64) or 1
-
-    def generate_trace_id(self) -> int:
-        """A random non-zero 128-bit trace id."""
-        return self._random.getrandbits(128) or 1
-
-    def is_trace_id_random(self) -> bool:
-        """True: trace ids are random (W3C Trace Context level 2's random flag)."""
-        return True
+def __getattr__(name: str) -> Any:
+    # LensTracerProvider / LensMeterProvider: made on first use, on what OpenTelemetry offers then.
+    if name == "LensTracerProvider":
+        return tracer_provider_class()
+    if name == "LensMeterProvider":
+        return meter_provider_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_providers(config: Any, rank: int = 0, world_size: int = 1,
@@ -118,8 +43,6 @@ def build_providers(config: Any, rank: int = 0, world_size: int = 1,
         import opentelemetry.trace  # noqa: F401
     except ImportError as error:
         raise ImportError(_MISSING.format(name="build_providers", error=error)) from error
-    from .telemetry import setup_telemetry
-
     setup_telemetry(dataclasses.replace(config, enabled=True), rank, world_size,
                     resource_attributes, span_exporter, metric_reader,
                     export_strategy=_always, _allow_reinit=True)

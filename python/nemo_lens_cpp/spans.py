@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from . import _core
 
@@ -101,6 +101,56 @@ class Span(_core.SpanBase):
 _core._set_span_type(Span)
 
 
+class OpenTelemetryHook:
+    """How the spans layer reaches OpenTelemetry Python without importing it: the one hook the
+    OpenTelemetry adapter (``nemo_lens_cpp.otel``) plugs in with set_opentelemetry_hook(). This
+    default is what a process without the adapter gets: nothing is joined, spans are lens' own.
+    The adapter imports OpenTelemetry lazily, so every method costs nothing until OpenTelemetry
+    Python is in the process."""
+
+    def ensure(self) -> None:
+        """Joins OpenTelemetry Python once its API has been imported (nothing by default)."""
+
+    def context_entries(self, span_context: Optional[SpanContext],
+                        baggage: List[Tuple[str, str]]) -> Dict[Any, Any]:
+        """The OpenTelemetry Context entries an extracted Context carries (none by default)."""
+        return {}
+
+    def wrap(self, span: "Span") -> Any:
+        """`span` as OpenTelemetry code expects a span (the span itself by default)."""
+        return span
+
+    def lens_context(self, obj: Any) -> Optional[SpanContext]:
+        """The lens SpanContext of an OpenTelemetry object (a SpanContext, a span or a Context),
+        or None (always None by default)."""
+        return None
+
+    def foreign_tracer(self, tracer: Any) -> Any:
+        """The OpenTelemetry tracer a span site uses instead of lens' pipeline (the `tracer` a
+        caller passed when it is not lens', else the global tracer of a program that configured
+        OpenTelemetry itself while lens is not set up), or None (always None by default)."""
+        return None
+
+    def foreign_span(self, tracer: Any, name: str, attributes: Dict[str, Any],
+                     record_exception: bool) -> Any:
+        """A context manager running a span on `tracer` (from foreign_tracer()), as NeMo Lens
+        runs managed_span on an OpenTelemetry tracer."""
+        raise NotImplementedError("no OpenTelemetry adapter is plugged in")
+
+
+_hook = OpenTelemetryHook()
+
+
+def set_opentelemetry_hook(hook: OpenTelemetryHook) -> None:
+    """Plugs the OpenTelemetry adapter in (``nemo_lens_cpp.otel`` does, when the package is
+    imported); replaces the previous hook."""
+    global _hook
+    if not isinstance(hook, OpenTelemetryHook):
+        raise TypeError(f"set_opentelemetry_hook() expects an OpenTelemetryHook, got "
+                        f"{type(hook).__name__}")
+    _hook = hook
+
+
 def _enabled_managed_span(group: Any, name: Any, tracer: Any = None, **attributes: Any) -> Any:
     # What managed_span() calls for arguments its compiled fast path does not take: a `tracer`
     # that is not lens' own makes the span (as in NeMo Lens), behind lens' gate.
@@ -110,11 +160,9 @@ def _enabled_managed_span(group: Any, name: Any, tracer: Any = None, **attribute
             f"{type(name).__name__}"
         )
     if tracer is not None:
-        from . import _otel
-
-        foreign = _otel.foreign_tracer(tracer)
+        foreign = _hook.foreign_tracer(tracer)
         if foreign is not None:
-            return _otel.ForeignSpan(foreign, name, attributes)
+            return _hook.foreign_span(foreign, name, attributes, True)
     return _core.new_span(str(group), str(name), attributes, True, None, SpanKind.INTERNAL)
 
 
@@ -122,9 +170,7 @@ def _unset_managed_span(group: Any, name: Any, tracer: Any = None, **attributes:
     # managed_span() with its group enabled while lens is not set up: a program that configured
     # OpenTelemetry itself gets its span through OpenTelemetry's global tracer.
     if tracer is None and "opentelemetry.trace" in sys.modules:
-        from . import _otel
-
-        tracer = _otel.foreign_tracer(None)  # ForeignSpan joins OpenTelemetry when entered
+        tracer = _hook.foreign_tracer(None)  # the foreign span joins OpenTelemetry when entered
     return _enabled_managed_span(group, name, tracer, **attributes)
 
 
@@ -147,11 +193,9 @@ def span_cm(name: str, tracer: Any = None, record_exception: bool = True, **attr
     if not isinstance(name, str):
         raise TypeError(f"span_cm(name) expects a str, got {type(name).__name__}")
     if tracer is not None or (_unset and "opentelemetry.trace" in sys.modules):
-        from . import _otel
-
-        foreign = _otel.foreign_tracer(tracer)
+        foreign = _hook.foreign_tracer(tracer)
         if foreign is not None:
-            return _otel.ForeignSpan(foreign, name, attributes, bool(record_exception))
+            return _hook.foreign_span(foreign, name, attributes, bool(record_exception))
     return _core.new_span("", name, attributes, bool(record_exception), None, SpanKind.INTERNAL)
 
 
@@ -197,9 +241,7 @@ def get_current_span_context() -> Optional[SpanContext]:
     context), else OpenTelemetry's current span when OpenTelemetry Python is in use; None when
     there is none."""
     if "opentelemetry.context" in sys.modules:
-        from . import _otel
-
-        _otel.ensure()
+        _hook.ensure()
     return _core.current_context()
 
 
@@ -222,9 +264,7 @@ class Context(dict):
         self.baggage = list(baggage)
         self._tokens = []
         if "opentelemetry.trace" in sys.modules:
-            from . import _otel
-
-            dict.update(self, _otel.context_entries(span_context, self.baggage))
+            dict.update(self, _hook.context_entries(span_context, self.baggage))
 
     def attach(self) -> object:
         """Makes the context current in this thread / task; returns a token for detach()."""
@@ -261,15 +301,24 @@ def inject_context(carrier: dict, context: Optional[SpanContext] = None) -> dict
     OpenTelemetry SpanContext or Context) into `carrier` as W3C `traceparent` (and `tracestate`);
     writes nothing when there is none. The current span is lens' or, when OpenTelemetry Python is
     joined, whatever OpenTelemetry made current. Returns `carrier`."""
-    if context is None:
-        ctx = get_current_span_context()
-    else:
-        from ._tracer import lens_span_context
-
-        ctx = lens_span_context(context)
+    ctx = get_current_span_context() if context is None else lens_span_context(context)
     if ctx is not None:
         _core.inject(ctx, carrier)
     return carrier
+
+
+def lens_span_context(obj: Any) -> Optional[SpanContext]:
+    """The lens SpanContext of `obj`: a lens SpanContext, Context or Span, or an OpenTelemetry
+    SpanContext, span or Context; None when it holds no valid one."""
+    if obj is None:
+        return None
+    if isinstance(obj, SpanContext):
+        return obj if obj.is_valid else None
+    if isinstance(obj, Context):
+        return obj.span_context
+    if isinstance(obj, Span):
+        return obj.get_span_context()
+    return _hook.lens_context(obj)
 
 
 def extract_context(carrier: dict) -> Context:

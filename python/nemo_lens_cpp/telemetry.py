@@ -1,4 +1,6 @@
-"""Set-up, the telemetry handle, export strategies and the in-memory exporter.
+"""Set-up: setup_telemetry(), the telemetry handle, the enabled groups and the export strategies'
+registry. The top of the package's layers below NeMo Lens' faces (docs/layout.md): it wires the
+compiled pipeline, lens' spans and the OpenTelemetry adapter together.
 
 One process has one pipeline, shared by its Python code and every C++ extension that links the
 same libnemo_lens: set it up once, from either side.
@@ -8,12 +10,17 @@ from __future__ import annotations
 
 import atexit
 import logging
-from dataclasses import dataclass, field
+import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
-from . import _core
+from . import _core, _setups, spans
+from ._tracer import Tracer, get_tracer
 from .config import ConfigError, NemoLensConfig
+from .exporters import InMemorySpanExporter
 from .groups import _catalog_of
+from .otel.exporter import ExporterAdapter
+from .otel.metric_reader import ReaderAdapter, check_reader
+from .otel.providers import is_lens_provider, set_global_providers
 
 ExportStrategy = Callable[[NemoLensConfig, int, int], bool]
 
@@ -23,51 +30,13 @@ class AlreadySetUpError(ConfigError, RuntimeError):
     a RuntimeError)."""
 
 
-@dataclass
-class FinishedSpan:
-    """A span as an exporter received it (InMemorySpanExporter.get_finished_spans())."""
-
-    name: str
-    group: str
-    trace_id: str
-    span_id: str
-    parent_span_id: Optional[str]
-    parent_is_remote: bool
-    kind: int
-    start_time_unix_nano: int
-    end_time_unix_nano: int
-    attributes: Dict[str, Any]
-    events: List[dict]
-    links: List[dict]
-    status_code: int
-    status_message: str
-    thread_id: int
-    truncated: bool
-    trace_flags: int = 0
-    trace_state: str = ""
-
-
-class InMemorySpanExporter:
-    """Keeps every exported span in memory; pass it as setup_telemetry(span_exporter=...)."""
-
-    def __init__(self) -> None:
-        self._core = _core.InMemorySpanExporter()
-
-    def get_finished_spans(self) -> List[FinishedSpan]:
-        """The spans exported so far, in export order (call handle.force_flush() first)."""
-        return [FinishedSpan(**d) for d in self._core.spans()]
-
-    def clear(self) -> None:
-        """Forgets the spans exported so far."""
-        self._core.clear()
-
-
 class TelemetryHandle:
     """What setup_telemetry() returns. force_flush() and shutdown() release the GIL while they
     wait; shutdown() is idempotent."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: Any, metric_reader: Optional[ReaderAdapter] = None) -> None:
         self._core = core
+        self._metric_reader = metric_reader
 
     @property
     def is_exporting(self) -> bool:
@@ -75,10 +44,13 @@ class TelemetryHandle:
         return self._core.is_exporting
 
     @property
-    def tracer(self) -> Any:
-        """The ``nemo.lens`` Tracer: OpenTelemetry's Tracer interface on lens spans."""
-        from ._tracer import get_tracer
+    def is_shut_down(self) -> bool:
+        """Whether shutdown() was called."""
+        return self._core.is_shut_down
 
+    @property
+    def tracer(self) -> Tracer:
+        """The ``nemo.lens`` Tracer: OpenTelemetry's Tracer interface on lens spans."""
         return get_tracer("nemo.lens")
 
     @property
@@ -92,18 +64,22 @@ class TelemetryHandle:
         return self._core.run_id
 
     def force_flush(self, timeout_millis: float = 30000) -> bool:
-        """Exports what was recorded so far; False when the timeout passed first."""
-        return self._core.force_flush(timeout_millis)
+        """Exports what was recorded so far (and flushes setup_telemetry's metric_reader);
+        False when the timeout passed first."""
+        done = self._core.force_flush(timeout_millis)
+        if self._metric_reader is not None and not self._core.is_shut_down:
+            done = self._metric_reader.force_flush(timeout_millis) and done
+        return done
 
     def shutdown(self, timeout_ms: float = 5000) -> bool:
         """Ends open spans (marked truncated), exports everything and stops the pipeline."""
         first = not self._core.is_shut_down
         done = self._core.shutdown(timeout_ms)
         if first:
+            if self._metric_reader is not None:
+                self._metric_reader.detach()
             _shutdown_otel_providers(timeout_ms)
-        if all(h._core.is_shut_down for h in _handles):
-            from . import spans
-
+        if all(h.is_shut_down for h in _setups.handles):
             spans._set_unset(True)  # OpenTelemetry's global tracer again, if a program set one
         return done
 
@@ -116,24 +92,37 @@ class TelemetryHandle:
         return self._core.resource()
 
 
-_handles: List[TelemetryHandle] = []
+# Whether setup_telemetry() succeeded in this process: NeMo Lens' ``handle._INITIALIZED``, which
+# a test suite written for NeMo Lens sets back to False between tests (handle.py's face).
+_initialized = False
+
+
+def is_initialized() -> bool:
+    """Whether setup_telemetry() succeeded in this process (and was not marked undone)."""
+    return _initialized
+
+
+def set_initialized(value: bool) -> None:
+    """Marks set-up done or undone. Undone, the next setup_telemetry() replaces the previous
+    set-up, and span sites meanwhile use OpenTelemetry's global tracer, if a program set one, as
+    before any set-up."""
+    global _initialized
+    _initialized = bool(value)
+    if not _initialized:
+        spans._set_unset(True)
 
 
 def _shutdown_otel_providers(timeout_ms: float) -> None:
     # As NeMo Lens' shutdown: flush and shut down OpenTelemetry's global providers (a program's
     # own; lens' are the pipeline just shut down). Never raises into the program.
-    import sys
-
     trace = sys.modules.get("opentelemetry.trace")
     metrics = sys.modules.get("opentelemetry.metrics")
-    from .providers import LensMeterProvider, LensTracerProvider
-
     for module, getter in ((trace, "get_tracer_provider"), (metrics, "get_meter_provider")):
         if module is None:
             continue
         try:
             provider = getattr(module, getter)()
-            if isinstance(provider, (LensTracerProvider, LensMeterProvider)):
+            if is_lens_provider(provider):
                 continue
             for method, args in (("force_flush", (int(timeout_ms),)), ("shutdown", ())):
                 call = getattr(provider, method, None)
@@ -166,18 +155,11 @@ def setup_telemetry(
     SpanGroupError (ValueErrors) naming a bad value, TypeError for a rank or world size that is not
     an int.
     """
-    from . import _otel, handle as handle_module, spans
-
     if not isinstance(config, NemoLensConfig):
         raise TypeError("setup_telemetry() expects a NemoLensConfig")
     exporter = _core_exporter(span_exporter)
     if metric_reader is not None:
-        raise TypeError(
-            f"metric_reader: nemo_lens_cpp does not take an OpenTelemetry MetricReader (got "
-            f"{type(metric_reader).__name__}): lens' meters export where config.exporter sends "
-            "them (otlp, console or file, with the OTEL_EXPORTER_OTLP_METRICS_* variables); leave "
-            "metric_reader out, and read metrics in a test from the file exporter"
-        )
+        check_reader(metric_reader)
     if export_strategy is not None and not callable(export_strategy):
         raise TypeError("export_strategy must be a callable (config, rank, world_size) -> bool")
     for name, value in (("rank", rank), ("world_size", world_size)):
@@ -191,12 +173,12 @@ def setup_telemetry(
         raise ConfigError(f"setup_telemetry: rank must be in [0, {world_size - 1}], got {rank}")
     groups, presets = _catalog_of(config.span_group_cls)
     # A test suite written for NeMo Lens resets nemo.lens.handle._INITIALIZED between tests.
-    reinit = bool(_allow_reinit) or (bool(_handles) and not handle_module._INITIALIZED)
+    reinit = bool(_allow_reinit) or (bool(_setups.handles) and not _initialized)
     try:
         core = _core.setup_telemetry(
             config._fields(), groups, presets, int(rank), int(world_size),
             dict(resource_attributes or {}), exporter, export_strategy, _config_from_fields,
-            reinit)
+            reinit, metric_reader is not None)
     except ConfigError as e:
         if str(e).startswith("setup_telemetry was already called"):
             # NeMo Lens' phrase first: its callers match on it.
@@ -204,12 +186,16 @@ def setup_telemetry(
                 f"setup_telemetry() has already been initialised for this process: {e}"
             ) from None
         raise
-    handle = TelemetryHandle(core)
-    _handles.append(handle)
-    handle_module._INITIALIZED = True
+    reader = None
+    if metric_reader is not None and core.is_exporting and config.metrics_enabled:
+        reader = ReaderAdapter(metric_reader, core.resource())
+        reader.attach()
+    handle = TelemetryHandle(core, reader)
+    _setups.handles.append(handle)
+    set_initialized(True)
     if config.enabled:
         spans._set_unset(False)
-    _otel.set_global_providers()
+    set_global_providers(config, rank, world_size, handle.resource())
     return handle
 
 
@@ -220,8 +206,6 @@ def _core_exporter(span_exporter: Any) -> Any:
     if isinstance(span_exporter, InMemorySpanExporter):
         return span_exporter._core
     if callable(getattr(span_exporter, "export", None)):
-        from ._otel import ExporterAdapter
-
         return ExporterAdapter(span_exporter).core()
     raise TypeError(
         f"span_exporter must be an OpenTelemetry SpanExporter (an object with export(spans)) or "
@@ -239,9 +223,9 @@ def _config_from_fields(fields: dict) -> NemoLensConfig:
 def _shutdown_at_exit() -> None:
     # Interpreter exit: shut every set-up down once, before Python finalises (the C++ exit handler
     # would do it too, later; by then no Python object may be touched).
-    for handle in _handles:
+    for handle in _setups.handles:
         handle.shutdown(5000)
-    _handles.clear()
+    _setups.handles.clear()
 
 
 def set_enabled_span_groups(groups: Iterable[str]) -> None:

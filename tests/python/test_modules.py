@@ -399,6 +399,62 @@ def test_setup_logging_bridge_adds_one_lens_handler():
             logger.removeHandler(h)
 
 
+def _fake_otel_logs(monkeypatch, provider, sdk_provider_class):
+    # OpenTelemetry's logs API and SDK modules as the bridge reads them, with `provider` global.
+    import sys
+    import types
+
+    logs = types.ModuleType("opentelemetry._logs")
+    sdk_logs = types.ModuleType("opentelemetry.sdk._logs")
+
+    class OtelHandler(logging.Handler):
+        def __init__(self, logger_provider):
+            super().__init__()
+            self.logger_provider = logger_provider
+
+    logs.get_logger_provider = lambda: provider
+    sdk_logs.LoggerProvider = sdk_provider_class
+    sdk_logs.LoggingHandler = OtelHandler
+    monkeypatch.setitem(sys.modules, logs.__name__, logs)
+    monkeypatch.setitem(sys.modules, sdk_logs.__name__, sdk_logs)
+    return OtelHandler
+
+
+@pytest.mark.parametrize("provider_kind", ["sdk", "no-op", "proxy"])
+def test_setup_logging_bridge_follows_the_global_logger_provider(monkeypatch, provider_kind):
+    # NeMo Lens' rule: an SDK LoggerProvider gets OpenTelemetry's handler, another provider a
+    # program set leaves the logger untouched; with none set (the proxy), lens' pipeline is the
+    # provider and its handler is added.
+    from nemo_lens_cpp.logging_bridge import setup_logging_bridge
+
+    class LoggerProvider:
+        pass
+
+    class NoOpLoggerProvider:
+        pass
+
+    class ProxyLoggerProvider:
+        pass
+
+    provider = {"sdk": LoggerProvider, "no-op": NoOpLoggerProvider,
+                "proxy": ProxyLoggerProvider}[provider_kind]()
+    otel_handler = _fake_otel_logs(monkeypatch, provider, LoggerProvider)
+    logger = logging.getLogger("py.test.bridge.provider")
+    logger.handlers.clear()
+    try:
+        setup_logging_bridge(logger.name, logging.WARNING)
+        if provider_kind == "sdk":
+            assert [type(h) for h in logger.handlers] == [otel_handler]
+            assert logger.handlers[0].logger_provider is provider
+            assert logger.handlers[0].level == logging.WARNING
+        elif provider_kind == "no-op":
+            assert logger.handlers == []
+        else:
+            assert [type(h) for h in logger.handlers] == [lens.LoggingHandler]
+    finally:
+        logger.handlers.clear()
+
+
 def test_fallbacks_need_only_the_standard_library():
     import ast
 

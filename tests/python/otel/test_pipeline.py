@@ -234,7 +234,7 @@ def test_objects_lens_cannot_take_are_refused_with_what_to_use(tracing):
     config = lens.NemoLensConfig(enabled=True, export_strategy="all_ranks")
     with pytest.raises(TypeError, match="OpenTelemetry SpanExporter.*not int"):
         lens.setup_telemetry(config, span_exporter=3, _allow_reinit=True)
-    with pytest.raises(TypeError, match="MetricReader.*config.exporter"):
+    with pytest.raises(TypeError, match="must be an OpenTelemetry MetricReader.*not object"):
         lens.setup_telemetry(config, metric_reader=object(), _allow_reinit=True)
 
 
@@ -365,6 +365,52 @@ def test_build_providers_and_build_noop_providers(tracing):
     assert isinstance(metrics.get_meter_provider(), metrics.NoOpMeterProvider)
 
 
+@pytest.mark.parametrize("sampler_enabled", [True, False])
+def test_the_tracer_provider_is_the_sdks_with_lens_sampler_ids_and_resource(tracing,
+                                                                             sampler_enabled):
+    # As NeMo Lens' provider: an SDK TracerProvider whose sampler is the RankAwareSampler when
+    # the sampler is on, with seed-independent ids and lens' resource; its tracers stay lens'.
+    from nemo_lens_cpp.sampling import RankAwareSampler
+
+    providers.build_providers(
+        lens.NemoLensConfig(exporter="console", metrics_enabled=False,
+                            sampler_enabled=sampler_enabled, export_sample_rate=0.5),
+        rank=3, world_size=4, resource_attributes={"team": "lens"})
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    assert isinstance(provider, providers.LensTracerProvider)
+    if sampler_enabled:
+        assert isinstance(provider.sampler, RankAwareSampler)
+        assert provider.sampler.get_description() == "RankAwareSampler(rank=3, rate=0.5)"
+    else:
+        assert not isinstance(provider.sampler, RankAwareSampler)
+    assert isinstance(provider.id_generator, providers.SeedIndependentIdGenerator)
+    random.seed(7)
+    first = provider.id_generator.generate_span_id()
+    random.seed(7)
+    assert provider.id_generator.generate_span_id() != first
+    # (rank 3 is kept at 0.5 by the MD5 rule, so this rank exports and has a resource)
+    assert provider.resource.attributes["team"] == "lens"
+    assert provider.resource.attributes["dl.rank"] == 3
+    assert isinstance(provider.get_tracer("t"), lens.Tracer)
+    provider.shutdown()
+
+
+def test_a_second_set_up_rewires_the_global_lens_provider(tracing):
+    from nemo_lens_cpp.sampling import RankAwareSampler
+
+    config = lens.NemoLensConfig(exporter="console", metrics_enabled=False, sampler_enabled=True)
+    providers.build_providers(config, rank=0, world_size=2)
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider.sampler, RankAwareSampler)
+    providers.build_providers(lens.NemoLensConfig(exporter="console", metrics_enabled=False),
+                              rank=0, world_size=1, resource_attributes={"round": 2})
+    assert trace.get_tracer_provider() is provider
+    assert not isinstance(provider.sampler, RankAwareSampler)
+    assert provider.resource.attributes["round"] == 2
+    provider.shutdown()
+
+
 def test_seed_independent_ids_survive_random_seed_and_fork():
     a, b = providers.SeedIndependentIdGenerator(), providers.SeedIndependentIdGenerator()
     random.seed(1)
@@ -400,3 +446,114 @@ def _run(code):
                          timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
+
+
+class RecordingReader:
+    """What a test of a metric_reader needs: an InMemoryMetricReader that counts its shutdowns."""
+
+    def __new__(cls, **kwargs):
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        class Reader(InMemoryMetricReader):
+            shut_down = 0
+
+            def shutdown(self, timeout_millis=30_000, **kw):
+                type(self).shut_down += 1
+
+        return Reader(**kwargs)
+
+
+def metrics_of(data):
+    """{(scope, name): metric} of one MetricsData, and its resource."""
+    (resource_metrics,) = data.resource_metrics
+    out = {(sm.scope.name, m.name): m for sm in resource_metrics.scope_metrics
+           for m in sm.metrics}
+    return out, resource_metrics.resource
+
+
+def point_value(metric, **attributes):
+    (p,) = [p for p in metric.data.data_points if dict(p.attributes) == attributes]
+    return p
+
+
+def test_a_metric_reader_reads_lens_metrics_when_it_collects(tmp_path, monkeypatch):
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    # lens' own metric export is replaced by the reader (as in NeMo Lens): the file stays empty.
+    path = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("NEMO_LENS_METRICS_EXPORT_PATH", str(path))
+    monkeypatch.setenv("NEMO_LENS_EXPORT_PATH", str(tmp_path / "traces.jsonl"))
+    reader = RecordingReader()
+    handle = lens.setup_telemetry(
+        lens.NemoLensConfig(enabled=True, exporter="file", export_strategy="all_ranks"), 0, 2,
+        resource_attributes={"team": "lens"}, metric_reader=reader, _allow_reinit=True)
+    try:
+        otel_counter = metrics.get_meter("user.module").create_counter("user.requests")
+        lens_histogram = lens.get_meter("train").create_histogram("train.step_time", unit="s")
+        otel_counter.add(3, {"route": "a"})
+        lens_histogram.record(0.5)
+        lens_histogram.record(2.0)
+        first, resource = metrics_of(reader.get_metrics_data())
+        assert resource.attributes["team"] == "lens" and resource.attributes["dl.world_size"] == 2
+        requests = first[("user.module", "user.requests")]
+        assert requests.data.is_monotonic
+        assert requests.data.aggregation_temporality == AggregationTemporality.CUMULATIVE
+        assert point_value(requests, route="a").value == 3
+        step = first[("train", "train.step_time")]
+        assert step.unit == "s"
+        p = point_value(step)
+        assert (p.count, p.sum, p.min, p.max) == (2, 2.5, 0.5, 2.0)
+        assert sum(p.bucket_counts) == 2 and len(p.bucket_counts) == len(p.explicit_bounds) + 1
+        otel_counter.add(4, {"route": "a"})
+        second, _ = metrics_of(reader.get_metrics_data())
+        assert point_value(second[("user.module", "user.requests")], route="a").value == 7
+        assert handle.force_flush(10000)
+    finally:
+        handle.shutdown(10000)
+    assert reader.shut_down == 1
+    assert not path.exists() or path.read_text() == ""
+    flushed, _ = metrics_of(reader.get_metrics_data())  # what force_flush() collected
+    assert ("user.module", "user.requests") in flushed
+    assert reader.get_metrics_data() is None  # shut down: the reader has no source any more
+
+
+def test_a_delta_metric_reader_gets_the_change_since_its_last_collection():
+    from opentelemetry.sdk.metrics import Counter
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    reader = RecordingReader(preferred_temporality={Counter: AggregationTemporality.DELTA})
+    handle = lens.setup_telemetry(
+        lens.NemoLensConfig(enabled=True, exporter="console", export_strategy="all_ranks"),
+        metric_reader=reader, _allow_reinit=True)
+    try:
+        counter = lens.get_meter("delta").create_counter("delta.items")
+        counter.add(5)
+        first, _ = metrics_of(reader.get_metrics_data())
+        items = first[("delta", "delta.items")]
+        assert items.data.aggregation_temporality == AggregationTemporality.DELTA
+        assert point_value(items).value == 5
+        counter.add(2)
+        second, _ = metrics_of(reader.get_metrics_data())
+        assert point_value(second[("delta", "delta.items")]).value == 2
+        third, _ = metrics_of(reader.get_metrics_data())
+        assert ("delta", "delta.items") not in third  # nothing new: no point
+    finally:
+        handle.shutdown(10000)
+
+
+@pytest.mark.parametrize("why", ["rank does not export", "metrics off"])
+def test_a_metric_reader_gets_nothing_where_lens_records_no_metrics(why):
+    reader = RecordingReader()
+    config = lens.NemoLensConfig(enabled=True, exporter="console",
+                                 export_strategy="single_rank",
+                                 metrics_enabled=why != "metrics off")
+    # single_rank: the last rank exports
+    handle = lens.setup_telemetry(config, 0 if why == "rank does not export" else 1, 2,
+                                  metric_reader=reader, _allow_reinit=True)
+    try:
+        lens.get_meter("off").create_counter("off.items").add(1)
+        assert reader.get_metrics_data() is None
+    finally:
+        handle.shutdown(10000)
+
+

@@ -1,16 +1,12 @@
-"""One pipeline with OpenTelemetry Python, when it is importable (imported only from here).
+"""Joining lens and OpenTelemetry Python in one process (imported only when OpenTelemetry is).
 
 install() joins the two:
 - OpenTelemetry's runtime context is wrapped, so ``trace.get_current_span()`` inside a lens span
   (Python, or C++ calling back into Python) is that span, OpenTelemetry's propagators inject it,
   and a context OpenTelemetry attaches (``use_span``, ``start_as_current_span`` of any tracer,
   ``context.attach``) is the lens parent of the spans started meanwhile, Python and C++ alike;
-- the global TracerProvider and MeterProvider (when none was set) are lens': spans and
-  instruments made through OpenTelemetry's API are lens spans and lens instruments.
-
-It also turns what lens exports into OpenTelemetry ReadableSpans for an OpenTelemetry
-SpanExporter given to setup_telemetry(span_exporter=...), and runs managed_span/span_cm on a
-caller's own OpenTelemetry tracer (tracer=, or the global one when lens is not set up).
+- lens spans handed to OpenTelemetry code are seen through OpenTelemetry's Span interface
+  (wrap()), and contexts convert both ways (otel_span_context(), lens_context_of()).
 """
 
 from __future__ import annotations
@@ -19,8 +15,9 @@ import logging
 import sys
 from typing import Any, Dict, List, Optional
 
-from . import _core, spans
-from .spans import Span, _current
+from .. import _core
+from .._tracer import Tracer
+from ..spans import Span, SpanContext, _current, lens_span_context
 
 _log = logging.getLogger("nemo_lens_cpp")
 
@@ -69,8 +66,6 @@ def install() -> bool:
         _SpanContext = _make_span_context_class(otel_trace)
         otel_context._RUNTIME_CONTEXT = _make_runtime_context(otel_context)(
             otel_context._RUNTIME_CONTEXT)
-        from ._tracer import Tracer
-
         otel_trace.Tracer.register(Tracer)
         _core._set_bridge_parent(_current_otel_parent)
         _active = True
@@ -100,7 +95,7 @@ def otel_span_context(ctx: Any) -> Any:
                         _otel.TraceFlags(ctx.trace_flags), _trace_state(_otel, ctx.trace_state))
 
 
-def lens_context_of(obj: Any) -> Optional[spans.SpanContext]:
+def lens_context_of(obj: Any) -> Optional[SpanContext]:
     """The lens SpanContext of an OpenTelemetry SpanContext (int ids), or None."""
     trace_id, span_id = getattr(obj, "trace_id", 0), getattr(obj, "span_id", 0)
     if not isinstance(trace_id, int) or not isinstance(span_id, int) or not trace_id or not span_id:
@@ -117,7 +112,7 @@ def lens_context_of(obj: Any) -> Optional[spans.SpanContext]:
                               bool(getattr(obj, "is_remote", False)), header)
 
 
-def context_entries(span_context: Optional[spans.SpanContext], baggage: List[Any]) -> Dict:
+def context_entries(span_context: Optional[SpanContext], baggage: List[Any]) -> Dict:
     """The OpenTelemetry Context entries of an extracted lens context (empty when not joined)."""
     ensure()
     if not _active:
@@ -130,7 +125,7 @@ def context_entries(span_context: Optional[spans.SpanContext], baggage: List[Any
     return out
 
 
-def _current_otel_parent() -> Optional[spans.SpanContext]:
+def _current_otel_parent() -> Optional[SpanContext]:
     # The lens parent when no lens span is current: OpenTelemetry's current span (e.g. one
     # attached before install(), or a context lens' wrapper did not see attached).
     span = _context._RUNTIME_CONTEXT._inner.get_current().get(_SPAN_KEY)
@@ -299,195 +294,21 @@ def wrap(span: Span) -> Any:
     return OtelSpan(span) if _active else span
 
 
-# --- Providers ------------------------------------------------------------------------------
-
-def set_global_providers() -> None:
-    """Makes lens' TracerProvider and MeterProvider OpenTelemetry's global ones, unless a program
-    set its own (kept: its spans still parent lens spans through the shared context)."""
-    if not install():
-        return
-    from . import providers
-
-    tracer_provider = providers.LensTracerProvider()
-    current = _otel.get_tracer_provider()
-    if not isinstance(current, providers.LensTracerProvider):
-        if _is_unset(current):
-            _otel.set_tracer_provider(tracer_provider)
-        else:
-            _log.info("nemo_lens_cpp: OpenTelemetry already has a TracerProvider (%s); its spans "
-                      "join lens' trace but go to its own exporter", type(current).__name__)
-    try:
-        from opentelemetry import metrics as otel_metrics
-    except ImportError:
-        return
-    if _is_unset(otel_metrics.get_meter_provider()):
-        otel_metrics.set_meter_provider(providers.LensMeterProvider())
-
-
-def _is_unset(provider: Any) -> bool:
-    # OpenTelemetry's default global: a proxy with nothing behind it.
-    return type(provider).__name__.startswith("_Proxy") or type(provider).__name__.startswith(
-        "Proxy")
-
-
-# --- Exporting to an OpenTelemetry SpanExporter ---------------------------------------------
-
-class ExporterAdapter:
-    """Feeds an OpenTelemetry SpanExporter from lens' exporter thread."""
-
-    def __init__(self, exporter: Any) -> None:
-        self.exporter = exporter
-        self._resource_key: Any = None
-        self._resource: Any = None
-        self._convert = _readable_span_factory()
-
-    def export(self, batch: List[dict], resource: Dict[str, Any]) -> bool:
-        key = tuple(sorted((k, repr(v)) for k, v in resource.items()))
-        if key != self._resource_key:
-            self._resource_key, self._resource = key, self._convert.resource(resource)
-        readable = [self._convert(d, self._resource) for d in batch]
+def lens_context(obj: Any) -> Optional[SpanContext]:
+    """The lens SpanContext of an OpenTelemetry object: a lens span seen through OpenTelemetry's
+    interface, an OpenTelemetry SpanContext (int ids), span or Context (its current span); None
+    when it holds no valid one."""
+    lens_span = getattr(obj, "_lens", None)  # a lens span through OpenTelemetry's interface
+    if isinstance(lens_span, Span):
+        return lens_span.get_span_context()
+    if isinstance(getattr(obj, "trace_id", None), int):  # OpenTelemetry's SpanContext
+        return lens_context_of(obj)
+    get_span_context = getattr(obj, "get_span_context", None)
+    if callable(get_span_context):  # an OpenTelemetry span
+        return lens_span_context(get_span_context())
+    if isinstance(obj, dict) and install():  # an OpenTelemetry Context: its current span
         try:
-            result = self.exporter.export(readable)
-        except Exception:  # as OpenTelemetry's batch processor: logged, the batch dropped
-            _log.exception("nemo_lens_cpp: span_exporter.export() raised; %d spans dropped "
-                           "(counted in stats()['spans_dropped_export_failed'])", len(readable))
-            return False
-        if result is None or result is True:
-            return True
-        if result is False:
-            return False
-        return getattr(result, "name", None) != "FAILURE"
-
-    def flush(self, timeout_millis: int) -> bool:
-        flush = getattr(self.exporter, "force_flush", None)
-        if not callable(flush):
-            return True
-        result = flush(timeout_millis)
-        return result is None or bool(result)
-
-    def shutdown(self) -> None:
-        stop = getattr(self.exporter, "shutdown", None)
-        if callable(stop):
-            stop()
-
-    def core(self) -> Any:
-        return _core.PythonSpanExporter(self.export, self.flush, self.shutdown)
-
-
-def _readable_span_factory() -> Any:
-    try:
-        from opentelemetry import trace as otel_trace
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import Event, ReadableSpan
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import Link, Status, StatusCode
-    except ImportError:
-        return _PlainSpans()
-    from .package_info import __version__
-
-    scope = InstrumentationScope("nemo.lens", __version__)
-    kinds = [getattr(otel_trace.SpanKind, n) for n in _KIND_NAMES]
-
-    def context(trace_id: str, span_id: str, flags: int, state: str, remote: bool) -> Any:
-        return otel_trace.SpanContext(int(trace_id, 16), int(span_id, 16), remote,
-                                      otel_trace.TraceFlags(flags), _trace_state(otel_trace, state))
-
-    def convert(d: dict, resource: Any) -> Any:
-        ctx = context(d["trace_id"], d["span_id"], d["trace_flags"], d["trace_state"], False)
-        parent = None
-        if d["parent_span_id"]:
-            parent = context(d["trace_id"], d["parent_span_id"], d["trace_flags"],
-                             d["trace_state"], d["parent_is_remote"])
-        code = StatusCode(d["status_code"])
-        status = Status(code, d["status_message"] or None) if code is StatusCode.ERROR \
-            else Status(code)
-        return ReadableSpan(
-            name=d["name"], context=ctx, parent=parent, resource=resource,
-            attributes=_tuples(d["attributes"]),
-            events=[Event(e["name"], _tuples(e["attributes"]), e["time_unix_nano"])
-                    for e in d["events"]],
-            links=[Link(context(link["trace_id"], link["span_id"], 0, "", False),
-                        _tuples(link["attributes"])) for link in d["links"]],
-            kind=kinds[d["kind"] - 1] if 1 <= d["kind"] <= 5 else kinds[0],
-            status=status, start_time=d["start_time_unix_nano"],
-            end_time=d["end_time_unix_nano"], instrumentation_scope=scope)
-
-    convert.resource = lambda attributes: Resource(_tuples(attributes))  # type: ignore
-    return convert
-
-
-def _tuples(attributes: Dict[str, Any]) -> Dict[str, Any]:
-    # OpenTelemetry keeps sequence attributes as tuples.
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
-
-
-class _PlainSpans:
-    """Without OpenTelemetry's SDK: the FinishedSpan records lens' own exporter gives."""
-
-    def __call__(self, d: dict, resource: Any) -> Any:
-        from .telemetry import FinishedSpan
-
-        return FinishedSpan(**d)
-
-    @staticmethod
-    def resource(attributes: Dict[str, Any]) -> Any:
-        return dict(attributes)
-
-
-# --- managed_span / span_cm on a caller's OpenTelemetry tracer ------------------------------
-
-class ForeignSpan:
-    """managed_span / span_cm on an OpenTelemetry tracer that is not lens': NeMo Lens' own
-    behaviour (start, set the attributes, attach, yield; record an exception; detach, end)."""
-
-    __slots__ = ("_tracer", "_name", "_attributes", "_record", "_span", "_token")
-
-    def __init__(self, tracer: Any, name: str, attributes: Dict[str, Any],
-                 record_exception: bool = True) -> None:
-        self._tracer, self._name = tracer, name
-        self._attributes, self._record = attributes, record_exception
-        self._span = self._token = None
-
-    def __enter__(self) -> Any:
-        from .helpers import safe_set_span_attributes
-
-        install()
-        otel_context = sys.modules["opentelemetry.context"]
-        otel_trace = sys.modules["opentelemetry.trace"]
-        span = self._span = self._tracer.start_span(self._name)
-        if self._attributes:
-            safe_set_span_attributes(span, self._attributes)
-        self._token = otel_context.attach(otel_trace.set_span_in_context(span))
-        return span
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        span = self._span
-        try:
-            if self._record and isinstance(exc, Exception):
-                from opentelemetry.trace import StatusCode
-
-                span.record_exception(exc)
-                span.set_status(StatusCode.ERROR, str(exc))
-        finally:
-            sys.modules["opentelemetry.context"].detach(self._token)
-            span.end()
-        return False
-
-
-def foreign_tracer(tracer: Any) -> Any:
-    """The OpenTelemetry tracer a span site should use instead of lens' pipeline, or None: the
-    `tracer` a caller passed when it is not lens', else (while lens is not set up) the global
-    tracer of a program that configured OpenTelemetry itself."""
-    from ._tracer import Tracer
-
-    if tracer is not None:
-        return None if isinstance(tracer, Tracer) else tracer
-    otel_trace = sys.modules.get("opentelemetry.trace")
-    if otel_trace is None:
-        return None
-    from .providers import LensTracerProvider
-
-    provider = otel_trace.get_tracer_provider()
-    if isinstance(provider, LensTracerProvider) or _is_unset(provider):
-        return None
-    return provider.get_tracer("nemo.lens")
+            return lens_span_context(_otel.get_current_span(obj).get_span_context())
+        except Exception:
+            return None
+    return None
