@@ -8,10 +8,9 @@ import pathlib
 
 import pytest
 
-import nemo_lens_cpp
-
 PACKAGE = "nemo_lens_cpp"
-ROOT = pathlib.Path(nemo_lens_cpp.__file__).parent
+# The sources (a build directory may still hold a module the sources no longer have).
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "python" / PACKAGE
 
 # Each module's layer, bottom first; a module may import modules of its own layer or below. The
 # drawing in docs/layout.md is this table.
