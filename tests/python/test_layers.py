@@ -164,3 +164,25 @@ def test_the_checks_see_an_upward_import_and_a_circle(tmp_path, monkeypatch):
         test_every_import_points_down_or_sideways()
     with pytest.raises(pytest.fail.Exception):
         test_no_import_closes_a_circle()
+
+
+def test_importing_the_package_imports_no_opentelemetry():
+    # The adapter imports OpenTelemetry when a program uses it or at set-up, never at import:
+    # a process that never touches OpenTelemetry pays nothing for it (here with the stand-in
+    # importable, as the real one would be).
+    import os
+    import subprocess
+    import sys
+
+    stub = pathlib.Path(__file__).resolve().parent / "otel_stub"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(stub)] + sys.path))
+    code = ("import sys, nemo_lens_cpp, nemo_lens_cpp.providers, nemo_lens_cpp.handle; "
+            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.strip() == "[]"
+    code = ("import opentelemetry.trace, nemo_lens_cpp, sys; "
+            "print(type(opentelemetry.context._RUNTIME_CONTEXT).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.strip() == "LensRuntimeContext"  # imported first: joined at import
