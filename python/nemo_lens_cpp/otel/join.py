@@ -1,4 +1,4 @@
-"""Joining lens and OpenTelemetry Python in one process (imported only when OpenTelemetry is).
+"""Joining lens and OpenTelemetry Python in one process (OpenTelemetry imported by install()).
 
 install() joins the two:
 - OpenTelemetry's runtime context is wrapped, so ``trace.get_current_span()`` inside a lens span
@@ -22,7 +22,7 @@ from ..spans import Span, SpanContext, _current, lens_span_context
 _log = logging.getLogger("nemo_lens_cpp")
 
 _active = False  # install() succeeded
-_otel: Any = None  # opentelemetry.trace, once installed
+_trace_api: Any = None  # opentelemetry.trace, once installed
 _context: Any = None  # opentelemetry.context
 _SPAN_KEY: Optional[str] = None
 _BAGGAGE_KEY: Optional[str] = None
@@ -42,7 +42,7 @@ def ensure() -> None:
 def install() -> bool:
     """Joins lens and OpenTelemetry Python when OpenTelemetry's API is importable; idempotent.
     Returns whether it is joined. Never raises."""
-    global _active, _otel, _context, _SPAN_KEY, _BAGGAGE_KEY, OtelSpan, _SpanContext
+    global _active, _trace_api, _context, _SPAN_KEY, _BAGGAGE_KEY, OtelSpan, _SpanContext
     if _active:
         return True
     try:
@@ -60,7 +60,7 @@ def install() -> bool:
                 baggage_key = otel_baggage._BAGGAGE_KEY
             except (ImportError, AttributeError):
                 baggage_key = None
-        _otel, _context = otel_trace, otel_context
+        _trace_api, _context = otel_trace, otel_context
         _SPAN_KEY, _BAGGAGE_KEY = otel_propagation._SPAN_KEY, baggage_key
         OtelSpan = _make_span_class(otel_trace)
         _SpanContext = _make_span_context_class(otel_trace)
@@ -92,7 +92,7 @@ def otel_span_context(ctx: Any) -> Any:
     """OpenTelemetry's SpanContext for a lens SpanContext (with lens' trace_id_hex and
     span_id_hex as extra properties)."""
     return _SpanContext(ctx.trace_id, ctx.span_id, bool(ctx.is_remote),
-                        _otel.TraceFlags(ctx.trace_flags), _trace_state(_otel, ctx.trace_state))
+                        _trace_api.TraceFlags(ctx.trace_flags), _trace_state(_trace_api, ctx.trace_state))
 
 
 def lens_context_of(obj: Any) -> Optional[SpanContext]:
@@ -119,7 +119,7 @@ def context_entries(span_context: Optional[SpanContext], baggage: List[Any]) -> 
         return {}
     out: Dict[str, Any] = {}
     if span_context is not None:
-        out[_SPAN_KEY] = _otel.NonRecordingSpan(otel_span_context(span_context))
+        out[_SPAN_KEY] = _trace_api.NonRecordingSpan(otel_span_context(span_context))
     if baggage and _BAGGAGE_KEY is not None:
         out[_BAGGAGE_KEY] = dict(baggage)
     return out
@@ -129,7 +129,7 @@ def _current_otel_parent() -> Optional[SpanContext]:
     # The lens parent when no lens span is current: OpenTelemetry's current span (e.g. one
     # attached before install(), or a context lens' wrapper did not see attached).
     span = _context._RUNTIME_CONTEXT._inner.get_current().get(_SPAN_KEY)
-    if span is None or not isinstance(span, _otel.Span):
+    if span is None or not isinstance(span, _trace_api.Span):
         return None
     if isinstance(span, OtelSpan):
         return span._lens.get_span_context()
@@ -140,7 +140,7 @@ def _lens_target(context: Any) -> Any:
     # What attaching `context` makes the lens parent: a lens Span, a SpanContext, or None.
     get = getattr(context, "get", None)
     span = get(_SPAN_KEY) if callable(get) else None
-    if span is None or not isinstance(span, _otel.Span):
+    if span is None or not isinstance(span, _trace_api.Span):
         return None
     if isinstance(span, OtelSpan):
         return span._lens
@@ -184,14 +184,14 @@ def _make_runtime_context(otel_context: Any) -> type:
                 return ctx
             present = ctx.get(_SPAN_KEY)
             if present is not None:
-                have = present.get_span_context() if isinstance(present, _otel.Span) else None
+                have = present.get_span_context() if isinstance(present, _trace_api.Span) else None
                 if have is not None and have.span_id == lens_ctx.span_id:
                     return ctx
             python = _current.get()
             if isinstance(python, Span) and python.get_span_context() == lens_ctx:
                 view = OtelSpan(python)
             else:  # a C++ span, or an attached remote context
-                view = _otel.NonRecordingSpan(otel_span_context(lens_ctx))
+                view = _trace_api.NonRecordingSpan(otel_span_context(lens_ctx))
             out = dict(ctx)
             out[_SPAN_KEY] = view
             return otel_context.Context(out)
@@ -308,7 +308,7 @@ def lens_context(obj: Any) -> Optional[SpanContext]:
         return lens_span_context(get_span_context())
     if isinstance(obj, dict) and install():  # an OpenTelemetry Context: its current span
         try:
-            return lens_span_context(_otel.get_current_span(obj).get_span_context())
+            return lens_span_context(_trace_api.get_current_span(obj).get_span_context())
         except Exception:
             return None
     return None
