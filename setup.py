@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import Distribution, setup
+from setuptools import Distribution, find_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -68,8 +68,7 @@ class BinaryDistribution(Distribution):
 setup(
     version=version(),
     package_dir={"": "python"},
-    packages=["nemo_lens_cpp", "nemo_lens_cpp.contrib", "nemo_lens_cpp.instruments",
-              "nemo_lens_cpp.resources"],
+    packages=find_packages(where="python"),
     package_data={"nemo_lens_cpp": ["py.typed"]},
     cmdclass={"build_py": BuildWithCMake},
     distclass=BinaryDistribution,
