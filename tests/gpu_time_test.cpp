@@ -86,6 +86,21 @@ TEST(GpuAttribution, RecordsAfterTheSpanWasTakenAreLateAndUnknownLaunchesUnattri
   EXPECT_TRUE(a.settled(10));  // forgotten
 }
 
+TEST(GpuAttribution, LaunchesBeyondTheBoundAreCountedAndTheirRecordsUnattributed) {
+  GpuAttribution a(/*max_launches=*/2);
+  a.launch(1, chain_of({10}));
+  a.launch(2, chain_of({10}));
+  a.launch(3, chain_of({10}));  // two launches wait already
+  EXPECT_EQ(a.launches_dropped(), 1u);
+  EXPECT_EQ(a.launches(), 2u);
+  a.activity(kernel(1, 0, 10));
+  a.activity(kernel(2, 10, 20));
+  EXPECT_TRUE(a.settled(10));
+  a.activity(kernel(3, 20, 30));
+  EXPECT_EQ(a.unattributed(), 1u);
+  EXPECT_EQ(a.take(10).kernels, 2u);
+}
+
 TEST(GpuAttribution, AnAliasedIdIsTheSameLaunch) {
   GpuAttribution a;
   a.launch(5, chain_of({10}));

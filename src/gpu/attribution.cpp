@@ -7,7 +7,7 @@ namespace nemo::lens::detail {
 
 void GpuAttribution::launch(std::uint64_t correlation, const GpuChain& chain) {
   if (chain.size == 0) return;
-  if (launches_.size() >= kMaxLaunches) {
+  if (launches_.size() >= max_launches_) {
     ++launches_dropped_;
     return;
   }

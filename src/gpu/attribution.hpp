@@ -58,8 +58,12 @@ class GpuAttribution {
   /// Intervals a span keeps apart at most; beyond, its oldest half is folded into one figure (its
   /// busy time is then exact only for activity that starts after the folded part ends).
   static constexpr std::size_t kMaxIntervals = 65536;
-  /// Launches waiting for their activity at most; later ones are not attributed (counted).
+  /// Launches waiting for their activity at most, by default; later ones are not attributed
+  /// (counted).
   static constexpr std::size_t kMaxLaunches = 1u << 22;
+
+  /// Keeps at most `max_launches` launches waiting for their activity (tests lower it).
+  explicit GpuAttribution(std::size_t max_launches = kMaxLaunches) : max_launches_(max_launches) {}
 
   /// A launch with correlation id `correlation`, attributed to `chain` (size >= 1). Each span of
   /// the chain waits for its first activity record.
@@ -80,9 +84,9 @@ class GpuAttribution {
 
   /// Activity records that came after every span of their launch was taken.
   std::uint64_t late() const noexcept { return late_; }
-  /// Activity records of launches never seen (made outside every GPU-timed span).
+  /// Activity records of launches never seen (made outside every GPU-timed span, or dropped).
   std::uint64_t unattributed() const noexcept { return unattributed_; }
-  /// Launches not tracked because kMaxLaunches were waiting.
+  /// Launches not tracked because the most launches allowed were waiting.
   std::uint64_t launches_dropped() const noexcept { return launches_dropped_; }
   /// Spans with launches attributed and not taken yet.
   std::size_t spans() const noexcept { return spans_.size(); }
@@ -107,6 +111,7 @@ class GpuAttribution {
   void add(Span& s, const GpuActivity& a);
   void retire(std::uint64_t correlation);
 
+  std::size_t max_launches_;
   std::unordered_map<std::uint64_t, Launch> launches_;
   std::unordered_map<std::uint64_t, Span> spans_;
   std::unordered_map<std::uint64_t, std::uint64_t> aliases_;  // alias -> correlation

@@ -15,10 +15,6 @@ GpuSourceFactory& source_factory() {
   return f;
 }
 
-// Inputs queued for the exporter thread at most (per kind); beyond, they are dropped and counted
-// as launches not tracked. A launch costs microseconds, so this is seconds of launches.
-constexpr std::size_t kMaxQueued = 1u << 20;
-
 std::uint64_t span_key(const SpanId& id) noexcept {
   std::uint64_t k = 0;
   std::memcpy(&k, id.bytes.data(), sizeof(k));
@@ -102,15 +98,20 @@ GpuChain chain_of(const GpuTiming& timing, const ThreadState& s) noexcept {
 
 void GpuTiming::queue_launch(std::uint64_t correlation, const GpuChain& chain) noexcept {
   std::lock_guard lock(in_mu_);
-  if (in_launches_.size() >= kMaxQueued) {
-    ++in_dropped_;
+  if (in_launches_.size() >= max_queued_) {
+    ++in_launches_dropped_;
     return;
   }
   try {
     in_launches_.emplace_back(correlation, chain);
   } catch (...) {
-    ++in_dropped_;
+    ++in_launches_dropped_;
   }
+}
+
+void GpuTiming::set_queue_bound(std::size_t bound) noexcept {
+  std::lock_guard lock(in_mu_);
+  max_queued_ = bound;
 }
 
 void GpuTiming::on_launch(std::uint64_t correlation) noexcept {
@@ -164,13 +165,13 @@ void GpuTiming::on_activities(std::span<const GpuActivity> activities) noexcept 
   {
     std::lock_guard lock(in_mu_);
     const std::size_t room =
-        in_activities_.size() < kMaxQueued ? kMaxQueued - in_activities_.size() : 0;
+        in_activities_.size() < max_queued_ ? max_queued_ - in_activities_.size() : 0;
     const std::size_t n = std::min(room, activities.size());
     try {
       in_activities_.insert(in_activities_.end(), activities.begin(), activities.begin() + n);
-      in_dropped_ += activities.size() - n;
+      in_activities_dropped_ += activities.size() - n;
     } catch (...) {
-      in_dropped_ += activities.size();
+      in_activities_dropped_ += activities.size();
     }
   }
   cv_.notify_all();
@@ -183,8 +184,9 @@ void GpuTiming::absorb_locked() {
     std::lock_guard lock(in_mu_);
     launches.swap(in_launches_);
     activities.swap(in_activities_);
-    counts_.launches_dropped += in_dropped_;
-    in_dropped_ = 0;
+    counts_.launches_dropped += in_launches_dropped_;
+    counts_.activities_dropped += in_activities_dropped_;
+    in_launches_dropped_ = in_activities_dropped_ = 0;
   }
   // Launches first: an activity record never comes before its launch was queued.
   for (const auto& [correlation, chain] : launches) {
@@ -301,6 +303,12 @@ GpuCounts GpuTiming::counts() const noexcept {
   c.activities_unattributed = attribution_.unattributed();
   c.launches_dropped += attribution_.launches_dropped();
   c.spans_waiting = held_.size();
+  {
+    // What was dropped since the exporter thread last took the queues in counts already.
+    std::lock_guard in_lock(in_mu_);
+    c.launches_dropped += in_launches_dropped_;
+    c.activities_dropped += in_activities_dropped_;
+  }
   return c;
 }
 

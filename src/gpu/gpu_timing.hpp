@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -55,15 +56,20 @@ std::unique_ptr<GpuSource> make_gpu_source();
 /// CUPTI's source (cupti_source.cpp): libcupti loaded with dlopen when start() runs.
 std::unique_ptr<GpuSource> make_cupti_source();
 
-/// Counts of one pipeline's GPU timing (TelemetryStats' gpu_* fields).
+/// Counts of one pipeline's GPU timing (TelemetryStats' gpu_* fields, which say what each is).
 struct GpuCounts {
   std::uint64_t spans_timed = 0;
   std::uint64_t spans_incomplete = 0;
+  std::uint64_t spans_waiting = 0;
+  std::uint64_t launches_dropped = 0;
+  std::uint64_t activities_dropped = 0;
   std::uint64_t activities_late = 0;
   std::uint64_t activities_unattributed = 0;
-  std::uint64_t launches_dropped = 0;
-  std::uint64_t spans_waiting = 0;
 };
+
+/// Launches, and activity records, queued for the exporter thread at most by default; beyond,
+/// they are dropped and counted. A launch costs microseconds, so this is seconds of launches.
+inline constexpr std::size_t kMaxQueuedGpuInputs = std::size_t{1} << 20;
 
 class GpuTiming {
  public:
@@ -87,6 +93,10 @@ class GpuTiming {
   NEMO_LENS_API void on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept;
   /// Activity records, from any thread.
   NEMO_LENS_API void on_activities(std::span<const GpuActivity> activities) noexcept;
+  /// Makes `bound` the most launches (and, apart, activity records) queued for the exporter
+  /// thread, instead of kMaxQueuedGpuInputs; what is queued already stays. Tests lower it to see
+  /// what is dropped beyond it. Any thread.
+  NEMO_LENS_API void set_queue_bound(std::size_t bound) noexcept;
 
   /// Whether `r` is a span whose GPU time this pipeline measures.
   bool timed(const SpanRecord& r) const noexcept;
@@ -124,12 +134,15 @@ class GpuTiming {
   std::unique_ptr<GpuSource> source_;
 
   // What the source reported and the exporter thread has not taken in yet.
-  std::mutex in_mu_;
+  mutable std::mutex in_mu_;  // taken after mu_ where both are held
   // Launches, and aliases (a chain of size 0 whose spans[0] is the correlation aliased), in the
   // order they came.
   std::vector<std::pair<std::uint64_t, GpuChain>> in_launches_;
   std::vector<GpuActivity> in_activities_;
-  std::uint64_t in_dropped_ = 0;  // queued inputs beyond the bound (out of room)
+  std::size_t max_queued_ = kMaxQueuedGpuInputs;  // of each of the two
+  // Inputs beyond the bound (or out of memory) since absorb_locked() last took these counts.
+  std::uint64_t in_launches_dropped_ = 0;
+  std::uint64_t in_activities_dropped_ = 0;
 
   mutable std::mutex mu_;       // the attribution, the held records and the counts
   std::condition_variable cv_;  // a record waits, activity came, or stop
