@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -252,6 +253,7 @@ TEST(GpuAttribution, MatchesAnIndependentComputationOverRandomSchedules) {
 // now and delivered at the next flush (as CUPTI delivers its buffers).
 struct SyntheticGpu {
   std::mutex mu;
+  std::condition_variable flushed;  // after each flush
   GpuTiming* timing = nullptr;
   std::vector<GpuActivity> completed;
   std::string refuse;  // start() says this when not empty
@@ -259,9 +261,16 @@ struct SyntheticGpu {
   std::atomic<bool> stopped{false};
 
   void launch(std::uint64_t correlation) { timing->on_launch(correlation); }
-  void complete(const GpuActivity& a) {
+  void complete(const GpuActivity& a) { complete({a}); }
+  // Completed together: one flush delivers them all, or none of them.
+  void complete(std::initializer_list<GpuActivity> all) {
     std::lock_guard lock(mu);
-    completed.push_back(a);
+    completed.insert(completed.end(), all.begin(), all.end());
+  }
+  // Waits (30 s at most) until the source was flushed `n` times in all.
+  bool wait_for_flushes(int n) {
+    std::unique_lock lock(mu);
+    return flushed.wait_for(lock, std::chrono::seconds(30), [&] { return flushes >= n; });
   }
 };
 
@@ -278,8 +287,9 @@ class SyntheticSource : public GpuSource {
     {
       std::lock_guard lock(gpu_->mu);
       out.swap(gpu_->completed);
+      ++gpu_->flushes;
     }
-    ++gpu_->flushes;
+    gpu_->flushed.notify_all();
     if (!gpu_->stopped) gpu_->timing->on_activities(out);
   }
   void stop() noexcept override { gpu_->stopped = true; }
@@ -360,6 +370,71 @@ TEST_F(GpuSpans, NestedSpansCarryTheUnionOfTheirActivityAndKernelCounts) {
   EXPECT_EQ(stats.gpu_spans_timed, 2u);
   EXPECT_EQ(stats.gpu_spans_incomplete, 0u);
   EXPECT_EQ(stats.gpu_activities_late, 0u);
+}
+
+TEST_F(GpuSpans, LaunchesAndRecordsBeyondTheQueuesBoundAreDroppedAndCounted) {
+  start_gpu("step");
+  gpu_->timing->set_queue_bound(2);
+  {
+    auto step = open("step", "crowded_step");
+    // Nothing takes the queue in while the span is open (no span ended, none waits): the third
+    // and fourth launches find it full.
+    for (std::uint64_t c = 61; c <= 64; ++c) gpu_->launch(c);
+    EXPECT_EQ(handle_.stats().gpu_launches_dropped, 2u);  // counted as they are dropped
+  }
+  // The four records come back in one flush: the queue of records takes two.
+  gpu_->complete({kernel(61, 0, 10), kernel(62, 10, 20), kernel(63, 20, 30), kernel(64, 30, 40)});
+  const auto s = only(spans(), "crowded_step");
+  EXPECT_EQ(int_attr(s, "gpu.kernels"), 2);  // what was tracked
+  EXPECT_EQ(int_attr(s, "gpu.busy"), 20);
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_launches_dropped, 2u);
+  EXPECT_EQ(stats.gpu_activities_dropped, 2u);
+  EXPECT_EQ(stats.gpu_activities_unattributed, 0u);  // the dropped records never got that far
+  EXPECT_EQ(stats.gpu_spans_incomplete, 0u);         // the launches it tracked all came back
+  EXPECT_EQ(stats.gpu_spans_timed, 1u);
+}
+
+TEST_F(GpuSpans, RecordsOfLaunchesOutsideEveryGpuTimedSpanAreCountedUnattributed) {
+  start_gpu("step");
+  {
+    auto other = open("optimizer", "optimizer_step");  // recorded, but not GPU-timed
+    gpu_->launch(71);
+  }
+  gpu_->launch(72);  // no span open on any thread
+  {
+    auto step = open("step", "timed_step");
+    gpu_->launch(73);
+  }
+  gpu_->complete({kernel(71, 0, 10), kernel(72, 10, 20), kernel(73, 20, 30)});
+  // The timed span waits for its record, which comes in the same flush as the two others.
+  const auto all = spans();
+  EXPECT_EQ(int_attr(only(all, "timed_step"), "gpu.kernels"), 1);
+  EXPECT_EQ(attr(only(all, "optimizer_step"), "gpu.kernels"), nullptr);
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_activities_unattributed, 2u);
+  EXPECT_EQ(stats.gpu_activities_late, 0u);
+  EXPECT_EQ(stats.gpu_launches_dropped, 0u);
+  EXPECT_EQ(stats.gpu_activities_dropped, 0u);
+}
+
+TEST_F(GpuSpans, ASpanWaitingForItsRecordsIsCountedUntilItLeaves) {
+  env_.set("OTEL_BSP_SCHEDULE_DELAY", "10");  // the exporter thread takes the span on its own
+  start_gpu("step", "600000");                // and holds it for as long as this test takes
+  {
+    auto step = open("step", "waiting_step");
+    gpu_->launch(81);
+  }
+  // The poller flushes the source only while a span waits: its first flush says one is held, and
+  // nothing lets it go before its record comes.
+  ASSERT_TRUE(gpu_->wait_for_flushes(1));
+  EXPECT_EQ(handle_.stats().gpu_spans_waiting, 1u);
+  gpu_->complete(kernel(81, 0, 10));
+  EXPECT_EQ(int_attr(only(spans(), "waiting_step"), "gpu.kernels"), 1);
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_spans_waiting, 0u);
+  EXPECT_EQ(stats.gpu_spans_incomplete, 0u);
+  EXPECT_EQ(stats.gpu_spans_timed, 1u);
 }
 
 TEST_F(GpuSpans, ASpanWithoutActivityHasZeroKernelsAndNoInterval) {

@@ -206,10 +206,15 @@ int main() {
     ++failed;
   }
   const auto stats = handle.stats();
-  std::printf("spans timed %llu, incomplete %llu, late records %llu\n",
-              static_cast<unsigned long long>(stats.gpu_spans_timed),
-              static_cast<unsigned long long>(stats.gpu_spans_incomplete),
-              static_cast<unsigned long long>(stats.gpu_activities_late));
+  std::printf(
+      "spans timed %llu, incomplete %llu, late records %llu, unattributed records %llu, "
+      "launches dropped %llu, records dropped %llu\n",
+      static_cast<unsigned long long>(stats.gpu_spans_timed),
+      static_cast<unsigned long long>(stats.gpu_spans_incomplete),
+      static_cast<unsigned long long>(stats.gpu_activities_late),
+      static_cast<unsigned long long>(stats.gpu_activities_unattributed),
+      static_cast<unsigned long long>(stats.gpu_launches_dropped),
+      static_cast<unsigned long long>(stats.gpu_activities_dropped));
   std::printf("kernel launch: %.2f us without lens, %.2f us with GPU time on (+%.2f us)\n",
               base_launch, timed_launch, timed_launch - base_launch);
   handle.shutdown();

@@ -146,6 +146,10 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["gpu_spans_timed"] = s.gpu_spans_timed;
   d["gpu_spans_incomplete"] = s.gpu_spans_incomplete;
   d["gpu_activities_late"] = s.gpu_activities_late;
+  d["gpu_activities_unattributed"] = s.gpu_activities_unattributed;
+  d["gpu_launches_dropped"] = s.gpu_launches_dropped;
+  d["gpu_activities_dropped"] = s.gpu_activities_dropped;
+  d["gpu_spans_waiting"] = s.gpu_spans_waiting;
   return d;
 }
 

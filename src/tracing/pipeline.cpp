@@ -459,6 +459,10 @@ TelemetryStats Pipeline::stats() const noexcept {
     s.gpu_spans_timed = g.spans_timed;
     s.gpu_spans_incomplete = g.spans_incomplete;
     s.gpu_activities_late = g.activities_late;
+    s.gpu_activities_unattributed = g.activities_unattributed;
+    s.gpu_launches_dropped = g.launches_dropped;
+    s.gpu_activities_dropped = g.activities_dropped;
+    s.gpu_spans_waiting = g.spans_waiting;
   }
   return s;
 }

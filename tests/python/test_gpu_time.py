@@ -23,6 +23,8 @@ handle.force_flush()
 stats = handle.stats()
 print("STATS", stats["gpu_spans_timed"], stats["gpu_spans_incomplete"],
       stats["gpu_activities_late"], stats["spans_exported"])
+print("GPU LOSSES", stats["gpu_launches_dropped"], stats["gpu_activities_dropped"],
+      stats["gpu_activities_unattributed"], stats["gpu_spans_waiting"])
 handle.shutdown()
 """
 
@@ -55,6 +57,7 @@ def test_without_a_gpu_one_line_says_why_and_spans_are_unchanged(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("lens: GPU time of spans is off (per_step): "), \
         done.stderr
     assert "STATS 0 0 0 2" in done.stdout
+    assert "GPU LOSSES 0 0 0 0" in done.stdout
     spans = spans_of(tmp_path)
     assert sorted(s["name"] for s in spans) == ["forward_backward", "train_step"]
     for s in spans:
@@ -66,6 +69,7 @@ def test_off_by_default_says_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "STATS 0 0 0 2" in done.stdout
+    assert "GPU LOSSES 0 0 0 0" in done.stdout
 
 
 def test_a_bad_spec_is_a_config_error_naming_the_variable(tmp_path):

@@ -114,6 +114,19 @@ struct TelemetryStats {
   /// GPU activity records that came after the span they belong to was exported (not counted in
   /// its gpu.busy).
   std::uint64_t gpu_activities_late = 0;
+  /// GPU activity records of launches no span accounts for: made outside every GPU-timed span (no
+  /// span of a <PREFIX>_GPU_TIME group open on any thread), or counted in gpu_launches_dropped.
+  std::uint64_t gpu_activities_unattributed = 0;
+  /// GPU launches not tracked: more were queued for the exporter thread, or waited for their
+  /// activity records, than lens keeps (docs/gpu.md, Bounds). The spans they belonged to leave
+  /// without their GPU time.
+  std::uint64_t gpu_launches_dropped = 0;
+  /// GPU activity records lost because more were queued for the exporter thread than lens keeps:
+  /// their spans leave without them (and wait for them first, then counted incomplete).
+  std::uint64_t gpu_activities_dropped = 0;
+  /// Ended GPU-timed spans held now, waiting for their activity records (at most
+  /// <PREFIX>_GPU_TIME_WAIT_MS each): exported once those came. A gauge, not a running count.
+  std::uint64_t gpu_spans_waiting = 0;
 };
 
 namespace detail {
