@@ -191,6 +191,30 @@ TEST(CtlOutput, DumpWithoutOpenSpansStillShowsCounters) {
             "metric points buffered ? dropped ?; log records buffered ? dropped ?\n");
 }
 
+TEST(CtlOutput, DumpShowsTheGpuCountersWhereGpuTimeRuns) {
+  Json gpu = stats(4, 3, 3);
+  gpu["gpu_spans_timed"] = 3;
+  gpu["gpu_spans_incomplete"] = 1;
+  gpu["gpu_spans_waiting"] = 2;
+  gpu["gpu_launches_dropped"] = 11;
+  gpu["gpu_activities_dropped"] = 12;
+  gpu["gpu_activities_late"] = 13;
+  gpu["gpu_activities_unattributed"] = 14;
+  const std::vector<Json> replies = {
+      dump_reply(process("4711", 0, 100), {}, gpu),
+      dump_reply(process("4711", 1, 200), {}, stats(4, 3, 3)),  // GPU time off there
+  };
+  EXPECT_EQ(dump_text(replies),
+            "no thread has an open span\n"
+            "\n"
+            "rank 0 pid 100: started 4 ended 3 exported 3 buffered 6 dropped 1/2/3 rejected 4 "
+            "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10; "
+            "gpu spans timed 3 incomplete 1 waiting 2; gpu launches dropped 11; gpu activities "
+            "dropped 12 late 13 unattributed 14\n"
+            "rank 1 pid 200: started 4 ended 3 exported 3 buffered 6 dropped 1/2/3 rejected 4 "
+            "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n");
+}
+
 TEST(CtlOutput, DumpSkipsRefusedReplies) {
   const Json refused = {
       {"protocol", 1}, {"ok", false}, {"process", process("4711", 5, 500)}, {"error", "busy"}};

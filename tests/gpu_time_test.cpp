@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "control_client.hpp"
 #include "gpu/attribution.hpp"
 #include "gpu/gpu_timing.hpp"
 #include "nemo/lens/lens.hpp"
@@ -418,7 +419,10 @@ TEST_F(GpuSpans, RecordsOfLaunchesOutsideEveryGpuTimedSpanAreCountedUnattributed
   EXPECT_EQ(stats.gpu_activities_dropped, 0u);
 }
 
-TEST_F(GpuSpans, ASpanWaitingForItsRecordsIsCountedUntilItLeaves) {
+// The control endpoint's dump carries the GPU counts where GPU time runs (docs/control.md).
+TEST_F(GpuSpans, ASpanWaitingForItsRecordsIsCountedUntilItLeavesAndTheDumpShowsIt) {
+  lens_test::TempDir control;
+  env_.set("NEMO_LENS_CONTROL_DIR", (control.path() / "ctl").string());
   env_.set("OTEL_BSP_SCHEDULE_DELAY", "10");  // the exporter thread takes the span on its own
   start_gpu("step", "600000");                // and holds it for as long as this test takes
   {
@@ -429,12 +433,24 @@ TEST_F(GpuSpans, ASpanWaitingForItsRecordsIsCountedUntilItLeaves) {
   // nothing lets it go before its record comes.
   ASSERT_TRUE(gpu_->wait_for_flushes(1));
   EXPECT_EQ(handle_.stats().gpu_spans_waiting, 1u);
+  const auto sockets = lens_test::control_sockets(control.path() / "ctl");
+  ASSERT_EQ(sockets.size(), 1u);
+  const auto dump = lens_test::control_request(sockets[0], "lens-ctl/1 dump");
+  ASSERT_EQ(dump["ok"], true) << dump.dump();
+  const auto& counts = dump["stats"];
+  EXPECT_EQ(counts["gpu_spans_waiting"], 1) << counts.dump();
+  for (const char* key :
+       {"gpu_spans_timed", "gpu_spans_incomplete", "gpu_launches_dropped", "gpu_activities_dropped",
+        "gpu_activities_late", "gpu_activities_unattributed"}) {
+    EXPECT_EQ(counts[key], 0) << key << " in " << counts.dump();
+  }
   gpu_->complete(kernel(81, 0, 10));
   EXPECT_EQ(int_attr(only(spans(), "waiting_step"), "gpu.kernels"), 1);
   const auto stats = handle_.stats();
   EXPECT_EQ(stats.gpu_spans_waiting, 0u);
   EXPECT_EQ(stats.gpu_spans_incomplete, 0u);
   EXPECT_EQ(stats.gpu_spans_timed, 1u);
+  handle_.shutdown();  // its endpoint goes before its directory
 }
 
 TEST_F(GpuSpans, ASpanWithoutActivityHasZeroKernelsAndNoInterval) {

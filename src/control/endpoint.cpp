@@ -132,7 +132,8 @@ void finish_connection(int fd) {
   }
 }
 
-void append_stats(std::string& out, const TelemetryStats& s) {
+// The pipeline's counters; the GPU ones only when `gpu` (GPU time of spans runs).
+void append_stats(std::string& out, const TelemetryStats& s, bool gpu) {
   const std::pair<std::string_view, std::uint64_t> fields[] = {
       {"spans_started", s.spans_started},
       {"spans_ended", s.spans_ended},
@@ -148,8 +149,20 @@ void append_stats(std::string& out, const TelemetryStats& s) {
       {"log_records_buffered", s.log_records_buffered},
       {"log_records_dropped", s.log_records_dropped},
   };
+  const std::pair<std::string_view, std::uint64_t> gpu_fields[] = {
+      {"gpu_spans_timed", s.gpu_spans_timed},
+      {"gpu_spans_incomplete", s.gpu_spans_incomplete},
+      {"gpu_spans_waiting", s.gpu_spans_waiting},
+      {"gpu_launches_dropped", s.gpu_launches_dropped},
+      {"gpu_activities_dropped", s.gpu_activities_dropped},
+      {"gpu_activities_late", s.gpu_activities_late},
+      {"gpu_activities_unattributed", s.gpu_activities_unattributed},
+  };
   json::JsonObject o(out);
   for (const auto& [key, value] : fields) json::append_uint(o.key(key), value);
+  if (gpu) {
+    for (const auto& [key, value] : gpu_fields) json::append_uint(o.key(key), value);
+  }
   o.close();
 }
 
@@ -272,6 +285,12 @@ struct ControlEndpoint::Impl {
     return tracing() ? target.pipeline->current()->stats() : TelemetryStats{};
   }
 
+  // Whether GPU time of spans runs in this process's pipeline (set before the endpoint started;
+  // a forked child's pipeline has none).
+  bool gpu_timed() const noexcept {
+    return tracing() && target.pipeline->current()->gpu != nullptr;
+  }
+
   std::string dump_reply() const {
     const auto threads = snapshot_open_spans();
     const std::int64_t now = now_unix_nano();
@@ -280,7 +299,7 @@ struct ControlEndpoint::Impl {
       json::JsonArray thread_list(o.key("threads"));
       for (const ThreadOpenSpans& t : threads) append_open_thread(thread_list.element(), t, now);
       thread_list.close();
-      append_stats(o.key("stats"), stats());
+      append_stats(o.key("stats"), stats(), gpu_timed());
     });
   }
 

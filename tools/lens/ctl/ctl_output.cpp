@@ -310,7 +310,18 @@ std::string dump_text(std::vector<Json> replies) {
            integer_text(stats, "metric_points_buffered") + " dropped " +
            integer_text(stats, "metric_points_dropped") + "; log records buffered " +
            integer_text(stats, "log_records_buffered") + " dropped " +
-           integer_text(stats, "log_records_dropped") + "\n";
+           integer_text(stats, "log_records_dropped");
+    // GPU time of spans: its counters are there only where it runs.
+    if (member(stats, "gpu_spans_timed") != nullptr) {
+      out += "; gpu spans timed " + integer_text(stats, "gpu_spans_timed") + " incomplete " +
+             integer_text(stats, "gpu_spans_incomplete") + " waiting " +
+             integer_text(stats, "gpu_spans_waiting") + "; gpu launches dropped " +
+             integer_text(stats, "gpu_launches_dropped") + "; gpu activities dropped " +
+             integer_text(stats, "gpu_activities_dropped") + " late " +
+             integer_text(stats, "gpu_activities_late") + " unattributed " +
+             integer_text(stats, "gpu_activities_unattributed");
+    }
+    out += '\n';
   }
   return out;
 }

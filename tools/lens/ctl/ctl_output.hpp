@@ -71,7 +71,10 @@ std::string groups_line(const Json& reply);
 /// "no thread has an open span" replaces the table when there is none. Then a blank line and one
 /// line of pipeline counters per process (from "stats"), sorted with process_less():
 /// "rank 3 pid 12345: started 120 ended 118 exported 100 dropped 0/0/0 rejected 0 truncated 0"
-/// (dropped: queue full / export failed / shutdown), prefixed with "run <id> " when several runs.
+/// (dropped: queue full / export failed / shutdown), then the metrics' and logs' outage buffer
+/// counts and, where GPU time of spans runs (the gpu_* counters are in "stats"), "; gpu spans
+/// timed T incomplete I waiting W; gpu launches dropped L; gpu activities dropped D late A
+/// unattributed U"; prefixed with "run <id> " when several runs.
 std::string dump_text(std::vector<Json> replies);
 
 /// An attribute value for the k=v form: a string as is, unless it is empty or has spaces,
