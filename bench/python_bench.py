@@ -2,10 +2,13 @@
 
     PYTHONPATH=build/python:build/examples/python_extension python3 bench/python_bench.py
 
-Prints the median of --repeat timeit runs per case, in ns per operation, and the ratios the
-targets are stated in (docs/python.md). With OpenTelemetry Python importable, a span through its
-API (routed into lens) and the SDK's own span are measured too; with NeMo Lens (nemo.lens)
-importable, its disabled managed_span.
+Runs are interleaved: each of --repeat rounds times every case once (one timeit run of --number
+operations, fewer for the slower cases), so that a host that slows down or speeds up meanwhile
+moves the cases and their baselines together. Prints, per case, the median over the rounds in ns
+per operation, and the ratio the targets are stated in (docs/python.md): the median of the
+per-round ratios of the case to its baseline, each measured in the same round. With OpenTelemetry
+Python importable, a span through its API (routed into lens) and the SDK's own span are measured
+too; with NeMo Lens (nemo.lens) importable, its disabled managed_span.
 """
 
 import argparse
@@ -16,19 +19,56 @@ import sys
 import timeit
 
 
-def median_ns(stmt, setup="pass", number=200000, repeat=7, env=None):
-    runs = timeit.repeat(stmt, setup=setup, number=number, repeat=repeat, globals=env)
-    return statistics.median(runs) / number * 1e9
+class Case:
+    """One timed statement: `ns` holds its ns per operation of each round."""
+
+    def __init__(self, what, stmt, number, baseline=None, target="", setup="pass"):
+        self.what, self.stmt, self.number = what, stmt, number
+        self.baseline, self.target, self.setup = baseline, target, setup
+        self.ns = []
+
+    def run(self, env):
+        t = timeit.timeit(self.stmt, setup=self.setup, number=self.number, globals=env)
+        self.ns.append(t / self.number * 1e9)
+
+
+class Measured:
+    """A case measured by a function returning ns per operation (the C++ extension's loop)."""
+
+    def __init__(self, what, fn, baseline=None, target=""):
+        self.what, self.fn, self.baseline, self.target = what, fn, baseline, target
+        self.ns = []
+
+    def run(self, env):
+        self.ns.append(self.fn())
+
+
+def interleave(cases, rounds, env):
+    for _ in range(rounds):
+        for case in cases:
+            case.run(env)
+
+
+def rows_of(cases):
+    rows = []
+    for case in cases:
+        ratio = ""
+        if case.baseline is not None:
+            per_round = [a / b for a, b in zip(case.ns, case.baseline.ns)]
+            ratio = f"{statistics.median(per_round):.2f}x"
+        rows.append((case.what, statistics.median(case.ns), ratio, case.target))
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=9, help="rounds (default 9)")
     parser.add_argument("--number", type=int, default=200000)
     args = parser.parse_args()
 
-    # Spans go to memory, emptied before every timing run: the exporter thread copies them and
-    # keeps up (the drop fraction is printed), so only the caller's cost is measured.
+    # Spans go to memory, emptied before every timing run. The exporter thread copies them; on a
+    # small host it does not always keep up and the queue drops some (the fraction is printed): a
+    # dropped span costs its caller as much as an exported one.
     os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step",
                       NEMO_LENS_METRICS_ENABLED="0", OTEL_BSP_MAX_QUEUE_SIZE="65536",
                       NEMO_LENS_EXPORT_STRATEGY="all_ranks", NEMO_LENS_EXPORTER="console")
@@ -40,43 +80,46 @@ def main():
     env = {"lens": lens, "nullcontext": contextlib.nullcontext, "memory": memory,
            "groups": frozenset(["step", "job"]), "ms": lens.managed_span,
            "enabled": lens.is_span_group_enabled}
-    n, r = args.number, args.repeat
-    rows = []
+    n = args.number
 
-    def row(what, ns, baseline=None, target=None):
-        ratio = f"{ns / baseline:.2f}x" if baseline else ""
-        rows.append((what, ns, ratio, target or ""))
-
-    null = median_ns("with nullcontext(): pass", number=n, repeat=r, env=env)
-    row("with contextlib.nullcontext() (baseline)", null)
-    off = median_ns('with ms("layer", "layer_forward"): pass', number=n, repeat=r, env=env)
-    row("disabled `with managed_span(...)`", off, null, "<= 1.5x")
-    member = median_ns('"step" in groups', number=n, repeat=r, env=env)
-    row("`name in frozenset` (baseline)", member)
-    gate = median_ns('enabled("step")', number=n, repeat=r, env=env)
-    row("is_span_group_enabled(name)", gate, member, "<= 2x")
-    on = median_ns('with ms("step", "train_step", iteration=1, loss=0.5): pass',
-                   setup="memory.clear()", number=n // 4, repeat=r, env=env)
-    row("enabled span, two attributes, recorded and queued", on, None, "<= 2000 ns")
+    null = Case("with contextlib.nullcontext() (baseline)", "with nullcontext(): pass", n)
+    member = Case("`name in frozenset` (baseline)", '"step" in groups', n)
+    cases = [
+        null,
+        Case("disabled `with managed_span(...)`", 'with ms("layer", "layer_forward"): pass', n,
+             null, "<= 0.6x"),
+        member,
+        Case("is_span_group_enabled(name)", 'enabled("step")', n, member, "<= 2x"),
+    ]
+    on = Case("enabled span, two attributes, recorded and queued",
+              'with ms("step", "train_step", iteration=1, loss=0.5): pass', n // 4, null,
+              "<= 2x", setup="memory.clear()")
+    cases.append(on)
+    interleave(cases, args.repeat, env)
+    rows = rows_of(cases)
 
     try:  # OpenTelemetry Python, when importable: set-up made lens' provider the global one
         from opentelemetry import trace as otel_trace
     except ImportError:
         otel_trace = None
-    if otel_trace is not None:
+    if otel_trace is not None:  # now joined: lens' spans again, then OpenTelemetry's
+        null2 = Case("with contextlib.nullcontext() (baseline, OpenTelemetry imported)",
+                     "with nullcontext(): pass", n)
+        joined = Case("enabled managed_span, OpenTelemetry joined",
+                      'with ms("step", "train_step", iteration=1, loss=0.5): pass', n // 4,
+                      null2, "<= 2x", setup="memory.clear()")
         env["tracer"] = otel_trace.get_tracer("bench")
-        otel_on = median_ns('with tracer.start_as_current_span("train_step", attributes='
-                            '{"iteration": 1, "loss": 0.5}): pass',
-                            setup="memory.clear()", number=n // 4, repeat=r, env=env)
-        row("OpenTelemetry API span into lens, two attributes", otel_on, on, "<= 3000 ns")
-        joined = median_ns('with ms("step", "train_step", iteration=1, loss=0.5): pass',
-                           setup="memory.clear()", number=n // 4, repeat=r, env=env)
-        row("enabled managed_span, OpenTelemetry joined", joined, on, "~1.0x")
+        cases = [null2, joined,
+                 Case("OpenTelemetry API span into lens, two attributes",
+                      'with tracer.start_as_current_span("train_step", attributes='
+                      '{"iteration": 1, "loss": 0.5}): pass', n // 4, joined, "<= 3000 ns",
+                      setup="memory.clear()")]
         try:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
         except ImportError:
             TracerProvider = None
+        sdk = None
         if TracerProvider is not None:
             class Discard(SpanExporter):
                 def export(self, spans):
@@ -85,10 +128,12 @@ def main():
             sdk = TracerProvider()
             sdk.add_span_processor(BatchSpanProcessor(Discard()))
             env["sdk"] = sdk.get_tracer("bench")
-            sdk_on = median_ns('with sdk.start_as_current_span("train_step", attributes='
-                               '{"iteration": 1, "loss": 0.5}): pass',
-                               number=n // 20, repeat=r, env=env)
-            row("OpenTelemetry SDK's own span, batch processor (comparison)", sdk_on, on)
+            cases.append(Case("OpenTelemetry SDK's own span, batch processor (comparison)",
+                              'with sdk.start_as_current_span("train_step", attributes='
+                              '{"iteration": 1, "loss": 0.5}): pass', n // 20, joined))
+        interleave(cases, args.repeat, env)
+        rows += rows_of(cases)
+        if sdk is not None:
             sdk.shutdown()
 
     try:
@@ -103,11 +148,14 @@ def main():
             memory.clear()
             return lens_demo.time_spans(20000)
 
-        cpp_alone = statistics.median(cpp_ns() for _ in range(r))
-        with lens.managed_span("step", "outer"):
-            cpp_inside = statistics.median(cpp_ns() for _ in range(r))
-        row("C++ LENS_SPAN (lens_demo), no Python span open", cpp_alone)
-        row("the same inside a Python managed_span", cpp_inside, cpp_alone, "~1.0x")
+        def cpp_inside_ns():
+            with lens.managed_span("step", "outer"):
+                return cpp_ns()
+
+        alone = Measured("C++ LENS_SPAN (lens_demo), no Python span open", cpp_ns)
+        inside = Measured("the same inside a Python managed_span", cpp_inside_ns, alone, "~1.0x")
+        interleave([alone, inside], args.repeat, env)
+        rows += rows_of([alone, inside])
 
     stats = handle.stats()
     handle.shutdown()
@@ -118,13 +166,18 @@ def main():
         from nemo.lens import NemoLensConfig as NLConfig, managed_span as nl_span
         from nemo.lens import setup_telemetry as nl_setup
         nl_setup(NLConfig(enabled=False))
-        nl_off = median_ns('with nl("layer", "layer_forward"): pass', number=n // 4, repeat=r,
-                           env={"nl": nl_span})
-        row("NeMo Lens: disabled `with managed_span(...)`", nl_off, null)
+        env["nl"] = nl_span
+        nl_null = Case("with contextlib.nullcontext() (NeMo Lens' baseline)",
+                       "with nullcontext(): pass", n // 4)
+        nl_off = Case("NeMo Lens: disabled `with managed_span(...)`",
+                      'with nl("layer", "layer_forward"): pass', n // 4, nl_null)
+        interleave([nl_null, nl_off], args.repeat, env)
+        rows += rows_of([nl_null, nl_off])
     except ImportError:
         pass
 
-    print(f"python {sys.version.split()[0]}, median of {r} runs; spans dropped {dropped:.1%}")
+    print(f"python {sys.version.split()[0]}, medians of {args.repeat} interleaved rounds; "
+          f"spans dropped {dropped:.1%}")
     width = max(len(w) for w, *_ in rows)
     for what, ns, ratio, target in rows:
         print(f"{what:<{width}}  {ns:9.1f} ns  {ratio:>7}  {target}")
