@@ -1,6 +1,8 @@
 // Python values <-> lens attributes, as NeMo Lens' safe_set_span_attributes keeps them (the
 // conversion every other file of _core uses; it uses none of them).
 #include <iterator>
+#include <new>
+#include <type_traits>
 #include <variant>
 
 #include "core.hpp"
@@ -100,12 +102,117 @@ std::optional<lens::AttributeArg> to_attribute(const py::handle& v, ValueHolder&
   return std::nullopt;
 }
 
-void set_attributes(lens::Span& span, const py::dict& attributes) {
-  for (auto [k, v] : attributes) {
-    if (!PyUnicode_Check(k.ptr())) continue;
-    ValueHolder holder;
-    if (auto arg = to_attribute(v, holder)) span.set_attribute(utf8_of(k.ptr()), *arg);
+namespace {
+
+// Sets `value` under `key` (a str) when NeMo Lens would keep it. The common values (an exact
+// float, int, str or bool) are converted here, without to_attribute()'s holder.
+void set_one(lens::Span& span, PyObject* key, PyObject* value) {
+  PyTypeObject* type = Py_TYPE(value);
+  if (type == &PyFloat_Type) {
+    span.set_attribute(utf8_of(key), lens::AttributeArg(PyFloat_AS_DOUBLE(value)));
+    return;
   }
+  if (type == &PyLong_Type) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return;  // beyond 64 bits: OpenTelemetry drops it too
+    }
+    span.set_attribute(utf8_of(key), lens::AttributeArg(static_cast<std::int64_t>(x)));
+    return;
+  }
+  if (type == &PyUnicode_Type) {
+    Py_ssize_t n = 0;
+    if (const char* p = PyUnicode_AsUTF8AndSize(value, &n)) {
+      span.set_attribute(utf8_of(key),
+                         lens::AttributeArg(std::string_view(p, static_cast<std::size_t>(n))));
+      return;
+    }
+    PyErr_Clear();  // lone surrogates: to_attribute() keeps what can be kept
+  }
+  if (type == &PyBool_Type) {
+    span.set_attribute(utf8_of(key), lens::AttributeArg(value == Py_True));
+    return;
+  }
+  ValueHolder holder;
+  if (auto arg = to_attribute(value, holder)) span.set_attribute(utf8_of(key), *arg);
+}
+
+}  // namespace
+
+void set_attributes(lens::Span& span, const py::dict& attributes) {
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(attributes.ptr(), &pos, &key, &value)) {
+    if (PyUnicode_Check(key)) set_one(span, key, value);
+  }
+}
+
+void set_attributes(lens::Span& span, PyObject* names, PyObject* values) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(values);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* key = PyTuple_GET_ITEM(names, i);
+    if (PyUnicode_Check(key)) set_one(span, key, PyTuple_GET_ITEM(values, i));
+  }
+}
+
+// The storage is never destroyed attribute by attribute.
+static_assert(std::is_trivially_destructible_v<lens::Attribute>);
+
+bool StartAttributes::add(PyObject* key, PyObject* value) {
+  if (!PyUnicode_Check(key) || value == Py_None) return true;  // skipped
+  if (count_ == kMaxListAttributes) return false;
+  auto* slot = reinterpret_cast<lens::Attribute*>(storage_) + count_;
+  // As to_attribute() converts them, in its order (a bool is an int), without its holder.
+  if (PyFloat_CheckExact(value)) {  // the most common first: a metric
+    new (slot) lens::Attribute{utf8_of(key), lens::AttributeArg(PyFloat_AS_DOUBLE(value))};
+  } else if (PyBool_Check(value)) {
+    new (slot) lens::Attribute{utf8_of(key), lens::AttributeArg(value == Py_True)};
+  } else if (PyLong_Check(value)) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return true;  // beyond 64 bits: skipped, as OpenTelemetry does
+    }
+    new (slot) lens::Attribute{utf8_of(key), lens::AttributeArg(static_cast<std::int64_t>(x))};
+  } else if (PyFloat_Check(value)) {
+    new (slot) lens::Attribute{utf8_of(key), lens::AttributeArg(PyFloat_AS_DOUBLE(value))};
+  } else if (PyUnicode_Check(value)) {
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(value, &n);
+    if (p == nullptr) {
+      PyErr_Clear();
+      return false;  // lone surrogates: to_attribute() converts it into a holder
+    }
+    new (slot) lens::Attribute{
+        utf8_of(key), lens::AttributeArg(std::string_view(p, static_cast<std::size_t>(n)))};
+  } else {
+    // A list or tuple needs a holder; anything else is skipped.
+    return !(PyList_Check(value) || PyTuple_Check(value));
+  }
+  ++count_;
+  return true;
+}
+
+bool StartAttributes::convert(PyObject* names, PyObject* values) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(values);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!add(PyTuple_GET_ITEM(names, i), PyTuple_GET_ITEM(values, i))) return false;
+  }
+  return true;
+}
+
+bool StartAttributes::convert(PyObject* dict) {
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    if (!add(key, value)) return false;
+  }
+  return true;
 }
 
 namespace {

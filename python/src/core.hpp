@@ -27,7 +27,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,6 +68,10 @@ std::optional<lens::AttributeArg> to_attribute(const py::handle& v, ValueHolder&
 /// Sets every attribute of `attributes` (a dict) that NeMo Lens would keep on `span`.
 void set_attributes(lens::Span& span, const py::dict& attributes);
 
+/// The same for attributes given as a tuple of names (str) and a tuple of as many values (a
+/// call's kwnames and keyword values). Requires the GIL.
+void set_attributes(lens::Span& span, PyObject* names, PyObject* values);
+
 /// `value` as an owned attribute under `key` (a str), as to_attribute() keeps it; nullopt when
 /// it is skipped. Throws (a Python error) when `key` cannot be encoded.
 std::optional<lens::KeyValue> to_key_value(const py::handle& key, const py::handle& value);
@@ -88,15 +94,14 @@ struct CallAttributes {
 constexpr std::size_t kMaxListAttributes = 8;
 
 template <class F, std::size_t... I>
-void call_with_list(const std::vector<lens::Attribute>& a, F& f, std::index_sequence<I...>) {
+void call_with_list(std::span<const lens::Attribute> a, F& f, std::index_sequence<I...>) {
   f({a[I]...});
 }
 
-/// Calls f(std::initializer_list<Attribute>) with the converted attributes (at most
-/// kMaxListAttributes of them).
+/// Calls f(std::initializer_list<Attribute>) with the attributes of `a` (at most
+/// kMaxListAttributes of them: the first ones).
 template <class F>
-void with_attribute_list(const CallAttributes& attributes, F f) {
-  const auto& a = attributes.list;
+void with_attribute_list(std::span<const lens::Attribute> a, F f) {
   switch (a.size()) {
     case 0:
       f({});
@@ -128,6 +133,41 @@ void with_attribute_list(const CallAttributes& attributes, F f) {
   }
 }
 
+/// with_attribute_list() of the converted attributes of one call.
+template <class F>
+void with_attribute_list(const CallAttributes& attributes, F f) {
+  with_attribute_list(std::span<const lens::Attribute>(attributes.list), std::move(f));
+}
+
+/// A span's first attributes converted for lens::start_span(), which stores them with the span's
+/// start at less cost than Span::set_attribute() after it: at most kMaxListAttributes, each a
+/// view into the Python objects it came from (which must outlive the start). Requires the GIL.
+class StartAttributes {
+ public:
+  StartAttributes() = default;
+  StartAttributes(const StartAttributes&) = delete;
+  StartAttributes& operator=(const StartAttributes&) = delete;
+
+  /// Converts `values` under `names` (tuples of the same size) as set_attributes() keeps them.
+  /// False when one needs more than a view (a list, a str with lone surrogates) or there are too
+  /// many: the caller then sets them all after the start.
+  bool convert(PyObject* names, PyObject* values);
+  /// The same for a dict.
+  bool convert(PyObject* dict);
+
+  /// The converted attributes.
+  std::span<const lens::Attribute> view() const {
+    return {std::launder(reinterpret_cast<const lens::Attribute*>(storage_)), count_};
+  }
+
+ private:
+  // Adds `value` under `key` when it is kept; false when it needs more than a view.
+  bool add(PyObject* key, PyObject* value);
+
+  std::size_t count_ = 0;
+  alignas(lens::Attribute) unsigned char storage_[kMaxListAttributes * sizeof(lens::Attribute)];
+};
+
 // ------------------------------------------------------------------------------------------------
 // hot_path.cpp
 
@@ -136,11 +176,11 @@ std::uint64_t span_key(const lens::SpanId& id);
 
 /// Registers a span Python started and that is open now. A thread's current span that is
 /// registered was started by Python code, perhaps by another asyncio task of the same thread.
-/// Thread-safe.
-void register_python_span(std::uint64_t key);
+/// Requires the GIL, which guards the registry (no lock, no allocation but to grow it).
+void register_python_span(std::uint64_t key) noexcept;
 
-/// Removes a span from that registry (when it ends). Thread-safe.
-void unregister_python_span(std::uint64_t key);
+/// Removes a span from that registry (when it ends). Requires the GIL.
+void unregister_python_span(std::uint64_t key) noexcept;
 
 /// The current span as Python code on this thread / asyncio task sees it:
 /// - the thread's current span when C++ started it (Python code called back from a C++ span);

@@ -2,12 +2,19 @@
 // is_span_group_enabled() find a per-group gate in a dict keyed by the group string, a disabled
 // site gets a static no-op context manager (so a disabled `with managed_span(...)` costs less than
 // a `with nullcontext()`), and an enabled span is SpanBase, a compiled type that starts and ends a
-// C++ span with no Python frame. Uses the attribute conversion (attributes.cpp) and nothing else of
-// _core; the other files use it through core.hpp.
+// C++ span with no Python frame. What an enabled span costs beyond the C++ span is mostly
+// CPython's: the contextvar set and reset (the largest part), the call and the `with`; what is ours
+// allocates nothing it can avoid (its keyword attributes stay a tuple and go with the C++ start,
+// `with` gets its bound methods from a free list, the registry of open spans takes no lock).
+// Uses the attribute conversion (attributes.cpp) and nothing else of _core; the other files use
+// it through core.hpp.
+#include <Python.h>        // first, as Python asks
+#include <structmember.h>  // T_PYSSIZET, READONLY: the vectorcall offsets
+
+#include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <new>
-#include <unordered_set>
+#include <vector>
 
 #include "core.hpp"
 #include "nemo/lens/detail/gate.hpp"
@@ -15,19 +22,80 @@
 namespace nemo_lens_cpp {
 
 // ------------------------------------------------------------------------------------------------
-// The spans Python started that are open now, by span id.
+// The spans Python started that are open now, by span key.
 
 namespace {
 
-std::mutex g_python_spans_mu;
-std::unordered_set<std::uint64_t>& python_spans() {
-  static auto* s = new std::unordered_set<std::uint64_t>();  // immortal: spans may end at exit
+// A set of span keys (never 0): open addressing with linear probing, so that a span's start and
+// end allocate nothing (it allocates only to grow). Not thread-safe: the GIL guards the one
+// instance, as every caller holds it.
+class SpanKeySet {
+ public:
+  bool contains(std::uint64_t key) const noexcept {
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      if (slots_[i] == key) return true;
+      if (slots_[i] == 0) return false;
+    }
+  }
+
+  // Throws std::bad_alloc when it cannot grow (the set is then unchanged).
+  void insert(std::uint64_t key) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    std::size_t i = home(key);
+    for (; slots_[i] != 0; i = (i + 1) & mask_) {
+      if (slots_[i] == key) return;
+    }
+    slots_[i] = key;
+    ++count_;
+  }
+
+  void erase(std::uint64_t key) noexcept {
+    std::size_t hole = home(key);
+    for (; slots_[hole] != key; hole = (hole + 1) & mask_) {
+      if (slots_[hole] == 0) return;
+    }
+    // Backward-shift deletion: an entry after the hole in its run moves into it unless its home
+    // lies after the hole, so every entry stays reachable from its home without tombstones.
+    for (std::size_t j = (hole + 1) & mask_; slots_[j] != 0; j = (j + 1) & mask_) {
+      if (((j - home(slots_[j])) & mask_) >= ((j - hole) & mask_)) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole] = 0;
+    --count_;
+  }
+
+ private:
+  // Span ids are random, but a test's id generator may count: Fibonacci hashing spreads both.
+  std::size_t home(std::uint64_t key) const noexcept {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+
+  void grow() {
+    std::vector<std::uint64_t> old(slots_.size() * 2, 0);
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    --shift_;
+    count_ = 0;
+    for (const std::uint64_t key : old) {
+      if (key != 0) insert(key);
+    }
+  }
+
+  std::vector<std::uint64_t> slots_ = std::vector<std::uint64_t>(64, 0);
+  std::size_t mask_ = 63;
+  int shift_ = 58;  // 64 - log2(slots_.size())
+  std::size_t count_ = 0;
+};
+
+SpanKeySet& python_spans() {
+  static auto* s = new SpanKeySet();  // immortal: spans may end at exit
   return *s;
 }
 
 bool is_python_span(const lens::SpanContext& c) {
-  std::lock_guard lock(g_python_spans_mu);
-  return python_spans().count(span_key(c.span_id)) != 0;
+  return python_spans().contains(span_key(c.span_id));
 }
 
 }  // namespace
@@ -38,14 +106,18 @@ std::uint64_t span_key(const lens::SpanId& id) {
   return v;
 }
 
-void register_python_span(std::uint64_t key) {
-  std::lock_guard lock(g_python_spans_mu);
-  python_spans().insert(key);
+void register_python_span(std::uint64_t key) noexcept {
+  if (key == 0) return;
+  try {
+    python_spans().insert(key);
+  } catch (const std::bad_alloc&) {
+    // Out of memory: the span counts as C++'s, so a Python span started under it in another
+    // asyncio task of this thread may take it as its parent.
+  }
 }
 
-void unregister_python_span(std::uint64_t key) {
-  std::lock_guard lock(g_python_spans_mu);
-  python_spans().erase(key);
+void unregister_python_span(std::uint64_t key) noexcept {
+  if (key != 0) python_spans().erase(key);
 }
 
 namespace {
@@ -66,9 +138,45 @@ PyObject* g_enabled_impl = nullptr;     // spans._enabled_managed_span, set by t
 PyObject* g_noop = nullptr;             // the no-op context manager
 PyObject* g_unset_route = nullptr;      // spans._unset_managed_span while lens is not set up
 
-// The gate for `group` (a str) in `gates`; null when the table is full or memory ran out (the
-// caller then asks by name). Requires the GIL.
-lens::detail::SiteGate* gate_for(PyObject* gates, PyObject* group) {
+// The last gates found in one of the two dicts, by the identity of the group str: a site passes
+// the same str object (a constant) each time, so most calls end here, before the dict lookup.
+// Each entry holds a reference to its str, so that an identity seen here is never a new
+// object's. Guarded by the GIL.
+struct GateCache {
+  static constexpr std::size_t kSize = 16;
+  struct Entry {
+    PyObject* group = nullptr;
+    lens::detail::SiteGate* gate = nullptr;
+  };
+  Entry entries[kSize];
+
+  static std::size_t index(PyObject* group) {
+    return (reinterpret_cast<std::uintptr_t>(group) >> 4) % kSize;  // objects are 16-aligned
+  }
+};
+GateCache g_span_gate_cache;
+GateCache g_enabled_gate_cache;
+
+lens::detail::SiteGate* gate_in_dict(PyObject* gates, PyObject* group);
+
+// The gate for `group` (a str) in `gates` (through `cache`); null when the table is full or
+// memory ran out (the caller then asks by name). Requires the GIL.
+lens::detail::SiteGate* gate_for(PyObject* gates, GateCache& cache, PyObject* group) {
+  GateCache::Entry& e = cache.entries[GateCache::index(group)];
+  if (e.group == group) return e.gate;
+  lens::detail::SiteGate* gate = gate_in_dict(gates, group);
+  if (gate != nullptr) {
+    Py_INCREF(group);
+    PyObject* old = e.group;
+    e.group = group;
+    e.gate = gate;
+    Py_XDECREF(old);  // last: its deallocation cannot see the entry half-written
+  }
+  return gate;
+}
+
+// The gate for `group` in `gates`, made on first use.
+lens::detail::SiteGate* gate_in_dict(PyObject* gates, PyObject* group) {
   if (PyObject* cap = PyDict_GetItemWithError(gates, group)) {
     return &static_cast<PyGate*>(PyCapsule_GetPointer(cap, nullptr))->gate;
   }
@@ -104,11 +212,39 @@ lens::detail::SiteGate* gate_for(PyObject* gates, PyObject* group) {
 PyObject* g_current_var = nullptr;    // contextvars.ContextVar("nemo_lens_cpp.current")
 PyTypeObject* g_span_type = nullptr;  // the package's Span (a SpanBase subclass)
 PyObject* g_bridge_parent = nullptr;  // bridge_opentelemetry()'s current-parent callable, or null
+// What the bridge's callable reads, when the bridge gave it: the ContextVar holding OpenTelemetry's
+// current context (a dict) and the key of the span in it. A context without that span needs no
+// call: a root span then costs no Python frame.
+PyObject* g_bridge_var = nullptr;
+PyObject* g_bridge_key = nullptr;
+
+// Whether OpenTelemetry's current context surely holds no span (false: ask the bridge's callable).
+bool bridge_context_has_no_span() {
+  if (g_bridge_var == nullptr) return false;
+  PyObject* ctx = nullptr;
+  if (PyContextVar_Get(g_bridge_var, nullptr, &ctx) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  if (ctx == nullptr) return false;  // no value, no default: the callable decides
+  bool none = false;
+  if (PyDict_Check(ctx)) {
+    PyObject* span = PyDict_GetItemWithError(ctx, g_bridge_key);  // borrowed
+    if (span == nullptr && PyErr_Occurred()) {
+      PyErr_Clear();
+    } else {
+      none = span == nullptr || span == Py_None;
+    }
+  }
+  Py_DECREF(ctx);
+  return none;
+}
 
 struct SpanObject {
   PyObject_HEAD PyObject* group;  // str
   PyObject* name;                 // str
-  PyObject* attributes;           // dict or null
+  PyObject* attributes;           // a dict; the values of managed_span()'s keywords (a tuple); null
+  PyObject* attribute_names;      // with a tuple of values: their names (the call's kwnames)
   PyObject* token;                // the contextvar token while entered, else null
   lens::Span span;
   lens::Span attached;        // while a span _start() began is entered: its context, for C++
@@ -158,7 +294,7 @@ PythonCurrent python_current() {
   } else {
     PyErr_Clear();
   }
-  if (!out.context.is_valid() && g_bridge_parent != nullptr) {
+  if (!out.context.is_valid() && g_bridge_parent != nullptr && !bridge_context_has_no_span()) {
     PyObject* b = PyObject_CallNoArgs(g_bridge_parent);
     if (b != nullptr) {
       out.context = context_of(b);
@@ -189,11 +325,31 @@ void start(SpanObject* s, bool make_current = true) {
     if (current.context.is_valid() && !current.from_cpp) options.parent = &current.context;
     options.root = current.other_task;  // not a child of another task's span
   }
-  s->span = lens::start_span(utf8_of(s->name), options, {});
+  // The attributes go with the start when they can: start_span() stores them at less cost than
+  // set_attribute() calls after it.
+  StartAttributes first;
+  bool with_start = false;
+  if (s->attribute_names != nullptr) {
+    with_start = first.convert(s->attribute_names, s->attributes);
+  } else if (s->attributes != nullptr) {
+    with_start = first.convert(s->attributes);
+  } else {
+    with_start = true;  // none
+  }
+  const std::string_view name = utf8_of(s->name);
+  if (with_start) {
+    with_attribute_list(first.view(), [&](std::initializer_list<lens::Attribute> list) {
+      s->span = lens::start_span(name, options, list);
+    });
+  } else {
+    s->span = lens::start_span(name, options, {});
+  }
   s->started = true;
   if (!s->span.is_recording()) return;
   s->context = s->span.context();
-  if (s->attributes != nullptr) {
+  if (!with_start && s->attribute_names != nullptr) {
+    set_attributes(s->span, s->attribute_names, s->attributes);
+  } else if (!with_start) {
     set_attributes(s->span, py::reinterpret_borrow<py::dict>(s->attributes));
   }
   s->key = span_key(s->context.span_id);
@@ -206,9 +362,11 @@ void end(SpanObject* s) {
   unregister(s);
 }
 
-// A new SpanBase-typed object (the package's Span) that is not started yet. Steals nothing.
-PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, bool record_exception,
-                   const lens::SpanContext* parent, int kind) {
+// A new SpanBase-typed object (the package's Span) that is not started yet. Its attributes: a
+// dict, or a tuple of values and their names (`attribute_names`, a tuple of str), or none (null).
+// Steals nothing.
+PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, PyObject* attribute_names,
+                   bool record_exception, const lens::SpanContext* parent, int kind) {
   PyTypeObject* type = g_span_type;
   auto* s = reinterpret_cast<SpanObject*>(type->tp_alloc(type, 0));
   if (s == nullptr) return nullptr;
@@ -222,6 +380,8 @@ PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, bool r
   s->name = name;
   Py_XINCREF(attributes);
   s->attributes = attributes;
+  Py_XINCREF(attribute_names);
+  s->attribute_names = attribute_names;
   s->kind = kind;
   s->record_exception = record_exception;
   return reinterpret_cast<PyObject*>(s);
@@ -237,6 +397,7 @@ void span_dealloc(PyObject* o) {
   Py_XDECREF(s->group);
   Py_XDECREF(s->name);
   Py_XDECREF(s->attributes);
+  Py_XDECREF(s->attribute_names);
   Py_XDECREF(s->token);
   PyTypeObject* type = Py_TYPE(o);
   type->tp_free(o);
@@ -382,9 +543,6 @@ PyCFunction fastcall() {
 }
 
 PyMethodDef kSpanMethods[] = {
-    {"__enter__", span_enter, METH_NOARGS, "Starts the span and makes it current; returns it."},
-    {"__exit__", fastcall<span_exit>(), METH_FASTCALL,
-     "Records an exception leaving the block (type, message, status ERROR) and ends the span."},
     {"end", span_end, METH_NOARGS, "Ends the span now (idempotent)."},
     {"_start", span_start, METH_NOARGS, "Starts the span without making it current."},
     {"_add_link", fastcall<span_add_link>(), METH_FASTCALL, "Adds a link to a SpanContext."},
@@ -411,6 +569,199 @@ PyTypeObject* g_span_base = nullptr;
 
 bool is_span_object(PyObject* o) { return PyObject_TypeCheck(o, g_span_base) != 0; }
 
+// ------------------------------------------------------------------------------------------------
+// SpanBase's __enter__ and __exit__. `with` looks both up on every span it enters, and a method
+// descriptor would allocate a bound builtin method for each (a GC object, made and freed per
+// span); these descriptors hand out bound methods from a free list instead, called through
+// vectorcall.
+
+struct SpanMethodDescr {
+  PyObject_HEAD vectorcallfunc vectorcall;  // called on the class: SpanBase.__exit__(span, ...)
+  PyObject* (*impl)(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+  const char* name;
+  const char* doc;
+};
+
+struct BoundSpanMethod {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject* self;          // the span
+  SpanMethodDescr* descr;  // a strong reference
+};
+
+PyTypeObject* g_bound_method_type = nullptr;
+constexpr int kFreeBoundMethods = 8;  // `with` holds two at a time; nesting, a few more
+BoundSpanMethod* g_free_bound_methods[kFreeBoundMethods] = {};
+int g_free_bound_method_count = 0;  // guarded by the GIL
+
+PyObject* enter_impl(PyObject* self, PyObject* const*, Py_ssize_t nargs) {
+  if (nargs != 0) {
+    PyErr_Format(PyExc_TypeError, "__enter__() takes no arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  return span_enter(self, nullptr);
+}
+
+PyObject* call_impl(SpanMethodDescr* d, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                    PyObject* kwnames) {
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+    PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", d->name);
+    return nullptr;
+  }
+  return d->impl(self, args, nargs);
+}
+
+PyObject* bound_method_vectorcall(PyObject* callable, PyObject* const* args, std::size_t nargsf,
+                                  PyObject* kwnames) {
+  auto* b = reinterpret_cast<BoundSpanMethod*>(callable);
+  return call_impl(b->descr, b->self, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+void bound_method_dealloc(PyObject* o) {
+  auto* b = reinterpret_cast<BoundSpanMethod*>(o);
+  PyObject* self = b->self;
+  PyObject* descr = reinterpret_cast<PyObject*>(b->descr);
+  PyTypeObject* type = Py_TYPE(o);
+  if (g_free_bound_method_count < kFreeBoundMethods) {
+    g_free_bound_methods[g_free_bound_method_count++] = b;
+  } else {
+    type->tp_free(o);
+  }
+  Py_DECREF(type);  // instances of a heap type hold a reference to it (PyObject_Init takes one)
+  Py_DECREF(self);
+  Py_DECREF(descr);
+}
+
+PyObject* bound_method_repr(PyObject* o) {
+  auto* b = reinterpret_cast<BoundSpanMethod*>(o);
+  return PyUnicode_FromFormat("<built-in method %s of %s object at %p>", b->descr->name,
+                              Py_TYPE(b->self)->tp_name, b->self);
+}
+
+PyObject* bound_method_name(PyObject* o, void*) {
+  return PyUnicode_FromString(reinterpret_cast<BoundSpanMethod*>(o)->descr->name);
+}
+
+PyObject* bound_method_doc(PyObject* o, void*) {
+  return PyUnicode_FromString(reinterpret_cast<BoundSpanMethod*>(o)->descr->doc);
+}
+
+PyObject* bound_method_self(PyObject* o, void*) {
+  return Py_NewRef(reinterpret_cast<BoundSpanMethod*>(o)->self);
+}
+
+PyGetSetDef kBoundMethodGetSet[] = {{"__name__", bound_method_name, nullptr, nullptr, nullptr},
+                                    {"__doc__", bound_method_doc, nullptr, nullptr, nullptr},
+                                    {"__self__", bound_method_self, nullptr, nullptr, nullptr},
+                                    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef kBoundMethodMembers[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(BoundSpanMethod, vectorcall), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot kBoundMethodSlots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(bound_method_dealloc)},
+                                   {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+                                   {Py_tp_repr, reinterpret_cast<void*>(bound_method_repr)},
+                                   {Py_tp_getset, kBoundMethodGetSet},
+                                   {Py_tp_members, kBoundMethodMembers},
+                                   {0, nullptr}};
+
+PyType_Spec kBoundMethodSpec = {"nemo_lens_cpp._core.SpanMethod", sizeof(BoundSpanMethod), 0,
+                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, kBoundMethodSlots};
+
+PyObject* descr_get(PyObject* descr, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(descr);  // SpanBase.__exit__
+  if (!is_span_object(obj)) {
+    PyErr_Format(PyExc_TypeError, "descriptor '%s' requires a SpanBase object, got %.100s",
+                 reinterpret_cast<SpanMethodDescr*>(descr)->name, Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  BoundSpanMethod* b = nullptr;
+  if (g_free_bound_method_count > 0) {
+    b = g_free_bound_methods[--g_free_bound_method_count];
+    PyObject_Init(reinterpret_cast<PyObject*>(b), g_bound_method_type);
+  } else {
+    b = PyObject_New(BoundSpanMethod, g_bound_method_type);
+    if (b == nullptr) return nullptr;
+  }
+  b->vectorcall = bound_method_vectorcall;
+  b->self = Py_NewRef(obj);
+  b->descr = reinterpret_cast<SpanMethodDescr*>(Py_NewRef(descr));
+  return reinterpret_cast<PyObject*>(b);
+}
+
+PyObject* descr_vectorcall(PyObject* callable, PyObject* const* args, std::size_t nargsf,
+                           PyObject* kwnames) {
+  auto* d = reinterpret_cast<SpanMethodDescr*>(callable);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs < 1 || !is_span_object(args[0])) {
+    PyErr_Format(PyExc_TypeError, "descriptor '%s' needs a SpanBase object as its argument",
+                 d->name);
+    return nullptr;
+  }
+  return call_impl(d, args[0], args + 1, nargs - 1, kwnames);
+}
+
+PyObject* descr_repr(PyObject* o) {
+  return PyUnicode_FromFormat("<method '%s' of 'SpanBase' objects>",
+                              reinterpret_cast<SpanMethodDescr*>(o)->name);
+}
+
+PyObject* descr_name(PyObject* o, void*) {
+  return PyUnicode_FromString(reinterpret_cast<SpanMethodDescr*>(o)->name);
+}
+
+PyObject* descr_doc(PyObject* o, void*) {
+  return PyUnicode_FromString(reinterpret_cast<SpanMethodDescr*>(o)->doc);
+}
+
+PyGetSetDef kDescrGetSet[] = {{"__name__", descr_name, nullptr, nullptr, nullptr},
+                              {"__doc__", descr_doc, nullptr, nullptr, nullptr},
+                              {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef kDescrMembers[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(SpanMethodDescr, vectorcall), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot kDescrSlots[] = {{Py_tp_descr_get, reinterpret_cast<void*>(descr_get)},
+                             {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+                             {Py_tp_repr, reinterpret_cast<void*>(descr_repr)},
+                             {Py_tp_getset, kDescrGetSet},
+                             {Py_tp_members, kDescrMembers},
+                             {0, nullptr}};
+
+PyType_Spec kDescrSpec = {"nemo_lens_cpp._core.SpanMethodDescriptor", sizeof(SpanMethodDescr), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, kDescrSlots};
+
+// Puts __enter__ and __exit__ into SpanBase's dict. Throws on failure (a Python error is set).
+void add_span_methods(PyTypeObject* span_base) {
+  PyObject* descr_type = PyType_FromSpec(&kDescrSpec);
+  g_bound_method_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kBoundMethodSpec));
+  if (descr_type == nullptr || g_bound_method_type == nullptr) throw py::error_already_set();
+  struct Method {
+    const char* name;
+    PyObject* (*impl)(PyObject*, PyObject* const*, Py_ssize_t);
+    const char* doc;
+  };
+  const Method methods[] = {
+      {"__enter__", enter_impl, "Starts the span and makes it current; returns it."},
+      {"__exit__", span_exit,
+       "Records an exception leaving the block (type, message, status ERROR) and ends the "
+       "span."}};
+  for (const Method& m : methods) {
+    auto* d = PyObject_New(SpanMethodDescr, reinterpret_cast<PyTypeObject*>(descr_type));
+    if (d == nullptr) throw py::error_already_set();
+    d->vectorcall = descr_vectorcall;
+    d->impl = m.impl;
+    d->name = m.name;
+    d->doc = m.doc;
+    const int rc = PyObject_SetAttrString(reinterpret_cast<PyObject*>(span_base), m.name,
+                                          reinterpret_cast<PyObject*>(d));
+    Py_DECREF(d);
+    if (rc != 0) throw py::error_already_set();
+  }
+  Py_DECREF(descr_type);  // the descriptors hold it
+}
+
 // new_span(group, name, attributes, record_exception, parent, kind): an unstarted span, for
 // span_cm() and start_span().
 PyObject* py_new_span(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -427,12 +778,21 @@ PyObject* py_new_span(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   const lens::SpanContext parent = context_of(args[4]);
   PyObject* attributes = args[2] == Py_None ? nullptr : args[2];
-  return new_span(args[0], args[1], attributes, PyObject_IsTrue(args[3]) == 1,
+  return new_span(args[0], args[1], attributes, nullptr, PyObject_IsTrue(args[3]) == 1,
                   parent.is_valid() ? &parent : nullptr, static_cast<int>(PyLong_AsLong(args[5])));
 }
 
 // ------------------------------------------------------------------------------------------------
 // The module functions.
+
+PyObject* g_tracer_name = nullptr;  // "tracer", interned
+
+// Whether the keyword `key` (a str) is "tracer"; the compiler interns keyword names, so mostly
+// without comparing characters.
+bool is_tracer(PyObject* key) {
+  return key == g_tracer_name ||
+         (PyUnicode_GET_LENGTH(key) == 6 && PyUnicode_CompareWithASCIIString(key, "tracer") == 0);
+}
 
 // managed_span(group, name, tracer=None, **attributes): the no-op context manager when the group's
 // sites are closed; else an unstarted span made here, or by the package's Python callables for
@@ -440,7 +800,7 @@ PyObject* py_new_span(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 PyObject* fast_managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const Py_ssize_t positional = PyVectorcall_NARGS(nargs);
   if (positional >= 1 && PyUnicode_CheckExact(args[0])) {
-    lens::detail::SiteGate* gate = gate_for(g_span_gates, args[0]);
+    lens::detail::SiteGate* gate = gate_for(g_span_gates, g_span_gate_cache, args[0]);
     const bool open = gate != nullptr ? lens::detail::span_site_enabled(*gate)
                                       : lens::is_span_group_enabled(utf8_of(args[0]));
     if (!open && positional == 2 && PyUnicode_Check(args[1])) {
@@ -455,28 +815,24 @@ PyObject* fast_managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
   // Not set up: a program that configured OpenTelemetry itself gets its spans there.
   if (g_unset_route != nullptr) return PyObject_Vectorcall(g_unset_route, args, nargs, kwnames);
   // Enabled: the span, unstarted, with its keyword arguments as attributes (but `tracer`, which
-  // the Python implementation honours when it is not None).
+  // the Python implementation honours when it is not None; None is skipped as any None value).
+  // The values are kept in a tuple beside the call's kwnames, cheaper than a dict.
   if (positional == 2 && PyUnicode_CheckExact(args[0]) && PyUnicode_Check(args[1])) {
-    PyObject* attributes = nullptr;
     const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nkw > 0) {
-      attributes = PyDict_New();
-      if (attributes == nullptr) return nullptr;
-      for (Py_ssize_t i = 0; i < nkw; ++i) {
-        PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-        if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) {
-          if (args[positional + i] == Py_None) continue;
-          Py_DECREF(attributes);
-          return PyObject_Vectorcall(g_enabled_impl, args, nargs, kwnames);
-        }
-        if (PyDict_SetItem(attributes, key, args[positional + i]) != 0) {
-          Py_DECREF(attributes);
-          return nullptr;
-        }
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      if (args[positional + i] != Py_None && is_tracer(PyTuple_GET_ITEM(kwnames, i))) {
+        return PyObject_Vectorcall(g_enabled_impl, args, nargs, kwnames);
       }
     }
-    PyObject* span = new_span(args[0], args[1], attributes, true, nullptr, 1);
-    Py_XDECREF(attributes);
+    if (nkw == 0) return new_span(args[0], args[1], nullptr, nullptr, true, nullptr, 1);
+    PyObject* values = PyTuple_New(nkw);
+    if (values == nullptr) return nullptr;
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      Py_INCREF(args[positional + i]);
+      PyTuple_SET_ITEM(values, i, args[positional + i]);
+    }
+    PyObject* span = new_span(args[0], args[1], values, kwnames, true, nullptr, 1);
+    Py_DECREF(values);
     return span;
   }
   // Arguments the Python implementation checks and reports.
@@ -491,8 +847,9 @@ PyObject* fast_is_span_group_enabled(PyObject*, PyObject* group) {
     return nullptr;
   }
   bool on = false;
-  if (lens::detail::SiteGate* gate =
-          PyUnicode_CheckExact(group) ? gate_for(g_enabled_gates, group) : nullptr) {
+  if (lens::detail::SiteGate* gate = PyUnicode_CheckExact(group)
+                                         ? gate_for(g_enabled_gates, g_enabled_gate_cache, group)
+                                         : nullptr) {
     on = lens::detail::site_enabled(*gate);
   } else {
     on = lens::is_span_group_enabled(utf8_of(group));
@@ -546,7 +903,9 @@ void bind_hot_path(py::module_& m) {
   g_noop = PyObject_CallNoArgs(noop_type.ptr());
   g_span_gates = PyDict_New();
   g_enabled_gates = PyDict_New();
-  if (g_noop == nullptr || g_span_gates == nullptr || g_enabled_gates == nullptr) {
+  g_tracer_name = PyUnicode_InternFromString("tracer");
+  if (g_noop == nullptr || g_span_gates == nullptr || g_enabled_gates == nullptr ||
+      g_tracer_name == nullptr) {
     throw py::error_already_set();
   }
   if (PyModule_AddFunctions(m.ptr(), kFastFunctions) != 0) throw py::error_already_set();
@@ -561,6 +920,7 @@ void bind_hot_path(py::module_& m) {
   g_span_base = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kSpanSpec));
   g_current_var = PyContextVar_New("nemo_lens_cpp.current", nullptr);
   if (g_span_base == nullptr || g_current_var == nullptr) throw py::error_already_set();
+  add_span_methods(g_span_base);
   m.attr("SpanBase") = py::handle(reinterpret_cast<PyObject*>(g_span_base));
   m.attr("current") = py::handle(g_current_var);
   static PyMethodDef new_span_def = {"new_span", fastcall<py_new_span>(), METH_FASTCALL,
@@ -574,10 +934,23 @@ void bind_hot_path(py::module_& m) {
     Py_XDECREF(reinterpret_cast<PyObject*>(g_span_type));
     g_span_type = reinterpret_cast<PyTypeObject*>(type.release().ptr());
   });
-  m.def("_set_bridge_parent", [](py::object fn) {
-    Py_XDECREF(g_bridge_parent);
-    g_bridge_parent = fn.is_none() ? nullptr : fn.release().ptr();
-  });
+  // _set_bridge_parent(fn, context_var=None, span_key=None): fn() gives the parent of a root span
+  // (a SpanContext or None). With a ContextVar whose value is a dict (OpenTelemetry's current
+  // context) and the key of the span in it, fn is called only when that dict holds the key.
+  m.def(
+      "_set_bridge_parent",
+      [](py::object fn, py::object context_var, py::object span_key) {
+        Py_XDECREF(g_bridge_parent);
+        g_bridge_parent = fn.is_none() ? nullptr : fn.release().ptr();
+        Py_CLEAR(g_bridge_var);
+        Py_CLEAR(g_bridge_key);
+        if (g_bridge_parent != nullptr && PyContextVar_CheckExact(context_var.ptr()) &&
+            !span_key.is_none()) {
+          g_bridge_var = context_var.release().ptr();
+          g_bridge_key = span_key.release().ptr();
+        }
+      },
+      py::arg("fn"), py::arg("context_var") = py::none(), py::arg("span_key") = py::none());
 }
 
 }  // namespace nemo_lens_cpp
