@@ -67,7 +67,10 @@ def install() -> bool:
         otel_context._RUNTIME_CONTEXT = _make_runtime_context(otel_context)(
             otel_context._RUNTIME_CONTEXT)
         otel_trace.Tracer.register(Tracer)
-        _core._set_bridge_parent(_current_otel_parent)
+        # The compiled side calls _current_otel_parent only when OpenTelemetry's own context
+        # variable holds a span (its contextvars runtime context: the default one).
+        _core._set_bridge_parent(_current_otel_parent, getattr(
+            otel_context._RUNTIME_CONTEXT._inner, "_current_context", None), _SPAN_KEY)
         _active = True
     except Exception as error:  # an OpenTelemetry too different to join: lens works alone
         _log.warning("nemo_lens_cpp: cannot join OpenTelemetry Python (%s: %s); lens spans and "

@@ -85,3 +85,29 @@ def test_missing_opentelemetry_is_named_and_the_rest_works():
                          timeout=60, check=True).stdout
     assert "opentelemetry-api and opentelemetry-sdk" in out
     assert "could not be imported" in out
+
+
+def test_a_root_span_asks_python_for_opentelemetrys_span_only_when_there_is_one(tracing, tracer):
+    # The join hands OpenTelemetry's context variable to the compiled side: a root lens span with
+    # no OpenTelemetry span current costs no Python call (without the variable, each root span
+    # called _current_otel_parent); under one, the span still finds its parent.
+    calls = []
+
+    def count(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_current_otel_parent":
+            calls.append(frame)
+
+    sys.setprofile(count)
+    try:
+        with lens.managed_span("step", "alone"):
+            pass
+        alone = len(calls)
+        with tracer.start_as_current_span("otel request") as request:
+            with lens.managed_span("step", "under otel"):
+                pass
+    finally:
+        sys.setprofile(None)
+    assert alone == 0
+    spans = tracing.by_name()
+    assert spans["under otel"].parent_span_id == hex_ids(request)[1]
+    assert spans["alone"].parent_span_id is None
