@@ -5,6 +5,7 @@ PYTHONPATH), or by hand:
     PYTHONPATH=build/python:build/examples/python_extension python3 -m pytest tests/python
 """
 
+import asyncio
 import json
 import os
 
@@ -36,6 +37,31 @@ def read_spans(path):
                 for ss in rs["scopeSpans"]:
                     spans.extend(ss["spans"])
     return spans
+
+
+def run_interleaved_tasks():
+    """Two asyncio tasks on this thread whose spans interleave: task 0 opens "task0" and waits,
+    task 1 opens "task1" meanwhile (the thread's latest span), then each opens "child<i>". Each
+    task's spans must have its own task's parents, never the sibling's."""
+
+    async def task(i, started, go):
+        with lens.managed_span("step", f"task{i}"):
+            started.set()
+            await go.wait()  # the other task opens its span meanwhile, on the same thread
+            with lens.managed_span("layer", f"child{i}"):
+                await asyncio.sleep(0)
+
+    async def main():
+        go = asyncio.Event()
+        s0, s1 = asyncio.Event(), asyncio.Event()
+        t0 = asyncio.create_task(task(0, s0, go))
+        await s0.wait()
+        t1 = asyncio.create_task(task(1, s1, go))
+        await s1.wait()
+        go.set()
+        await asyncio.gather(t0, t1)
+
+    asyncio.run(main())
 
 
 class Tracing:

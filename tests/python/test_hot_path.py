@@ -2,7 +2,6 @@
 start or after it, the `with` protocol's methods, the registry of Python's open spans, the gate
 cache and the bridge's parent hook."""
 
-import asyncio
 import contextvars
 import enum
 import random
@@ -12,6 +11,8 @@ import pytest
 
 import nemo_lens_cpp as lens
 from nemo_lens_cpp import _core
+
+from conftest import run_interleaved_tasks
 
 
 class Level(enum.IntEnum):
@@ -95,24 +96,7 @@ def test_many_open_python_spans_keep_the_asyncio_rule(tracing):
     for span in opened[:400]:
         span.end()
 
-    async def task(i, started, go):
-        with lens.managed_span("step", f"task{i}"):
-            started.set()
-            await go.wait()
-            with lens.managed_span("layer", f"child{i}"):
-                await asyncio.sleep(0)
-
-    async def main():
-        go = asyncio.Event()
-        s0, s1 = asyncio.Event(), asyncio.Event()
-        t0 = asyncio.create_task(task(0, s0, go))
-        await s0.wait()
-        t1 = asyncio.create_task(task(1, s1, go))
-        await s1.wait()
-        go.set()
-        await asyncio.gather(t0, t1)
-
-    asyncio.run(main())
+    run_interleaved_tasks()
     for span in opened[400:]:
         span.end()
     spans = {s.name: s for s in tracing.spans()}

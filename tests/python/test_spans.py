@@ -7,6 +7,8 @@ import pytest
 
 import nemo_lens_cpp as lens
 
+from conftest import run_interleaved_tasks
+
 
 def test_a_disabled_group_runs_the_body_yields_none_and_records_nothing(tracing):
     tracing.start("default")
@@ -158,25 +160,8 @@ def test_each_thread_has_its_own_current_span(tracing):
 
 
 def test_asyncio_tasks_get_their_own_tasks_parent(tracing):
-    async def task(i, started, go):
-        with lens.managed_span("step", f"task{i}"):
-            started.set()
-            await go.wait()  # the other task opens its span meanwhile, on the same thread
-            with lens.managed_span("layer", f"child{i}"):
-                await asyncio.sleep(0)
-
-    async def main():
-        go = asyncio.Event()
-        s0, s1 = asyncio.Event(), asyncio.Event()
-        t0 = asyncio.create_task(task(0, s0, go))
-        await s0.wait()
-        t1 = asyncio.create_task(task(1, s1, go))
-        await s1.wait()
-        go.set()
-        await asyncio.gather(t0, t1)
-
     with lens.span_cm("loop"):
-        asyncio.run(main())
+        run_interleaved_tasks()
     spans = tracing.by_name()
     assert spans["task0"].parent_span_id == spans["loop"].span_id
     assert spans["task1"].parent_span_id == spans["loop"].span_id  # not task0, open then
