@@ -90,9 +90,8 @@ Step time per rank (top-level spans of group step)
   1     train_step      3  100.0ms  109.0ms  110.0ms
   2     train_step      3  150.0ms  150.0ms  150.0ms  straggler
 
-Stragglers (median step time more than 20% above the median across ranks)
-  rank  name         median  across ranks  excess
-  2     train_step  150.0ms       100.0ms  +50.0%
+Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs and 5% of the median step above the median rank)
+  rank 2, train_step (3 ranks compared): median step 150.0ms, +50.0% over the median rank's 100.0ms; microbatch +50.00ms per step (+71.4%) over the median rank
 
 Truncated spans (1)
   rank  group  name      duration
@@ -117,7 +116,7 @@ TEST_F(ReportCli, JsonReport) {
   ASSERT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line";
   const json j = json::parse(r.out);
   EXPECT_EQ(j["format"], "lens.report");
-  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["files"], json({"rank0.jsonl", "rank1.jsonl", "rank2-a.jsonl", "rank2-b.jsonl"}));
   EXPECT_EQ(j["input"], json({{"lines", 15},
                               {"requests", 12},
@@ -150,10 +149,25 @@ TEST_F(ReportCli, JsonReport) {
         "overlapped_ns":[[],[],[]],"exposed_ns":[[],[],[]]}})"));
   EXPECT_EQ(j["ranks"][2]["steps"][0]["straggler"], true);
   EXPECT_EQ(j["timeline_origin_unix_ns"], report_test::kT0);
-  EXPECT_EQ(j["step_names"],
-            json::parse(R"([{"name":"train_step","ranks":3,"median_ns":100000000}])"));
-  EXPECT_EQ(j["stragglers"], json::parse(R"({"threshold_pct":20.0,"ranks":[{"rank":2,
-      "name":"train_step","p50_ns":150000000,"median_ns":100000000,"excess_pct":50.0}]})"));
+  // The ranks' median steps are 100, 100 and 150 ms: p95 interpolates 100 + 0.9 x 50.
+  EXPECT_EQ(j["step_names"], json::parse(R"([{"name":"train_step","ranks":3,
+      "median_ns":100000000,"min_ns":100000000,"p95_ns":145000000,"max_ns":150000000}])"));
+  // Rank 2, by step time (no collectives): 150 ms against a median of 100, MAD 0, so the floor
+  // (5 % of 100 ms) decides. Its microbatches take 120 ms a step, the median rank's 70.
+  EXPECT_EQ(j["stragglers"], json::parse(R"({"threshold_pct":5.0,"mads":3.5,"ranks":[{"rank":2,
+      "name":"train_step","flagged_by":["step_time"],"ranks_compared":3,"steps":3,
+      "step_p50_ns":150000000,"median_step_ns":100000000,"median_late_ns":0,"matched_steps":0,
+      "collectives":0,"last_count":0,"last_into":[],"late_ns":0,"waited_ns":0,
+      "waited_share":0.0,"wait_caused_ns":0,"wait_caused_per_step_ns":0,
+      "wait_caused_share":0.0,"groups":[
+        {"group":"microbatch","ns_per_step":120000000,"median_ns_per_step":70000000,
+         "excess_ns_per_step":50000000},
+        {"group":"data_loading","ns_per_step":10000000,"median_ns_per_step":10000000,
+         "excess_ns_per_step":0},
+        {"group":"optimizer","ns_per_step":15000000,"median_ns_per_step":15000000,
+         "excess_ns_per_step":0},
+        {"group":"step","ns_per_step":5000000,"median_ns_per_step":5000000,
+         "excess_ns_per_step":0}]}]})"));
   EXPECT_EQ(j["truncated"], json::parse(R"({"count":1,"spans":[{"rank":0,"group":"job",
       "name":"pretrain","duration_ns":345000000}]})"));
   EXPECT_EQ(j["malformed"]["count"], 3);
@@ -163,9 +177,12 @@ TEST_F(ReportCli, JsonReport) {
   EXPECT_EQ(j["overlap"], json::parse(R"({"groups":[],"names":[]})"));
 }
 
+// The metrics fixture holds two runs: run-42's ranks, and a worker whose resource has no
+// nemo.run.id. Each is reported on its own.
 constexpr std::string_view kExpectedMetricsText =
-    R"(lens report: 3 files, 6 lines (0 malformed, 5 of metrics, 1 of logs), 0 spans, 0 ranks
-run: run-42
+    R"(lens report: 3 files, 6 lines (0 malformed, 5 of metrics, 1 of logs), 0 spans, 0 ranks, 2 runs, reported one by one (--run RUN_ID: one): run-42 (no nemo.run.id)
+
+=== run run-42: 0 spans, 0 ranks
 
 Time by span group and name
   no spans
@@ -173,26 +190,44 @@ Time by span group and name
 Step time per rank (top-level spans of group step)
   no spans of group step
 
-Stragglers (median step time more than 20% above the median across ranks): none
+Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs and 5% of the median step above the median rank): none
 
 Truncated spans: none
 
 Metrics: sums and gauges (a sum's last cumulative value, or its deltas added up, over its series; a gauge's last value per series)
-  metric       rank      kind         unit      series       value
-  gpu.memory   0         gauge        By        gpu=0         1000
-  gpu.memory   0         gauge        By        gpu=1         2000
-  loss         0         gauge        1                       2.25
-  loss         1         gauge        1                        2.3
-  queue.depth  worker-a  gauge                                   3
-  samples      0         sum (delta)  {sample}  phase=train    128
-  tokens       0         sum          {token}                 2500
-  tokens       1         sum          {token}                 2400
+  metric      rank  kind         unit      series       value
+  gpu.memory  0     gauge        By        gpu=0         1000
+  gpu.memory  0     gauge        By        gpu=1         2000
+  loss        0     gauge        1                       2.25
+  loss        1     gauge        1                        2.3
+  samples     0     sum (delta)  {sample}  phase=train    128
+  tokens      0     sum          {token}                 2500
+  tokens      1     sum          {token}                 2400
 
 Metrics: histograms (p50, p95 and max estimated from the buckets, explicit or exponential, when not recorded)
-  metric         rank      kind                   unit  count  sum  mean      p50     p95  max
-  latency        worker-a  exponential_histogram  ms        4   10   2.5  2.11893  2.3511  7.5
-  step.duration  0         histogram              s        10  0.9  0.09   0.0925   0.175  0.2
-  step.duration  1         histogram              s        10  1.6  0.16    0.175  0.8125    1
+  metric         rank  kind       unit  count  sum  mean     p50     p95  max
+  step.duration  0     histogram  s        10  0.9  0.09  0.0925   0.175  0.2
+  step.duration  1     histogram  s        10  1.6  0.16   0.175  0.8125    1
+
+=== run (no nemo.run.id): 0 spans, 0 ranks
+
+Time by span group and name
+  no spans
+
+Step time per rank (top-level spans of group step)
+  no spans of group step
+
+Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs and 5% of the median step above the median rank): none
+
+Truncated spans: none
+
+Metrics: sums and gauges (a sum's last cumulative value, or its deltas added up, over its series; a gauge's last value per series)
+  metric       rank      kind   unit  series  value
+  queue.depth  worker-a  gauge                    3
+
+Metrics: histograms (p50, p95 and max estimated from the buckets, explicit or exponential, when not recorded)
+  metric   rank      kind                   unit  count  sum  mean      p50     p95  max
+  latency  worker-a  exponential_histogram  ms        4   10   2.5  2.11893  2.3511  7.5
 
 Malformed lines: none
 )";
@@ -238,7 +273,23 @@ TEST_F(ReportCli, MetricsAndLogsLines) {
   args.push_back("--json");
   r = lens(args);
   ASSERT_EQ(r.status, 0) << r.err;
-  json j = json::parse(r.out);
+  // Two runs, an object each; both count the whole input.
+  const json runs = json::parse(r.out);
+  ASSERT_TRUE(runs.is_array());
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["run_ids"], json({"run-42"}));
+  EXPECT_EQ(runs[1]["run_ids"], json::array());
+  EXPECT_EQ(runs[0]["input"], runs[1]["input"]);
+  EXPECT_EQ(runs[1]["metrics"].size(), 2u);
+  EXPECT_EQ(runs[1]["logs"]["count"], 0);
+  // The worker's two metrics beside run-42's, in the order of one run's list (by name, then
+  // rank, the metrics without dl.rank after those with one), for the assertions below.
+  json j = runs[0];
+  for (const json& m : runs[1]["metrics"]) j["metrics"].push_back(m);
+  std::stable_sort(j["metrics"].begin(), j["metrics"].end(), [](const json& a, const json& b) {
+    if (a["name"] != b["name"]) return a["name"] < b["name"];
+    return a["rank"].is_null() ? false : b["rank"].is_null() || a["rank"] < b["rank"];
+  });
   EXPECT_EQ(j["input"], json({{"lines", 6},
                               {"requests", 0},
                               {"spans", 0},
@@ -395,19 +446,20 @@ TEST_F(ReportCli, SeriesOfDeltaHistogramsAndSummaries) {
   EXPECT_EQ(series["c"]["value"], 5) << "the last point is the value";
 }
 
+// Run run-42's metrics after its spans' tables, which they leave as they were.
 TEST_F(ReportCli, MetricsLeaveTheSpanReportAsItWas) {
   const std::vector<std::string> metric_files = report_test::write_metrics_fixture(dir_);
   std::vector<std::string> flags(metric_files.begin(), metric_files.end());
+  flags.insert(flags.end(), {"--run", "run-42"});
   const auto r = lens(report_args(flags));
   EXPECT_EQ(r.status, 0) << r.err;
   std::string expected(kExpectedText);
   expected.replace(0, expected.find('\n'),
                    "lens report: 7 files, 21 lines (3 malformed, 5 of metrics, 1 of logs), 59 "
                    "spans, 3 ranks");
-  const std::string_view metrics_part =
-      kExpectedMetricsText.substr(kExpectedMetricsText.find("\nMetrics: sums"),
-                                  kExpectedMetricsText.find("\nMalformed lines") -
-                                      kExpectedMetricsText.find("\nMetrics: sums"));
+  const std::size_t from = kExpectedMetricsText.find("\nMetrics: sums");
+  const std::string_view metrics_part = kExpectedMetricsText.substr(
+      from, kExpectedMetricsText.find("\n=== run (no nemo.run.id)") - from);
   expected.insert(expected.find("\nMalformed lines"), metrics_part);
   EXPECT_EQ(r.out, expected);
   EXPECT_EQ(r.err, "lens report: skipped 3 malformed lines (listed in the report)\n");
@@ -519,10 +571,13 @@ TEST_F(ReportCli, TextOutputEscapesControlCharacters) {
   EXPECT_NE(r.out.find(R"(run: run\x1b]0;x\x07)"), std::string::npos) << r.out;
 }
 
+// The threshold is the rule's floor: rank 2's 50 ms over the median rank's 100 ms step is not
+// above 50 % of it, and is above 49.5 %.
 TEST_F(ReportCli, StragglerThreshold) {
-  auto r = lens(report_args({"--straggler-threshold", "50"}));  // 150 is not above 150
-  EXPECT_NE(r.out.find("Stragglers (median step time more than 50% above the median across "
-                       "ranks): none\n"),
+  auto r = lens(report_args({"--straggler-threshold", "50"}));
+  EXPECT_NE(r.out.find("Stragglers (compared within the ranks that run the same spans: lateness "
+                       "at the collectives, median step time more than 3.5 MADs and 50% of the "
+                       "median step above the median rank): none\n"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("straggler\n"), std::string::npos);
@@ -612,7 +667,13 @@ TEST_F(ReportCli, HtmlIsSelfContainedAndEmbedsTheJsonReport) {
   const std::size_t begin = html.find(open) + open.size();
   const std::size_t end = html.find("</script>", begin);
   ASSERT_NE(end, std::string::npos);
-  const json embedded = json::parse(html.substr(begin, end - begin));
+  json embedded = json::parse(html.substr(begin, end - begin));
+  // Beside it, the rank x step matrices of the heat map: the fixture's step times in us, a row
+  // per rank; no collectives, so no lateness.
+  EXPECT_EQ(embedded["heatmaps"], json::parse(R"([{"name":"train_step","ranks":[0,1,2],"steps":3,
+      "steps_per_column":1,"step_us":[[100000,100000,100000],[100000,110000,90000],
+      [150000,150000,150000]],"late_us":null}])"));
+  embedded.erase("heatmaps");
   r = lens(report_args({"--json", "--top", "20"}));
   EXPECT_EQ(embedded, json::parse(r.out));
 }
@@ -821,7 +882,8 @@ TEST_F(ReportCli, ATemporaryDirectoryThatCannotBeWrittenIsNamed) {
 // groups' own time adds up to the step time exactly.
 TEST_F(ReportCli, NoShareOfAnyGoldenInputIsAboveOneHundredPercent) {
   std::vector<std::vector<std::string>> inputs = {fixture_.files};
-  for (const char* f : {"order_children_first.jsonl", "order_parent_first.jsonl", "ddp.jsonl"}) {
+  for (const char* f :
+       {"order_children_first.jsonl", "order_parent_first.jsonl", "ddp.jsonl", "gpu.jsonl"}) {
     inputs.push_back({std::string(REPORT_GOLDEN_DIR) + "/" + f});
   }
   inputs.push_back({std::string(REPORT_GOLDEN_DIR) + "/nested_rank0.jsonl",
@@ -849,6 +911,34 @@ TEST_F(ReportCli, NoShareOfAnyGoldenInputIsAboveOneHundredPercent) {
         EXPECT_LE(o["exposed_ns"].get<std::uint64_t>(), o["overlapped_ns"].get<std::uint64_t>());
       }
     }
+    // GPU time: the busy time within the steps, and the utilisation within the GPU intervals.
+    for (const json& n : j["names"]) {
+      for (const char* key : {"gpu_step_share", "gpu_utilization"}) {
+        if (n.contains(key) && !n[key].is_null()) {
+          EXPECT_LE(n[key].get<double>(), 1.0) << files[0] << ": " << n;
+        }
+      }
+    }
+    // The waits at the collectives: a rank's own wait, and what it made the others wait.
+    for (const json& c : j["collectives"]) {
+      for (const json& x : c["ranks"]) {
+        EXPECT_LE(x["waited_share"].get<double>(), 1.0) << files[0] << ": " << x;
+        EXPECT_LE(x["wait_caused_share"].get<double>(), 1.0) << files[0] << ": " << x;
+      }
+    }
+    // And every share the text prints (an excess, "+30.0%", is not a share).
+    args.erase(args.begin() + 1);
+    const std::string text = lens(args).out;
+    for (std::size_t at = 0; (at = text.find('%', at)) != std::string::npos; ++at) {
+      std::size_t from = at;
+      while (from > 0 && (std::isdigit(static_cast<unsigned char>(text[from - 1])) != 0 ||
+                          text[from - 1] == '.')) {
+        --from;
+      }
+      if (from == at || (from > 0 && text[from - 1] == '+')) continue;
+      EXPECT_LE(std::stod(text.substr(from, at - from)), 100.0)
+          << files[0] << ": " << text.substr(from, at - from + 1);
+    }
   }
 }
 
@@ -859,24 +949,36 @@ TEST_F(ReportCli, NoShareOfAnyGoldenInputIsAboveOneHundredPercent) {
 //   rank 0: forward_backward [5,40] busy 30 (120 kernels), all_reduce [35,60] busy 20 (4),
 //           optimizer [72,80] busy 6 (30), the step [5,80] busy 55 (154);
 //   rank 1: forward_backward [5,75] busy 68, all_reduce [60,95] busy 30, optimizer [76,102]
-//           busy 20, the step [5,102] busy 95; get_batch [0,5) has no GPU times.
+//           busy 20, the step [5,102] busy 95; get_batch [0,5) has no GPU times;
+//   rank 2: as rank 0.
 TEST_F(ReportCli, GpuTimeOfTheGoldenInputIsWhatTheArithmeticGives) {
   const std::string input = std::string(REPORT_GOLDEN_DIR) + "/gpu.jsonl";
   const auto r = lens({"report", "--json", input});
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
   constexpr std::uint64_t ms = 1'000'000;
-  // Per name: gpu.busy and gpu.kernels added up over 3 steps of each rank.
+  // Per name: gpu.busy and gpu.kernels added up over 3 steps of each rank; the busy time within
+  // the steps (the optimizer's [76,102] of rank 1 is cut at the step's end: 20 busy, at most
+  // 24 within, so 20); the utilisation, busy over the GPU intervals' length.
   std::map<std::string, std::tuple<json, json, json>> names;
+  std::map<std::string, std::tuple<json, json, json>> shares;
   for (const json& n : j["names"]) {
     names[n["name"]] = {n["gpu_spans"], n["gpu_busy_ns"], n["gpu_kernels"]};
+    shares[n["name"]] = {n["gpu_in_step_ns"], n["gpu_step_share"], n["gpu_utilization"]};
   }
   using Row = std::tuple<json, json, json>;
-  EXPECT_EQ(names["train_step"], Row(6, 3 * (55 + 95) * ms, 6 * 154));        // 450 ms
-  EXPECT_EQ(names["forward_backward"], Row(6, 3 * (30 + 68) * ms, 6 * 120));  // 294 ms
-  EXPECT_EQ(names["all_reduce"], Row(6, 3 * (20 + 30) * ms, 6 * 4));          // 150 ms
-  EXPECT_EQ(names["optimizer"], Row(6, 3 * (6 + 20) * ms, 6 * 30));           // 78 ms
+  EXPECT_EQ(names["train_step"], Row(9, 3 * (55 + 95 + 55) * ms, 9 * 154));        // 615 ms
+  EXPECT_EQ(names["forward_backward"], Row(9, 3 * (30 + 68 + 30) * ms, 9 * 120));  // 384 ms
+  EXPECT_EQ(names["all_reduce"], Row(9, 3 * (20 + 30 + 20) * ms, 9 * 4));          // 210 ms
+  EXPECT_EQ(names["optimizer"], Row(9, 3 * (6 + 20 + 6) * ms, 9 * 30));            // 96 ms
   EXPECT_EQ(names["get_batch"], Row(0, nullptr, nullptr));
+  // The step row: busy 55 within [5,80] (75 long), 95 within [5,100] cut from [5,102]: 615 ms
+  // of 900, and utilisation 615 / (3 x (75 + 97 + 75)) = 0.82996.
+  EXPECT_EQ(shares["train_step"], Row(615 * ms, 0.683333, 0.82996));
+  // forward_backward: 384 ms of 900; busy over its intervals 384 / (3 x (35 + 70 + 35)).
+  EXPECT_EQ(shares["forward_backward"], Row(384 * ms, 0.426667, 0.914286));
+  EXPECT_EQ(shares["optimizer"], Row(96 * ms, 0.106667, 0.761905));  // 96 / (3 x (8+26+8))
+  EXPECT_EQ(shares["get_batch"], Row(nullptr, nullptr, nullptr));
   // Per step, rank 0: busy 55 (the step's gpu.busy); idle: window [0, max(100, 80)] = 100,
   // less 55 = 45; exposed communication: [35,60] - ([5,40] + [72,80]) = [40,60] = 20.
   // Rank 1: busy 95; window [0, max(100, 102)] = 102, idle 102 - 95 = 7; exposed communication
@@ -889,6 +991,7 @@ TEST_F(ReportCli, GpuTimeOfTheGoldenInputIsWhatTheArithmeticGives) {
   EXPECT_EQ(r1["timeline"]["gpu_busy_ns"], json({95 * ms, 95 * ms, 95 * ms}));
   EXPECT_EQ(r1["timeline"]["gpu_idle_ns"], json({7 * ms, 7 * ms, 7 * ms}));
   EXPECT_EQ(r1["timeline"]["gpu_exposed_comm_ns"], json({ms, ms, ms}));
+  EXPECT_EQ(j["ranks"][2]["timeline"]["gpu_busy_ns"], r0["timeline"]["gpu_busy_ns"]);
   // The GPU row of rank 1's second step: the leaves' intervals, from the first step's start.
   EXPECT_EQ(r1["timeline"]["gpu_intervals_ns"][1],
             json::parse(R"([[105000000,70000000,"forward_backward"],
@@ -900,18 +1003,31 @@ TEST_F(ReportCli, GpuTimeOfTheGoldenInputIsWhatTheArithmeticGives) {
   EXPECT_EQ(r1["gpu_steps"], json::parse(R"([{"name":"train_step","count":3,
       "gpu_busy_ns":285000000,"gpu_busy_p50_ns":95000000,"gpu_idle_ns":21000000,
       "gpu_exposed_comm_ns":3000000,"straggler":true}])"));
-  // Both ranks' steps take 100 ms: no straggler on step time. On GPU busy the median across
-  // ranks is (55 + 95) / 2 = 75; 95 is 26.67 % above it, past 20 %.
-  EXPECT_FALSE(r1["steps"][0]["straggler"]);
-  EXPECT_EQ(j["stragglers"]["ranks"], json::parse(R"([{"rank":1,"name":"train_step",
-      "p50_ns":95000000,"median_ns":75000000,"excess_pct":26.67,"measure":"gpu_busy"}])"));
-  EXPECT_EQ(j["gpu"], json::parse(R"({"spans":24,"steps":6,"busy_ns":450000000,
-      "idle_ns":156000000,"exposed_comm_ns":63000000,"communication_group":"communication"})"));
-  // At 30 % rank 1 is no straggler (95 < 75 x 1.3 = 97.5).
-  const json at30 =
-      json::parse(lens({"report", "--json", "--straggler-threshold", "30", input}).out);
-  EXPECT_EQ(at30["stragglers"]["ranks"], json::array());
-  EXPECT_FALSE(at30["ranks"][1]["gpu_steps"][0]["straggler"]);
+  // Every rank's steps take 100 ms: no straggler on step time. On GPU busy the median rank's is
+  // 55 (MAD 0); rank 1's 95 is 40 ms above it, past the floor of 5 ms (5 % of the step). Its
+  // GPU spends 68 ms a step in forward_backward against the median rank's 30, 20 in the
+  // optimizer against 6 and 30 in communication against 20.
+  EXPECT_TRUE(r1["steps"][0]["straggler"]);  // flagged, on GPU busy
+  const json& s = j["stragglers"]["ranks"];
+  ASSERT_EQ(s.size(), 1u) << s;
+  EXPECT_EQ(s[0]["rank"], 1);
+  EXPECT_EQ(s[0]["flagged_by"], json({"gpu_busy"}));
+  EXPECT_EQ(s[0]["gpu_busy_p50_ns"], 95 * ms);
+  EXPECT_EQ(s[0]["median_gpu_busy_ns"], 55 * ms);
+  EXPECT_EQ(s[0]["gpu_groups"], json::parse(R"([
+      {"group":"forward_backward","ns_per_step":68000000,"median_ns_per_step":30000000,
+       "excess_ns_per_step":38000000},
+      {"group":"optimizer","ns_per_step":20000000,"median_ns_per_step":6000000,
+       "excess_ns_per_step":14000000},
+      {"group":"communication","ns_per_step":30000000,"median_ns_per_step":20000000,
+       "excess_ns_per_step":10000000}])"));
+  EXPECT_EQ(j["gpu"], json::parse(R"({"spans":36,"steps":9,"busy_ns":615000000,
+      "idle_ns":291000000,"exposed_comm_ns":123000000,"communication_group":"communication"})"));
+  // With a floor of 40 % (40 ms), rank 1's 40 ms is not above it.
+  const json at40 =
+      json::parse(lens({"report", "--json", "--straggler-threshold", "40", input}).out);
+  EXPECT_EQ(at40["stragglers"]["ranks"], json::array());
+  EXPECT_FALSE(at40["ranks"][1]["gpu_steps"][0]["straggler"]);
 
   // The same report with the spans in reverse order, children before their steps, two files.
   std::vector<std::string> lines;
@@ -922,8 +1038,16 @@ TEST_F(ReportCli, GpuTimeOfTheGoldenInputIsWhatTheArithmeticGives) {
     spans = json(std::vector<json>(spans.rbegin(), spans.rend()));
     lines.push_back(request.dump());
   }
-  std::ofstream(dir_ + "/a.jsonl") << lines[5] << '\n' << lines[1] << '\n' << lines[3] << '\n';
-  std::ofstream(dir_ + "/b.jsonl") << lines[4] << '\n' << lines[0] << '\n' << lines[2] << '\n';
+  ASSERT_EQ(lines.size(), 9u);
+  std::ofstream(dir_ + "/a.jsonl") << lines[5] << '\n'
+                                   << lines[1] << '\n'
+                                   << lines[3] << '\n'
+                                   << lines[8] << '\n';
+  std::ofstream(dir_ + "/b.jsonl") << lines[4] << '\n'
+                                   << lines[0] << '\n'
+                                   << lines[2] << '\n'
+                                   << lines[7] << '\n'
+                                   << lines[6] << '\n';
   const auto reversed = lens({"report", "--json", dir_ + "/b.jsonl", dir_ + "/a.jsonl"});
   ASSERT_EQ(reversed.status, 0) << reversed.err;
   json k = json::parse(reversed.out), expected = j;
@@ -965,8 +1089,8 @@ TEST_F(ReportCli, ConvertWritesTheGpuIntervalsOnAGpuTrackPerRank) {
       ++span_events;
     }
   }
-  EXPECT_EQ(span_events, 30u);  // every span as before
-  for (const std::int64_t pid : {0, 1}) {
+  EXPECT_EQ(span_events, 45u);  // every span as before
+  for (const std::int64_t pid : {0, 1, 2}) {
     EXPECT_EQ(thread_names[Track(pid, kGpu)], "GPU");
     EXPECT_EQ(thread_names[Track(pid, kGpu - 1)], "GPU 2");
     // Per step: forward_backward and optimizer on "GPU", the all-reduce (overlapping

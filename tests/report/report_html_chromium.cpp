@@ -7,10 +7,12 @@
 // the ranks furthest from the median named). A third, of a DDP-like job, must draw the spans
 // beside the steps on their own row under the steps, overlapped and exposed parts to scale. A
 // fourth, of GPU-timed steps, must draw a GPU row under the steps of the rank that has GPU times,
-// one box per leaf GPU-timed span, to scale and in its group's colour. Exits
+// one box per leaf GPU-timed span, to scale and in its group's colour. A fifth, of 1,024 ranks
+// of a synchronous job with one slow rank, must draw a rank x step heat map whose reddest row,
+// in a screenshot, is that rank's, named beside it. Exits
 // 77 (ctest: skipped) when no Chromium is installed; the CHROMIUM variable names one explicitly.
 //
-//   report_html_chromium LENS_BINARY WORK_DIR
+//   report_html_chromium LENS_BINARY SYNC_JOB WORK_DIR
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -69,6 +71,81 @@ int distinct_pixel_bytes(const std::string& png) {
   int distinct = 0;
   for (bool b : seen) distinct += b ? 1 : 0;
   return distinct;
+}
+
+// A PNG's pixels as RGB rows (8-bit RGB or RGBA, not interlaced, as Chromium writes its
+// screenshots), its IDAT chunks inflated and each row's filter undone; empty when the file is
+// not such a PNG.
+struct Image {
+  std::size_t width = 0, height = 0;
+  std::vector<unsigned char> rgb;  // width x height x 3
+  const unsigned char* at(std::size_t x, std::size_t y) const { return &rgb[(y * width + x) * 3]; }
+};
+
+Image decode_png(const std::string& png) {
+  Image image;
+  static constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (png.size() < 33 || std::memcmp(png.data(), kSignature, 8) != 0) return image;
+  auto u32 = [&](std::size_t at) {
+    const auto* p = reinterpret_cast<const unsigned char*>(png.data() + at);
+    return (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
+  };
+  const std::size_t width = u32(16), height = u32(20);
+  const int depth = static_cast<unsigned char>(png[24]), type = static_cast<unsigned char>(png[25]);
+  const int interlace = static_cast<unsigned char>(png[28]);
+  if (depth != 8 || (type != 2 && type != 6) || interlace != 0) return image;
+  const std::size_t bpp = type == 6 ? 4 : 3, stride = width * bpp;
+  std::string idat;
+  for (std::size_t at = 8; at + 12 <= png.size();) {
+    const std::size_t length = u32(at);
+    if (at + 12 + length > png.size()) return image;
+    if (std::memcmp(png.data() + at + 4, "IDAT", 4) == 0) idat.append(png, at + 8, length);
+    at += 12 + length;
+  }
+  std::vector<unsigned char> raw((stride + 1) * height);
+  uLongf size = static_cast<uLongf>(raw.size());
+  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()),
+                 static_cast<uLong>(idat.size())) != Z_OK ||
+      size != raw.size()) {
+    return image;
+  }
+  std::vector<unsigned char> previous(stride, 0), row(stride);
+  image.width = width;
+  image.height = height;
+  image.rgb.resize(width * height * 3);
+  for (std::size_t y = 0; y < height; ++y) {
+    const unsigned char filter = raw[y * (stride + 1)];
+    const unsigned char* in = &raw[y * (stride + 1) + 1];
+    for (std::size_t i = 0; i < stride; ++i) {
+      const int a = i >= bpp ? row[i - bpp] : 0, b = previous[i],
+                c = i >= bpp ? previous[i - bpp] : 0;
+      int predicted = 0;
+      switch (filter) {
+        case 1:
+          predicted = a;
+          break;
+        case 2:
+          predicted = b;
+          break;
+        case 3:
+          predicted = (a + b) / 2;
+          break;
+        case 4: {
+          const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          predicted = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+          break;
+        }
+        default:
+          break;
+      }
+      row[i] = static_cast<unsigned char>(in[i] + predicted);
+    }
+    for (std::size_t x = 0; x < width; ++x) {
+      std::memcpy(&image.rgb[(y * width + x) * 3], &row[x * bpp], 3);
+    }
+    previous = row;
+  }
+  return image;
 }
 
 std::string find_chromium() {
@@ -192,8 +269,8 @@ std::size_t count(const std::string& text, const std::string& needle) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: report_html_chromium LENS_BINARY WORK_DIR\n");
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: report_html_chromium LENS_BINARY SYNC_JOB WORK_DIR\n");
     return 2;
   }
   const std::string chromium = find_chromium();
@@ -204,7 +281,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   const std::string lens = argv[1];
-  const std::string dir = argv[2];
+  const std::string sync_job = argv[2];
+  const std::string dir = argv[3];
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const report_test::Fixture fixture = report_test::write_fixture(dir);
@@ -264,7 +342,8 @@ int main(int argc, char** argv) {
     expect(dom.find(row) != std::string::npos, "timeline row: " + row);
   }
   expect(count(dom, "class=\"step-bar\"") == 9, "9 step bars on the timeline");
-  expect(count(dom, "<tr class=\"straggler-row\" data-rank=\"2\">") == 1 &&
+  expect(count(dom, "<tr class=\"straggler-row\" data-rank=\"2\" data-flagged-by=\"step_time\">") ==
+                 1 &&
              count(dom, "class=\"straggler-row\"") == 1,
          "one straggler row, rank 2");
   expect(count(dom, "class=\"name-row\"") == 8, "8 rows in the per-name table");
@@ -476,5 +555,78 @@ int main(int argc, char** argv) {
       "a GPU box has its group's colour in the step breakdown (" + fb_fill + ")");
   expect(count(gpu_dom, "class=\"gpu-step-row") == 1, "one row of GPU time per step (rank 0)");
   if (failures > 0) std::printf("the GPU-timed DOM is in %s/gpu-dom.html\n", dir.c_str());
+
+  // 1,024 ranks of a synchronous job whose rank 17 computes 10 % longer (report_sync_job): a
+  // heat map of ranks x steps instead of a timeline row per rank, rank 17 named beside its row,
+  // and, in a screenshot, its row of pixels the reddest of the map (it arrives late at every
+  // step's all-reduce).
+  const std::string sync = dir + "/sync.jsonl", sync_html = dir + "/sync.html";
+  if (run_with_timeout({sync_job, "--ranks", "1024", "--steps", "20", "--slow", "17:1.1"}, sync,
+                       dir + "/sync.err", std::chrono::seconds(60)) != 0 ||
+      run_with_timeout({lens, "report", "--html", sync_html, sync}, dir + "/sync.txt",
+                       dir + "/sync-report.err", std::chrono::seconds(60)) != 0) {
+    std::printf("FAIL: the job of 1,024 ranks or its report: %s%s\n",
+                report_test::read_file(dir + "/sync.err").c_str(),
+                report_test::read_file(dir + "/sync-report.err").c_str());
+    return 1;
+  }
+  const int sync_status = run_chromium(
+      chromium, dir + "/profile6", {"--window-size=1200,1400", "--dump-dom", "file://" + sync_html},
+      dir + "/sync-dom.html", dir + "/sync-chromium.err");
+  const std::string sync_dom = report_test::read_file(dir + "/sync-dom.html");
+  expect(sync_status == 0 && sync_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the page of 1,024 ranks rendered");
+  expect(count(sync_dom, "class=\"rank-row\"") == 0 &&
+             attribute_after(sync_dom, "id=\"lens-rendered\"", "data-heatmaps") == "1",
+         "a heat map, no timeline row per rank");
+  const std::string canvas = "class=\"heatmap-canvas\"";
+  expect(attribute_after(sync_dom, canvas, "data-rows") == "1024" &&
+             attribute_after(sync_dom, canvas, "data-columns") == "20" &&
+             attribute_after(sync_dom, canvas, "data-mode") == "late",
+         "1,024 rows of 20 steps, coloured by lateness");
+  expect(count(sync_dom, "class=\"heatmap-flag\"") == 1 &&
+             attribute_after(sync_dom, "class=\"heatmap-flag\"", "data-rank") == "17" &&
+             attribute_after(sync_dom, "class=\"heatmap-flag\"", "data-row") == "17",
+         "rank 17 named beside row 17");
+  expect(count(sync_dom, "<tr class=\"straggler-row\" data-rank=\"17\"") == 1,
+         "rank 17 is the one straggler in the table");
+  // The screenshot, in a window of the same size as the DOM's (so that the page lays out the
+  // same): the canvas is drawn at 1 px per rank; the page writes where, and its reddest row of
+  // pixels must be rank 17's.
+  const std::string shot_png = dir + "/sync.png";
+  const int sync_shot =
+      run_chromium(chromium, dir + "/profile7",
+                   {"--window-size=1200,1400", "--screenshot=" + shot_png, "file://" + sync_html},
+                   dir + "/sync-shot.out", dir + "/sync-shot.err");
+  const Image image = decode_png(report_test::read_file(shot_png));
+  expect(sync_shot == 0 && image.width > 0, "a screenshot of the heat map, decoded (" +
+                                                std::to_string(image.width) + " x " +
+                                                std::to_string(image.height) + ")");
+  const std::string box = attribute_after(sync_dom, canvas, "data-box");
+  int bx = 0, by = 0, bw = 0, bh = 0;
+  expect(std::sscanf(box.c_str(), "%d,%d,%d,%d", &bx, &by, &bw, &bh) == 4 && bw > 0 && bh > 0,
+         "the page says where the heat map is (" + box + ")");
+  if (image.width > 0 && bw > 0 && by + bh <= static_cast<int>(image.height) &&
+      bx + bw <= static_cast<int>(image.width)) {
+    int reddest = -1;
+    double best = -1;
+    for (int y = by; y < by + bh; ++y) {
+      double heat = 0;
+      for (int x = bx; x < bx + bw; ++x) {
+        const unsigned char* p = image.at(static_cast<std::size_t>(x), static_cast<std::size_t>(y));
+        heat += 2 * p[0] - p[1] - p[2];
+      }
+      if (heat > best) {
+        best = heat;
+        reddest = y - by;
+      }
+    }
+    const int row_height = bh / 1024 > 0 ? bh / 1024 : 1;
+    expect(reddest / row_height == 17,
+           "the reddest row of pixels is rank 17's (row " + std::to_string(reddest) + ")");
+  } else {
+    expect(false, "the heat map lies inside the screenshot (" + box + ")");
+  }
+  if (failures > 0) std::printf("the DOM of 1,024 ranks is in %s/sync-dom.html\n", dir.c_str());
   return failures == 0 ? 0 : 1;
 }

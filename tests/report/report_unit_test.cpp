@@ -415,7 +415,9 @@ Report build(const std::vector<std::pair<int, std::vector<SpanSpec>>>& lines,
   }
   ReportOptions options;
   options.straggler_threshold_pct = threshold;
-  return builder.finish(options, counts);
+  std::vector<Report> runs = builder.finish(options, counts);
+  EXPECT_EQ(runs.size(), 1u);
+  return std::move(runs.front());
 }
 
 const NameRow& row(const Report& r, std::string_view name) {
@@ -518,7 +520,7 @@ std::string report_of(const std::vector<std::pair<int, SpanSpec>>& spans, std::s
     }
     lines.back().second.push_back(span);
   }
-  nlohmann::ordered_json j = report_json(build(lines), std::nullopt);
+  nlohmann::ordered_json j = report_json(build(lines));
   j.erase("input");
   return dump_json(j);
 }
@@ -580,31 +582,35 @@ TEST(ReportBuilder, ARunFilterNamesOnlyThatRun) {
         "");
     builder.add(request);
   }
-  const Report r = builder.finish({}, {});
-  EXPECT_EQ(r.run_ids, std::vector<std::string>{"run-b"});
-  EXPECT_EQ(r.step_count, 1u);
+  const std::vector<Report> runs = builder.finish({}, {});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].run_ids, std::vector<std::string>{"run-b"});
+  EXPECT_EQ(runs[0].step_count, 1u);
 }
 
-TEST(ReportBuilder, StragglersAreStrictlyAboveTheThreshold) {
+TEST(ReportBuilder, StragglersAreStrictlyAboveTheFloorAndTheMads) {
   std::vector<std::pair<int, std::vector<SpanSpec>>> lines;
-  const std::uint64_t step_ms[] = {100, 100, 120, 121};
+  const std::uint64_t step_ms[] = {100, 100, 100, 120, 121};
   std::uint64_t id = 1;
-  for (int rank = 0; rank < 4; ++rank) {
+  for (int rank = 0; rank < 5; ++rank) {
     for (int i = 0; i < 3; ++i) {
       lines.push_back(
           {rank, {make_span(id++, 0, "train_step", "step", kT0, kT0 + step_ms[rank] * kMs)}});
     }
   }
-  // Median of the medians: (100 + 120) / 2 = 110; 20 % above is 132: none; 10 %: 121 > 121? no.
-  EXPECT_TRUE(build(lines, 20).stragglers.empty());
-  EXPECT_TRUE(build(lines, 10).stragglers.empty());
-  const Report r = build(lines, 9);  // 119.9: ranks 2 and 3, the larger excess first
+  // Median 100, MAD 0: the floor decides. 21 % of 100 is 21 ms: none; 20 %: 121 > 120 only.
+  EXPECT_TRUE(build(lines, 21).stragglers.empty());
+  Report r = build(lines, 20);
+  ASSERT_EQ(r.stragglers.size(), 1u);
+  EXPECT_EQ(r.stragglers[0].figures.rank, 4);
+  r = build(lines, 19.5);  // 19.5 ms: ranks 4 and 3, the larger excess first
   ASSERT_EQ(r.stragglers.size(), 2u);
-  EXPECT_EQ(r.stragglers[0].rank, 3);
-  EXPECT_EQ(r.stragglers[1].rank, 2);
-  EXPECT_DOUBLE_EQ(r.stragglers[0].median_ns, 110.0 * kMs);
-  EXPECT_NEAR(r.stragglers[0].excess_pct, 10.0, 1e-9);
-  EXPECT_TRUE(r.ranks[3].steps[0].straggler);
+  EXPECT_EQ(r.stragglers[0].figures.rank, 4);
+  EXPECT_EQ(r.stragglers[1].figures.rank, 3);
+  EXPECT_DOUBLE_EQ(r.stragglers[0].role.median_step_ns, 100.0 * kMs);
+  EXPECT_EQ(r.stragglers[0].figures.flagged_by,
+            std::vector<StragglerMeasure>{StragglerMeasure::kStepTime});
+  EXPECT_TRUE(r.ranks[4].steps[0].straggler);
   EXPECT_FALSE(r.ranks[0].steps[0].straggler);
 }
 
@@ -774,7 +780,7 @@ TEST(ReportBuilder, LogRecordsKeptForThePageWarningsFirst) {
   for (std::size_t i = 0; i < n; ++i) log(n - i, 9);
   for (std::uint64_t i = 0; i < 5; ++i) log(100 + i, 17);
   builder.add(r);
-  const Report report = builder.finish({}, {});
+  const Report report = builder.finish({}, {}).front();
   EXPECT_EQ(report.log_count, n + 5);
   ASSERT_EQ(report.logs.size(), ReportBuilder::kMaxLogRows);
   EXPECT_EQ(std::count_if(report.logs.begin(), report.logs.end(),

@@ -15,7 +15,7 @@ folder. Run it again after changing it, and commit its output with it; the tests
       steps with a zero_grad span of group step inside (not a top-level step) and microbatches
       inside forward_backward; read in either file order.
   gpu.jsonl
-      2 ranks x 3 steps of 100 ms with the same CPU spans (get_batch [0,5), forward_backward
+      3 ranks x 3 steps of 100 ms with the same CPU spans (get_batch [0,5), forward_backward
       [5,60), optimizer [70,90) on the step's thread, an all_reduce [40,75) on a communication
       thread) and GPU times (gpu.* attributes) on the step, forward_backward, all_reduce and
       optimizer; get_batch is not GPU-timed. GPU intervals, ms from the step's start:
@@ -25,8 +25,10 @@ folder. Run it again after changing it, and commit its output with it; the tests
         rank 1: forward_backward [5,75] busy 68, all_reduce [60,95] busy 30, optimizer [76,102]
                 busy 20, the step busy 95: its window runs to 102, idle 102 - 95 = 7, exposed
                 communication [60,95] - ([5,75] + [76,102]) = [75,76] = 1 ms.
-      Median GPU busy across ranks (55 + 95) / 2 = 75; rank 1's 95 is 26.7 % above it: a
-      straggler on GPU busy only (both ranks' steps take 100 ms).
+        rank 2: as rank 0.
+      Median GPU busy across ranks 55, MAD 0; rank 1's 95 is 40 ms above it, past the floor (5 %
+      of the 100 ms step): a straggler on GPU busy only (every rank's steps take 100 ms), its
+      GPU slower in forward_backward (68 against 30 ms a step).
 """
 import json
 import os
@@ -121,8 +123,9 @@ def gpu_input():
     # busy times, per rank.
     gpu = {0: ((5, 40, 30), (35, 60, 20), (72, 80, 6), (5, 80, 55)),
            1: ((5, 75, 68), (60, 95, 30), (76, 102, 20), (5, 102, 95))}
+    gpu[2] = gpu[0]
     lines = []
-    for rank in range(2):
+    for rank in range(3):
         fb, ar, opt, st = gpu[rank]
         for step in range(3):
             base, sid = step * 100, (rank + 1) * 100 + step * 10

@@ -63,6 +63,10 @@ inline constexpr std::string_view kGpuKernelsKey = "gpu.kernels";  // kernels at
 inline constexpr std::string_view kGpuStartKey = "gpu.start";      // first activity's start, Unix
 inline constexpr std::string_view kGpuEndKey = "gpu.end";          // last activity's end, Unix
 
+/// The attribute that numbers a training step (an intValue): `lens report` matches the steps of
+/// several ranks by it (docs/report.md#stragglers).
+inline constexpr std::string_view kIterationKey = "iteration";
+
 /// A span's gpu.* attributes (each a non-negative intValue; other values are ignored).
 struct SpanGpu {
   std::optional<std::uint64_t> busy_ns;
@@ -93,6 +97,7 @@ struct SpanRecord {
   std::string group;  // the nemo.span.group attribute, empty when absent
   bool has_group = false;
   std::optional<std::int64_t> thread_id;  // the thread.id attribute
+  std::optional<std::int64_t> iteration;  // the iteration attribute (an intValue)
   bool truncated = false;                 // nemo.span.truncated is true
   SpanGpu gpu;                            // the gpu.* attributes (none: not GPU-timed)
   std::size_t resource = 0;               // index into ParsedRequest::resources

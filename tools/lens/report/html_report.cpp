@@ -40,6 +40,16 @@ svg .rank-label { fill: var(--fg); }
 .scroll { overflow-x: auto; }
 h3.metric-title { font-size: 14px; margin: 14px 0 2px; }
 .metric-readout { min-height: 1.45em; font-variant-numeric: tabular-nums; }
+.tall { max-height: 440px; overflow-y: auto; }
+.heatmap { display: flex; align-items: flex-start; gap: 6px; margin: 6px 0; }
+.heatmap-labels { position: relative; width: 80px; flex: none; font-size: 11px; }
+.heatmap-flag { position: absolute; right: 0; color: var(--slow); font-weight: 600;
+                white-space: nowrap; line-height: 11px; }
+canvas.heatmap-canvas { image-rendering: pixelated; border: 1px solid var(--line);
+                        box-sizing: content-box; }
+.heatmap-modes button { font: inherit; margin-right: 6px; }
+.heatmap-modes button.on { font-weight: 600; }
+h2.run-title { font-size: 20px; border-bottom: 2px solid var(--fg); }
 </style>
 </head>
 <body>
@@ -83,15 +93,18 @@ constexpr std::string_view kTail = R"html(</script>
   }
   function pct(x) { return x === null || x === undefined ? "-" : (x * 100).toFixed(1) + "%"; }
   function rankLabel(r) { return r === null ? "?" : String(r); }
+  // The run being drawn: its container, and the suffix that keeps its ids apart from the
+  // other runs' (none for the first).
+  var target = null, idSuffix = "";
   function section(title, id) {
-    var s = el("section", {id: id});
+    var s = el("section", {id: id + idSuffix});
     s.appendChild(el("h2", {}, title));
-    document.getElementById("report").appendChild(s);
+    target.appendChild(s);
     return s;
   }
 
   // A table whose numeric columns sort when their header is clicked.
-  function table(columns, rows, rowAttrs) {
+  function table(columns, rows, rowAttrs, tall) {
     var t = el("table"), head = el("tr"), body = el("tbody");
     columns.forEach(function (c, i) {
       var th = el("th", {"class": (c.num ? "num " : "") + (c.sort ? "sortable" : "")}, c.title);
@@ -124,18 +137,22 @@ constexpr std::string_view kTail = R"html(</script>
     }
     fill();
     t.appendChild(body);
-    var wrap = el("div", {"class": "scroll"});
+    var wrap = el("div", {"class": "scroll" + (tall ? " tall" : "")});
     wrap.appendChild(t);
     return wrap;
   }
 
   function summary(d) {
-    var parts = [d.files.length + " file" + (d.files.length === 1 ? "" : "s"),
-                 d.input.spans + " spans", d.ranks.length + " rank" + (d.ranks.length === 1 ? "" : "s"),
+    var parts = [d.spans + " spans", d.ranks.length + " rank" + (d.ranks.length === 1 ? "" : "s"),
                  d.step.count + " top-level step spans (" + fmt(d.step.total_ns) + ")"];
-    if (d.input.malformed_lines) parts.push(d.input.malformed_lines + " malformed lines skipped");
     if (d.run_ids.length) parts.push("run " + d.run_ids.join(", "));
-    document.getElementById("summary").textContent = parts.join(" \u00b7 ");
+    return parts.join(" \u00b7 ");
+  }
+  function inputSummary(d, runs) {
+    var parts = [d.files.length + " file" + (d.files.length === 1 ? "" : "s"), d.input.spans + " spans"];
+    if (d.input.malformed_lines) parts.push(d.input.malformed_lines + " malformed lines skipped");
+    if (runs > 1) parts.push(runs + " runs, one section each");
+    return parts.join(" \u00b7 ");
   }
 
   function isStraggler(rank) {
@@ -203,8 +220,150 @@ constexpr std::string_view kTail = R"html(</script>
     }
   }
 
+  // A rank x step heat map per top-level step name, for a job of many ranks: a pixel row per
+  // rank, a column per step (or per few steps), coloured by how late the rank arrived at the
+  // step's collectives (red: later than the median rank, blue: earlier) or by its step time;
+  // the flagged ranks named beside their rows.
+  var HEATMAP_RANKS = 32;
+  function heatmaps(d, s) {
+    var flagged = {};
+    d.stragglers.ranks.forEach(function (r) { flagged[rankLabel(r.rank) + "\u0000" + r.name] = r; });
+    var out = {maps: 0};
+    (d.heatmaps || []).forEach(function (h) {
+      var rows = h.ranks.length, cols = rows ? h.step_us[0].length : 0;
+      if (!rows || !cols) return;
+      var modes = h.late_us ? ["late", "step"] : ["step"];
+      var box = el("div", {"class": "heatmap-box"});
+      box.appendChild(el("h3", {"class": "metric-title"}, h.name + ": " + rows + " ranks \u00d7 " +
+          h.steps + " steps" + (h.steps_per_column > 1 ? " (" + h.steps_per_column + " steps a column, their mean)" : "")));
+      var buttons = el("div", {"class": "heatmap-modes"});
+      box.appendChild(buttons);
+      var wrap = el("div", {"class": "heatmap"});
+      var labels = el("div", {"class": "heatmap-labels"});
+      var rowH = rows <= 60 ? 8 : rows <= 200 ? 3 : rows <= 600 ? 2 : 1;
+      var colW = Math.max(1, Math.min(12, Math.floor(PLOT / cols)));
+      var canvas = el("canvas", {"class": "heatmap-canvas", width: String(cols), height: String(rows),
+                                 "data-name": h.name, "data-rows": String(rows), "data-columns": String(cols),
+                                 style: "width:" + cols * colW + "px;height:" + rows * rowH + "px"});
+      labels.style.height = rows * rowH + "px";
+      var lastY = -20;
+      h.ranks.forEach(function (rank, i) {
+        var f = flagged[rankLabel(rank) + "\u0000" + h.name];
+        if (!f) return;
+        var y = Math.max(i * rowH + rowH / 2 - 5, lastY + 11);
+        lastY = y;
+        labels.appendChild(el("span", {"class": "heatmap-flag", "data-rank": rankLabel(rank),
+                                       "data-row": String(i), style: "top:" + y + "px"},
+                              "rank " + rankLabel(rank) + " \u25b6"));
+      });
+      wrap.appendChild(labels);
+      wrap.appendChild(canvas);
+      box.appendChild(wrap);
+      var legend = el("div", {"class": "note heatmap-legend"}), readout = el("div", {"class": "metric-readout note"});
+      box.appendChild(legend);
+      box.appendChild(readout);
+      function quantile(values, q) {
+        if (!values.length) return 0;
+        values.sort(function (a, b) { return a - b; });
+        return values[Math.min(values.length - 1, Math.floor(q * (values.length - 1)))];
+      }
+      var mode = modes[0];
+      function draw() {
+        var cells = mode === "late" ? h.late_us : h.step_us, all = [];
+        cells.forEach(function (row) { row.forEach(function (v) { if (v !== null) all.push(v); }); });
+        var lo, hi, color;
+        if (mode === "late") {
+          // Diverging around 0 (the median rank), saturated at the most typical lateness of the
+          // latest rank (the largest median of a row), or the 90th percentile of the cells when
+          // that is more, so that a rank late in every step stands out of the noise.
+          var typical = 0;
+          cells.forEach(function (row) {
+            var known = row.filter(function (v) { return v !== null; });
+            if (known.length) typical = Math.max(typical, Math.abs(quantile(known, 0.5)));
+          });
+          var m = Math.max(1, typical, quantile(all.map(Math.abs), 0.9));
+          color = function (v) {
+            var t = Math.max(-1, Math.min(1, v / m));
+            return t >= 0 ? [255, Math.round(255 - 200 * t), Math.round(255 - 215 * t)]
+                           : [Math.round(255 + 200 * t), Math.round(255 + 130 * t), 255];
+          };
+          legend.textContent = "Colour: how late the rank arrived at the step's collectives, against " +
+              "the median rank (white: on time; red: up to " + fmt(m * 1000) + " later; blue: earlier). " +
+              "Hover for a cell's figures.";
+        } else {
+          lo = quantile(all.slice(), 0.01); hi = quantile(all.slice(), 0.99);
+          if (hi <= lo) hi = lo + 1;
+          color = function (v) {
+            var t = Math.max(0, Math.min(1, (v - lo) / (hi - lo)));
+            return [255, Math.round(245 - 200 * t), Math.round(220 - 200 * t)];
+          };
+          legend.textContent = "Colour: step time, from " + fmt(lo * 1000) + " (light) to " + fmt(hi * 1000) +
+              " (dark red). In a synchronous job every rank's step lasts as long as the slowest's: " +
+              "lateness tells them apart.";
+        }
+        var ctx = canvas.getContext("2d"), img = ctx.createImageData(cols, rows);
+        cells.forEach(function (row, y) {
+          row.forEach(function (v, x) {
+            var o = (y * cols + x) * 4, c = v === null ? [238, 240, 244] : color(v);
+            img.data[o] = c[0]; img.data[o + 1] = c[1]; img.data[o + 2] = c[2]; img.data[o + 3] = 255;
+          });
+        });
+        ctx.putImageData(img, 0, 0);
+        canvas.setAttribute("data-mode", mode);
+        // The row drawn reddest (the least blue and green on average): where the eye goes.
+        var best = -1, bestHeat = -1;
+        for (var y = 0; y < rows; y++) {
+          var heat = 0;
+          for (var x = 0; x < cols; x++) {
+            var o = (y * cols + x) * 4;
+            heat += 510 - img.data[o + 1] - img.data[o + 2];
+          }
+          if (heat > bestHeat) { bestHeat = heat; best = y; }
+        }
+        canvas.setAttribute("data-hottest-rank", rankLabel(h.ranks[best]));
+        Array.prototype.forEach.call(buttons.children, function (b) {
+          b.className = b.getAttribute("data-mode") === mode ? "on" : "";
+        });
+      }
+      modes.forEach(function (m) {
+        var b = el("button", {type: "button", "data-mode": m}, m === "late" ? "late at the collectives" : "step time");
+        b.addEventListener("click", function () { mode = m; draw(); });
+        buttons.appendChild(b);
+      });
+      canvas.addEventListener("mousemove", function (e) {
+        var r = canvas.getBoundingClientRect();
+        var x = Math.floor((e.clientX - r.left) / r.width * cols), y = Math.floor((e.clientY - r.top) / r.height * rows);
+        if (x < 0 || y < 0 || x >= cols || y >= rows) return;
+        var first = x * h.steps_per_column + 1, last = Math.min(h.steps, first + h.steps_per_column - 1);
+        var late = h.late_us ? h.late_us[y][x] : null, step = h.step_us[y][x];
+        readout.textContent = "rank " + rankLabel(h.ranks[y]) + ", step " + (first === last ? first : first + "\u2013" + last) +
+            " of " + h.steps + ": step " + (step === null ? "-" : fmt(step * 1000)) +
+            (late === null ? "" : ", " + (late >= 0 ? fmt(late * 1000) + " later" : fmt(-late * 1000) + " earlier") +
+             " than the median rank at the collectives");
+      });
+      draw();
+      s.appendChild(box);
+      // Where the map's pixels are on the page (its content box, in CSS pixels from the page's
+      // top left), for tools that read a screenshot.
+      var rect = canvas.getBoundingClientRect();
+      canvas.setAttribute("data-box", [Math.round(rect.left + window.scrollX + canvas.clientLeft),
+                                       Math.round(rect.top + window.scrollY + canvas.clientTop),
+                                       canvas.clientWidth, canvas.clientHeight].join(","));
+      out.maps += 1;
+    });
+    return out;
+  }
+
   function timeline(d, axis) {
     var s = section("Step timeline per rank", "timeline");
+    if (d.ranks.length > HEATMAP_RANKS && d.heatmaps && d.heatmaps.length) {
+      s.firstChild.textContent = "Steps per rank: heat map";
+      s.appendChild(el("p", {"class": "note"},
+          d.ranks.length + " ranks: one pixel row per rank (in rank order), one column per step. " +
+          "Ranks flagged as stragglers are named beside their rows."));
+      var hm = heatmaps(d, s);
+      return {rows: 0, boxes: 0, heatmaps: hm.maps};
+    }
     var shown = 0, total = 0;
     d.ranks.forEach(function (r) {
       shown += r.timeline.shown;
@@ -595,31 +754,80 @@ constexpr std::string_view kTail = R"html(</script>
     ], beside, function () { return {"class": "overlap-row"}; }));
   }
 
+  function measureText(m) {
+    return m === "arrival" ? "late at the collectives" : m === "gpu_busy" ? "GPU busy" : "step time";
+  }
+  // The group a rank spent most above the median rank in (not communication, where the others
+  // wait), as text.
+  function slowerIn(groups) {
+    var g = (groups || []).filter(function (x) {
+      return x.group !== "communication" && x.excess_ns_per_step > 0;
+    })[0];
+    if (!g) return "-";
+    return g.group + " +" + fmt(g.excess_ns_per_step) +
+        (g.median_ns_per_step ? " (+" + (g.excess_ns_per_step / g.median_ns_per_step * 100).toFixed(1) + "%)" : "");
+  }
   function stragglers(d) {
     var s = section("Stragglers", "stragglers");
-    s.appendChild(el("p", {"class": "note"}, "Ranks whose median step time" +
-        (d.gpu ? ", or median GPU busy time per step," : "") + " is more than " +
-        d.stragglers.threshold_pct + "% above the median across ranks."));
+    s.appendChild(el("p", {"class": "note"}, "Compared within the ranks that run the same spans: a " +
+        "rank whose lateness at the collectives, median step time" +
+        (d.gpu ? " or median GPU busy per step" : "") + " is more than " + d.stragglers.mads +
+        " MADs and " + d.stragglers.threshold_pct + "% of the median step above the median rank's."));
     if (d.stragglers.ranks.length === 0) {
       s.appendChild(el("p", {"class": "no-stragglers"}, "None."));
       return;
     }
     var columns = [
       {title: "rank", text: function (r) { return rankLabel(r.rank); }},
-      {title: "step", text: function (r) { return r.name; }}];
-    if (d.gpu) {
-      columns.push({title: "measure", text: function (r) {
-        return r.measure === "gpu_busy" ? "GPU busy" : "step time"; }});
-    }
-    s.appendChild(table(columns.concat([
-      {title: "median", num: true, text: function (r) { return fmt(r.p50_ns); }},
-      {title: "median across ranks", num: true, text: function (r) { return fmt(r.median_ns); }},
-      {title: "excess", num: true, text: function (r) { return "+" + r.excess_pct.toFixed(1) + "%"; }}
-    ]), d.stragglers.ranks, function (r) {
-      var attrs = {"class": "straggler-row", "data-rank": rankLabel(r.rank)};
-      if (d.gpu) attrs["data-measure"] = r.measure;
-      return attrs;
+      {title: "step", text: function (r) { return r.name; }},
+      {title: "flagged by", text: function (r) { return r.flagged_by.map(measureText).join(", "); }},
+      {title: "late/step", num: true, text: function (r) { return r.matched_steps ? fmt(r.late_ns - r.median_late_ns) : "-"; }},
+      {title: "median step", num: true, text: function (r) { return fmt(r.step_p50_ns) + " (ranks " + fmt(r.median_step_ns) + ")"; }},
+      {title: "slower in", text: function (r) { return slowerIn(r.groups); }}];
+    if (d.gpu) columns.push({title: "GPU slower in", text: function (r) { return slowerIn(r.gpu_groups); }});
+    columns = columns.concat([
+      {title: "last into", text: function (r) {
+        var l = r.last_into[0];
+        return l && l.last ? l.name + " " + l.last + " of " + l.of : "-";
+      }},
+      {title: "others waited/step", num: true, text: function (r) { return r.wait_caused_ns ? fmt(r.wait_caused_per_step_ns) : "-"; }},
+      {title: "of their step", num: true, text: function (r) { return r.wait_caused_ns ? pct(r.wait_caused_share) : "-"; }}]);
+    s.appendChild(table(columns, d.stragglers.ranks, function (r) {
+      return {"class": "straggler-row", "data-rank": rankLabel(r.rank), "data-flagged-by": r.flagged_by.join(" ")};
     }));
+  }
+
+  // The collectives matched across ranks: per rank, how often it was last, how late it arrived,
+  // its own wait and what it made the others wait.
+  function waits(d) {
+    var rows = [];
+    (d.collectives || []).forEach(function (c) {
+      c.ranks.forEach(function (r) { if (r.matched_steps) rows.push({name: c.name, roles: c.roles.length, r: r}); });
+    });
+    if (!rows.length) return;
+    var s = section("Waits at the collectives", "waits");
+    s.appendChild(el("p", {"class": "note"},
+        "Communication spans matched across ranks by step, name and order. last: collectives it " +
+        "arrived last into; late: how much less than the median rank it waited, per step; waited: " +
+        "its own wait per step; caused: what each other rank waited for it, per step, and the share " +
+        "of their step time. Flagged ranks first, then by lateness; click a header to sort."));
+    rows.sort(function (a, b) {
+      if (a.r.straggler !== b.r.straggler) return a.r.straggler ? -1 : 1;
+      return b.r.late_ns - a.r.late_ns;
+    });
+    var wrap = table([
+      {title: "rank", text: function (x) { return rankLabel(x.r.rank); }, sort: function (x) { return x.r.rank === null ? Infinity : x.r.rank; }},
+      {title: "step", text: function (x) { return x.name + (x.roles > 1 ? " (role " + (x.r.role + 1) + ")" : ""); }},
+      {title: "steps", num: true, text: function (x) { return String(x.r.matched_steps); }, sort: function (x) { return x.r.matched_steps; }},
+      {title: "last", num: true, text: function (x) { return x.r.last_count + "/" + x.r.collectives; }, sort: function (x) { return x.r.last_count; }},
+      {title: "late", num: true, text: function (x) { return (x.r.late_ns < 0 ? "-" : "") + fmt(Math.abs(x.r.late_ns)); }, sort: function (x) { return x.r.late_ns; }},
+      {title: "waited", num: true, text: function (x) { return fmt(x.r.waited_ns / x.r.matched_steps) + " (" + pct(x.r.waited_share) + ")"; }, sort: function (x) { return x.r.waited_ns; }},
+      {title: "caused", num: true, text: function (x) { return fmt(x.r.wait_caused_per_step_ns) + " (" + pct(x.r.wait_caused_share) + ")"; }, sort: function (x) { return x.r.wait_caused_ns; }}
+    ], rows, function (x) {
+      return {"class": "wait-row" + (x.r.straggler ? " is-straggler" : ""), "data-rank": rankLabel(x.r.rank)};
+    });
+    if (rows.length > 20) wrap.className += " tall";
+    s.appendChild(wrap);
   }
 
   function gpuSteps(d) {
@@ -644,7 +852,7 @@ constexpr std::string_view kTail = R"html(</script>
       {title: "exposed comm", num: true, text: function (r) { return fmt(r.step.gpu_exposed_comm_ns); }, sort: function (r) { return r.step.gpu_exposed_comm_ns; }}
     ], rows, function (r) {
       return {"class": "gpu-step-row" + (r.step.straggler ? " is-straggler" : ""), "data-rank": rankLabel(r.rank)};
-    }));
+    }, rows.length > 20));
   }
 
   function rankSteps(d) {
@@ -663,14 +871,16 @@ constexpr std::string_view kTail = R"html(</script>
       {title: "max", num: true, text: function (r) { return fmt(r.step.max_ns); }, sort: function (r) { return r.step.max_ns; }}
     ], rows, function (r) {
       return {"class": "rank-step-row" + (r.step.straggler ? " is-straggler" : ""), "data-rank": rankLabel(r.rank)};
-    }));
+    }, rows.length > 20));
   }
 
   function names(d) {
     var s = section("Time by span group and name", "names");
     s.appendChild(el("p", {"class": "note"},
         "step%: time inside top-level step spans as a share of the step time; self%: the same " +
-        "for self time. Click a numeric header to sort." +
+        "for self time." + (d.gpu ? " gpu busy: the spans' GPU busy time added up; gpu step%: " +
+        "the part within the steps, as a share of the step time; gpu util: busy within their " +
+        "GPU intervals." : "") + " Click a numeric header to sort." +
         (d.names.length < d.names_total ? " Showing " + d.names.length + " of " + d.names_total + " rows." : "")));
     s.appendChild(table([
       {title: "group", text: function (n) { return n.group; }},
@@ -685,12 +895,14 @@ constexpr std::string_view kTail = R"html(</script>
       {title: "self%", num: true, text: function (n) { return pct(n.self_share); }, sort: function (n) { return n.self_share || 0; }}
     ].concat(d.gpu ? [
       {title: "gpu busy", num: true, text: function (n) { return fmt(n.gpu_busy_ns); }, sort: function (n) { return n.gpu_busy_ns || 0; }},
-      {title: "gpu%", num: true, text: function (n) { return n.gpu_busy_ns === null ? "-" : pct(n.total_ns ? n.gpu_busy_ns / n.total_ns : null); },
-       sort: function (n) { return n.total_ns && n.gpu_busy_ns ? n.gpu_busy_ns / n.total_ns : 0; }}
+      {title: "gpu step%", num: true, text: function (n) { return n.gpu_busy_ns === null ? "-" : pct(n.gpu_step_share); },
+       sort: function (n) { return n.gpu_step_share || 0; }},
+      {title: "gpu util", num: true, text: function (n) { return pct(n.gpu_utilization); },
+       sort: function (n) { return n.gpu_utilization || 0; }}
     ] : []), d.names, function (n) { return {"class": "name-row", "data-group": n.group}; }));
   }
 
-  function truncatedAndMalformed(d) {
+  function truncatedAndMalformed(d, last) {
     if (d.truncated.count > 0) {
       var s = section("Truncated spans (" + d.truncated.count + ")", "truncated");
       s.appendChild(el("p", {"class": "note"}, "Spans still open at shutdown, ended there."));
@@ -701,7 +913,7 @@ constexpr std::string_view kTail = R"html(</script>
         {title: "duration", num: true, text: function (t) { return fmt(t.duration_ns); }}
       ], d.truncated.spans, function () { return {"class": "truncated-row"}; }));
     }
-    if (d.malformed.count > 0) {
+    if (last && d.malformed.count > 0) {
       var m = section("Malformed lines (" + d.malformed.count + ", skipped)", "malformed");
       m.appendChild(table([
         {title: "file", text: function (l) { return l.file; }},
@@ -712,25 +924,51 @@ constexpr std::string_view kTail = R"html(</script>
   }
 
   try {
-    var d = JSON.parse(document.getElementById("lens-data").textContent);
-    var axis = timeAxis(d);
-    summary(d);
-    var gpu = timeline(d, axis) || {rows: 0, boxes: 0};
-    var charts = metricCharts(d, axis);
-    breakdown(d);
-    stragglers(d);
-    rankSteps(d);
-    gpuSteps(d);
-    names(d);
-    truncatedAndMalformed(d);
+    var data = JSON.parse(document.getElementById("lens-data").textContent);
+    var runs = Array.isArray(data) ? data : [data];
+    document.getElementById("summary").textContent = inputSummary(runs[0], runs.length);
+    var totals = {ranks: 0, stragglers: 0, names: 0, steps: 0, charts: 0, points: 0, gpuRows: 0,
+                  gpuBoxes: 0, heatmaps: 0, gpu: false};
+    runs.forEach(function (d, i) {
+      idSuffix = i === 0 ? "" : "-run" + i;
+      target = el("div", {"class": "run", "data-run": d.run_ids.length ? d.run_ids[0] : ""});
+      document.getElementById("report").appendChild(target);
+      if (runs.length > 1) {
+        target.appendChild(el("h2", {"class": "run-title"},
+            "Run " + (d.run_ids.length ? d.run_ids[0] : "(no nemo.run.id)")));
+      }
+      target.appendChild(el("p", {"class": "summary"}, summary(d)));
+      var axis = timeAxis(d);
+      var gpu = timeline(d, axis) || {rows: 0, boxes: 0};
+      var charts = metricCharts(d, axis);
+      breakdown(d);
+      stragglers(d);
+      waits(d);
+      rankSteps(d);
+      gpuSteps(d);
+      names(d);
+      truncatedAndMalformed(d, i === runs.length - 1);
+      totals.ranks += d.ranks.length;
+      totals.stragglers += d.stragglers.ranks.length;
+      totals.names += d.names.length;
+      totals.steps += d.step.count;
+      totals.charts += charts.charts;
+      totals.points += charts.points;
+      totals.gpuRows += gpu.rows;
+      totals.gpuBoxes += gpu.boxes;
+      totals.heatmaps += gpu.heatmaps || 0;
+      totals.gpu = totals.gpu || !!d.gpu;
+    });
     var rendered = {id: "lens-rendered", hidden: "",
-        "data-ranks": String(d.ranks.length), "data-stragglers": String(d.stragglers.ranks.length),
-        "data-names": String(d.names.length), "data-steps": String(d.step.count),
-        "data-charts": String(charts.charts), "data-chart-points": String(charts.points)};
-    if (d.gpu) {
-      rendered["data-gpu-rows"] = String(gpu.rows);
-      rendered["data-gpu-boxes"] = String(gpu.boxes);
+        "data-ranks": String(totals.ranks), "data-stragglers": String(totals.stragglers),
+        "data-names": String(totals.names), "data-steps": String(totals.steps),
+        "data-charts": String(totals.charts), "data-chart-points": String(totals.points)};
+    if (totals.gpu) {
+      rendered["data-gpu-rows"] = String(totals.gpuRows);
+      rendered["data-gpu-boxes"] = String(totals.gpuBoxes);
     }
+    if (totals.heatmaps) rendered["data-heatmaps"] = String(totals.heatmaps);
+    if (runs.length > 1) rendered["data-runs"] = String(runs.length);
     document.body.appendChild(el("div", rendered));
     document.documentElement.setAttribute("data-lens-rendered", "ok");
   } catch (e) {

@@ -1,7 +1,8 @@
 #include "report/report_builder.hpp"
 
 #include <algorithm>
-#include <iterator>
+#include <cmath>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -129,23 +130,147 @@ bool truncated_before(const TruncatedRow& a, const TruncatedRow& b) {
          std::tie(rb, b.group, b.name, b.duration_ns);
 }
 
-// The median of `values` (sorted in place): the middle one, or the mean of the two middle ones.
-double median(std::vector<double>& values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  if (n == 0) return 0;
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+// The q-quantile of `sorted` (numpy's linear interpolation); 0 for none.
+double quantile_of(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double at = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(at));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - static_cast<double>(lo));
+}
+
+// How far out a flagged rank is, for the order of the list: its largest excess over the median
+// of its role, as a share of the role's median step.
+double severity(const RankFigures& r, const StepNameFindings& f) {
+  const RoleFindings& role = f.roles[r.role];
+  double worst = 0;
+  for (const StragglerMeasure m : r.flagged_by) {
+    double value = 0, median = 0;
+    switch (m) {
+      case StragglerMeasure::kArrival:
+        value = r.late_ns;
+        median = role.median_late_ns;
+        break;
+      case StragglerMeasure::kStepTime:
+        value = r.step_p50_ns;
+        median = role.median_step_ns;
+        break;
+      case StragglerMeasure::kGpuBusy:
+        value = r.gpu_busy_p50_ns;
+        median = role.median_gpu_busy_ns;
+        break;
+    }
+    worst = std::max(worst, (value - median) / std::max(role.median_step_ns, 1.0));
+  }
+  return worst;
 }
 
 }  // namespace
 
-ReportBuilder::ReportBuilder() = default;
+// The figures of one run: everything ReportBuilder collects, but the input's files and
+// malformed lines, and the spill its spans go to.
+class ReportBuilder::Run {
+ public:
+  Run(std::string run_id, SpanSpill& spill) : run_id_(std::move(run_id)), spill_(spill) {}
 
-ReportBuilder::ReportBuilder(std::string run_id) : ReportBuilder() {
-  run_filter_ = std::move(run_id);
-}
+  const std::string& run_id() const { return run_id_; }
 
-std::uint32_t ReportBuilder::name_id(const SpanRecord& span) {
+  /// The rank's state, made on first use with `slot` as its SpanFacts::rank.
+  std::int64_t slot_of(std::int64_t rank, const SpanResource& resource, std::int64_t new_slot,
+                       bool* made) {
+    auto [it, inserted] = ranks_.try_emplace(rank);
+    RankState& state = it->second;
+    if (inserted) state.slot = new_slot;
+    *made = inserted;
+    if (!resource.instance_id.empty() &&
+        (state.instance_id.empty() || resource.instance_id < state.instance_id)) {
+      state.instance_id = resource.instance_id;
+    }
+    return state.slot;
+  }
+
+  void add_metrics(const ParsedRequest& request) { metrics_.add(request, run_id_); }
+  void add_log(const LogEntry& log, const SpanResource& resource);
+  void add_span(std::int64_t slot, std::int64_t rank, const SpanRecord& span);
+  /// The steps of one trace of `rank` (its spans and side records, as the spill gives them back).
+  void analyze(std::span<SpanFacts> trace, std::int64_t rank);
+  Report finish(const ReportOptions& options) const;
+
+ private:
+  std::uint32_t name_id(const SpanRecord& span);
+  void add_step(std::int64_t rank, const StepResult& step);
+
+  struct Overlap {
+    std::uint64_t spans = 0;
+    std::uint64_t overlapped_ns = 0;
+    std::uint64_t exposed_ns = 0;
+    void add(const OverlapTimes& t) {
+      spans += t.spans;
+      overlapped_ns += t.overlapped_ns;
+      exposed_ns += t.exposed_ns;
+    }
+  };
+
+  struct NameStats {
+    std::string name;
+    DurationSketch durations;
+    std::uint64_t gpu_spans = 0;
+    std::uint64_t gpu_busy_ns = 0;
+    std::uint64_t gpu_kernels = 0;
+    std::uint64_t gpu_in_step_ns = 0;
+    std::uint64_t gpu_interval_ns = 0;
+    std::uint64_t gpu_interval_busy_ns = 0;
+    std::uint64_t in_step_ns = 0;
+    std::uint64_t in_step_self_ns = 0;
+    Overlap overlap;
+  };
+
+  struct GroupStats {
+    std::string group;
+    std::uint64_t in_step_ns = 0;
+    std::uint64_t in_step_self_ns = 0;
+    Overlap overlap;
+  };
+
+  struct GpuSteps {
+    DurationSketch busy;
+    std::uint64_t idle_ns = 0;
+    std::uint64_t exposed_comm_ns = 0;
+  };
+
+  struct RankState {
+    std::int64_t slot = 0;    // its spans' SpanFacts::rank
+    std::string instance_id;  // the least service.instance.id seen
+    std::uint64_t spans = 0;
+    std::map<std::uint32_t, DurationSketch> steps;  // top-level step spans per name id
+    std::map<std::uint32_t, GpuSteps> gpu_steps;    // those with GPU times, per name id
+    TimelineSampler timeline;
+  };
+
+  std::string run_id_;
+  SpanSpill& spill_;
+  std::unordered_map<std::string, std::uint32_t> name_ids_;  // "group\x1fname" -> index
+  std::unordered_map<std::string, std::uint32_t> group_ids_;
+  std::string key_buffer_;
+  std::vector<NameStats> names_;
+  std::vector<NameKind> kinds_;  // by name id, for the step analysis
+  std::vector<GroupStats> groups_;
+  std::map<std::int64_t, RankState> ranks_;  // by dl.rank (kNoRank: none)
+  std::unique_ptr<StepAnalyzer> analyzer_;   // made at the first trace analysed
+  StragglerAnalysis stragglers_;
+  std::uint64_t spans_ = 0;
+  std::uint64_t step_total_ns_ = 0;
+  std::uint64_t step_count_ = 0;
+  std::uint64_t truncated_count_ = 0;
+  std::vector<TruncatedRow> truncated_;  // the least kMaxTruncatedRows, once finished
+  MetricAggregator metrics_;
+  std::uint64_t log_count_ = 0;
+  std::vector<LogRow> logs_;
+  std::size_t logs_below_warn_ = 0;  // of logs_, the ones a warning may replace
+  GpuSummary gpu_;
+};
+
+std::uint32_t ReportBuilder::Run::name_id(const SpanRecord& span) {
   const std::string_view group =
       span.has_group && !span.group.empty() ? std::string_view(span.group) : kNoGroup;
   key_buffer_.assign(group).append(1, '\x1f').append(span.name);
@@ -160,8 +285,7 @@ std::uint32_t ReportBuilder::name_id(const SpanRecord& span) {
   return id;
 }
 
-void ReportBuilder::add_log(const LogEntry& log, const SpanResource& resource) {
-  if (!run_filter_.empty() && resource.run_id != run_filter_) return;
+void ReportBuilder::Run::add_log(const LogEntry& log, const SpanResource& resource) {
   ++log_count_;
   constexpr int kWarn = 13;
   LogRow row{resource.rank, log.time_ns, log.severity_number, log.severity_text, log.body};
@@ -182,36 +306,16 @@ void ReportBuilder::add_log(const LogEntry& log, const SpanResource& resource) {
   }
 }
 
-void ReportBuilder::add(const ParsedRequest& request) {
-  for (const SpanResource& r : request.resources) {
-    if (r.run_id.empty() || (!run_filter_.empty() && r.run_id != run_filter_)) continue;
-    run_ids_.insert(r.run_id);
-    if (run_ids_.size() > kMaxRunIds) run_ids_.erase(std::prev(run_ids_.end()));
-  }
-  if (!request.metrics.empty()) metrics_.add(request, run_filter_);
-  for (const LogEntry& log : request.logs) add_log(log, request.resources[log.resource]);
-  for (const SpanRecord& span : request.spans()) {
-    const SpanResource& resource = request.resources[span.resource];
-    if (!run_filter_.empty() && resource.run_id != run_filter_) continue;
-    const RankKey rank = resource.rank.value_or(kUnknownRank);
-    RankState& state = ranks_[rank];
-    if (state.spans++ == 0 ||
-        (!resource.instance_id.empty() &&
-         (state.instance_id.empty() || resource.instance_id < state.instance_id))) {
-      state.instance_id = resource.instance_id;
-    }
-    add_span(rank, span);
-  }
-}
-
-void ReportBuilder::add_span(RankKey rank, const SpanRecord& span) {
+void ReportBuilder::Run::add_span(std::int64_t slot, std::int64_t rank, const SpanRecord& span) {
+  ++spans_;
+  ++ranks_.at(rank).spans;
   const std::uint32_t id = name_id(span);
   NameStats& stats = names_[id];
   const std::uint64_t duration = span.duration_ns();
   stats.durations.add(duration);
   if (span.truncated) {
     ++truncated_count_;
-    truncated_.push_back({rank == kUnknownRank ? std::nullopt : std::optional(rank),
+    truncated_.push_back({rank == kNoRank ? std::nullopt : std::optional(rank),
                           groups_[kinds_[id].group_id].group, stats.name, duration});
     if (truncated_.size() >= 2 * kMaxTruncatedRows) {  // keep the least, in bounded memory
       std::nth_element(truncated_.begin(), truncated_.begin() + kMaxTruncatedRows, truncated_.end(),
@@ -219,7 +323,7 @@ void ReportBuilder::add_span(RankKey rank, const SpanRecord& span) {
       truncated_.resize(kMaxTruncatedRows);
     }
   }
-  const SpanFacts facts{rank,
+  const SpanFacts facts{slot,
                         span.trace_key,
                         span.span_id,
                         span.parent_span_id,
@@ -228,26 +332,39 @@ void ReportBuilder::add_span(RankKey rank, const SpanRecord& span) {
                         span.thread_id.value_or(kNoThread),
                         id};
   spill_.add(facts);
+  if (span.iteration && kinds_[id].is_step) spill_.add(iteration_facts(facts, *span.iteration));
   if (span.gpu.timed()) {
     ++stats.gpu_spans;
     stats.gpu_busy_ns += span.gpu.busy_ns.value_or(0);
     stats.gpu_kernels += span.gpu.kernels.value_or(0);
+    if (span.gpu.has_interval() && span.gpu.busy_ns) {
+      const std::uint64_t interval = *span.gpu.end_ns - *span.gpu.start_ns;
+      stats.gpu_interval_ns += interval;
+      stats.gpu_interval_busy_ns += std::min(*span.gpu.busy_ns, interval);
+    }
     ++gpu_.spans;
     spill_.add(gpu_facts(facts, gpu_facts_of(span.gpu)));
   }
 }
 
-void ReportBuilder::add_step(const StepResult& step) {
-  RankState& rank = ranks_[step.rank];
+void ReportBuilder::Run::analyze(std::span<SpanFacts> trace, std::int64_t rank) {
+  if (!analyzer_) analyzer_ = std::make_unique<StepAnalyzer>(kinds_);
+  analyzer_->analyze(trace, [&](const StepResult& step) { add_step(rank, step); });
+}
+
+void ReportBuilder::Run::add_step(std::int64_t rank_key, const StepResult& step) {
+  RankState& rank = ranks_.at(rank_key);
   rank.steps[step.name_id].add(step.duration_ns);
   step_total_ns_ += step.duration_ns;
   ++step_count_;
+  stragglers_.add_step(rank_key, step);
   for (const auto& [id, ns] : step.own_by_name) {
     names_[id].in_step_self_ns += ns;
     groups_[kinds_[id].group_id].in_step_self_ns += ns;
   }
   for (const auto& [id, ns] : step.within_by_name) names_[id].in_step_ns += ns;
   for (const auto& [id, ns] : step.within_by_group) groups_[id].in_step_ns += ns;
+  for (const auto& [id, ns] : step.gpu_in_step_by_name) names_[id].gpu_in_step_ns += ns;
   for (const OverlapTimes& t : step.overlap_by_name) names_[t.id].overlap.add(t);
   for (const OverlapTimes& t : step.overlap_by_group) groups_[t.id].overlap.add(t);
   TimelineGpu gpu;
@@ -268,41 +385,27 @@ void ReportBuilder::add_step(const StepResult& step) {
                      thin_intervals(step.exposed, step.duration_ns), std::move(gpu)});
 }
 
-void ReportBuilder::add_malformed(const MalformedLine& line) {
-  if (malformed_.size() < kMaxMalformedRows) {
-    malformed_.push_back({std::string(line.file), line.line, line.error});
-  }
-}
-
-Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& input) {
-  // The steps, trace by trace, now that every span is in.
-  AncestryCounts ancestry;
-  ancestry.spilled = spill_.spilled();
-  StepAnalyzer analyzer(kinds_);
-  spill_.for_each_trace([&](std::span<SpanFacts> trace) {
-    analyzer.analyze(trace, [&](const StepResult& step) { add_step(step); });
-  });
-  ancestry.unresolved = analyzer.counts().missing_parents;
-  ancestry.duplicates = analyzer.counts().duplicates;
-  ancestry.cycles = analyzer.counts().cycles;
-  if (truncated_.size() > kMaxTruncatedRows) {
-    std::nth_element(truncated_.begin(), truncated_.begin() + kMaxTruncatedRows, truncated_.end(),
-                     truncated_before);
-    truncated_.resize(kMaxTruncatedRows);
-  }
-  std::sort(truncated_.begin(), truncated_.end(), truncated_before);
-
+Report ReportBuilder::Run::finish(const ReportOptions& options) const {
   Report report;
-  report.files = files_;
-  report.input = input;
-  report.run_ids.assign(run_ids_.begin(), run_ids_.end());
+  if (!run_id_.empty()) report.run_ids.push_back(run_id_);
+  report.spans = spans_;
   report.step_total_ns = step_total_ns_;
   report.step_count = step_count_;
   report.straggler_threshold_pct = options.straggler_threshold_pct;
   report.truncated_count = truncated_count_;
   report.truncated = truncated_;
-  report.malformed = malformed_;
-  report.ancestry = ancestry;
+  if (report.truncated.size() > kMaxTruncatedRows) {
+    std::nth_element(report.truncated.begin(), report.truncated.begin() + kMaxTruncatedRows,
+                     report.truncated.end(), truncated_before);
+    report.truncated.resize(kMaxTruncatedRows);
+  }
+  std::sort(report.truncated.begin(), report.truncated.end(), truncated_before);
+  if (analyzer_) {
+    report.ancestry.unresolved = analyzer_->counts().missing_parents;
+    report.ancestry.duplicates = analyzer_->counts().duplicates;
+    report.ancestry.cycles = analyzer_->counts().cycles;
+  }
+  report.ancestry.spilled = spill_.spilled();
   report.metrics = metrics_.finish();
   report.log_count = log_count_;
   report.logs = logs_;
@@ -330,6 +433,9 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
     row.gpu_spans = s.gpu_spans;
     row.gpu_busy_ns = s.gpu_busy_ns;
     row.gpu_kernels = s.gpu_kernels;
+    row.gpu_in_step_ns = s.gpu_in_step_ns;
+    row.gpu_interval_ns = s.gpu_interval_ns;
+    row.gpu_interval_busy_ns = s.gpu_interval_busy_ns;
     GroupRow& g = groups[kinds_[id].group_id];
     g.count += row.count;
     g.total_ns += row.total_ns;
@@ -369,12 +475,12 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
   }
 
   // Ranks in order, the one without dl.rank last.
-  std::vector<std::pair<RankKey, const RankState*>> ordered;
+  std::vector<std::pair<std::int64_t, const RankState*>> ordered;
   for (const auto& [rank, state] : ranks_) {
-    if (rank != kUnknownRank) ordered.emplace_back(rank, &state);
+    if (rank != kNoRank) ordered.emplace_back(rank, &state);
   }
-  if (auto unknown = ranks_.find(kUnknownRank); unknown != ranks_.end()) {
-    ordered.emplace_back(kUnknownRank, &unknown->second);
+  if (auto unknown = ranks_.find(kNoRank); unknown != ranks_.end()) {
+    ordered.emplace_back(kNoRank, &unknown->second);
   }
   const std::size_t rank_count = std::max<std::size_t>(ordered.size(), 1);
   const std::size_t per_rank = std::min(
@@ -382,7 +488,7 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
   bool have_origin = false;
   for (const auto& [rank, state] : ordered) {
     RankRow row;
-    if (rank != kUnknownRank) row.rank = rank;
+    if (rank != kNoRank) row.rank = rank;
     row.instance_id = state->instance_id;
     row.spans = state->spans;
     for (const auto& [id, sketch] : state->steps) {
@@ -422,47 +528,115 @@ Report ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& i
     report.ranks.push_back(std::move(row));
   }
 
-  // Stragglers, per step name: ranks whose median exceeds the median of the ranks' medians.
-  std::map<std::string, std::vector<std::pair<RankRow*, RankStepRow*>>> by_name;
-  for (RankRow& r : report.ranks) {
-    for (RankStepRow& s : r.steps) by_name[s.name].emplace_back(&r, &s);
+  // Every top-level step name: the spread of the ranks' medians.
+  std::map<std::string, std::vector<double>> medians;
+  for (const RankRow& r : report.ranks) {
+    for (const RankStepRow& s : r.steps) medians[s.name].push_back(s.p50_ns);
   }
-  const double factor = 1 + options.straggler_threshold_pct / 100;
-  for (auto& [name, rows] : by_name) {
-    std::vector<double> medians;
-    for (const auto& [r, s] : rows) medians.push_back(s->p50_ns);
-    const double m = median(medians);
-    report.step_names.push_back({name, rows.size(), m});
-    if (rows.size() < 2 || m <= 0) continue;
-    for (const auto& [r, s] : rows) {
-      if (s->p50_ns > m * factor) {
-        s->straggler = true;
-        report.stragglers.push_back({r->rank, name, s->p50_ns, m, (s->p50_ns / m - 1) * 100});
+  for (auto& [name, values] : medians) {
+    std::sort(values.begin(), values.end());
+    report.step_names.push_back({name, values.size(), quantile_of(values, 0.5), values.front(),
+                                 quantile_of(values, 0.95), values.back()});
+  }
+
+  // Who held the others back (stragglers.hpp), and the flagged ranks.
+  std::vector<std::string> name_strings, group_strings;
+  for (const NameStats& n : names_) name_strings.push_back(n.name);
+  for (const GroupStats& g : groups_) group_strings.push_back(g.group);
+  StragglerOptions straggler_options;
+  straggler_options.floor_pct = options.straggler_threshold_pct;
+  report.findings = stragglers_.finish({name_strings, group_strings, kinds_}, straggler_options);
+  std::vector<std::pair<double, StragglerRow>> flagged;
+  for (const StepNameFindings& f : report.findings) {
+    for (const RankFigures& figures : f.ranks) {
+      if (!figures.straggler()) continue;
+      flagged.push_back({severity(figures, f), {f.name, figures, f.roles[figures.role]}});
+      for (RankRow& row : report.ranks) {
+        if (row.rank != figures.rank) continue;
+        for (RankStepRow& s : row.steps) s.straggler = s.straggler || s.name == f.name;
+        for (RankGpuRow& s : row.gpu_steps) s.straggler = s.straggler || s.name == f.name;
       }
     }
   }
-  // The same rule on the median GPU busy time per step, where steps had GPU times.
-  std::map<std::string, std::vector<std::pair<RankRow*, RankGpuRow*>>> gpu_by_name;
-  for (RankRow& r : report.ranks) {
-    for (RankGpuRow& s : r.gpu_steps) gpu_by_name[s.name].emplace_back(&r, &s);
-  }
-  for (auto& [name, rows] : gpu_by_name) {
-    std::vector<double> medians;
-    for (const auto& [r, s] : rows) medians.push_back(s->busy_p50_ns);
-    const double m = median(medians);
-    if (rows.size() < 2 || m <= 0) continue;
-    for (const auto& [r, s] : rows) {
-      if (s->busy_p50_ns > m * factor) {
-        s->straggler = true;
-        report.stragglers.push_back({r->rank, name, s->busy_p50_ns, m,
-                                     (s->busy_p50_ns / m - 1) * 100, StragglerMeasure::kGpuBusy});
-      }
-    }
-  }
-  std::stable_sort(
-      report.stragglers.begin(), report.stragglers.end(),
-      [](const StragglerRow& a, const StragglerRow& b) { return a.excess_pct > b.excess_pct; });
+  std::stable_sort(flagged.begin(), flagged.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [score, row] : flagged) report.stragglers.push_back(std::move(row));
   return report;
+}
+
+ReportBuilder::ReportBuilder() = default;
+
+ReportBuilder::ReportBuilder(std::string run_id) : ReportBuilder() {
+  run_filter_ = std::move(run_id);
+}
+
+ReportBuilder::~ReportBuilder() = default;
+
+ReportBuilder::Run& ReportBuilder::run(const std::string& run_id) {
+  std::unique_ptr<Run>& r = runs_[run_id];
+  if (!r) r = std::make_unique<Run>(run_id, spill_);
+  return *r;
+}
+
+void ReportBuilder::add(const ParsedRequest& request) {
+  // Each resource's run, once per request.
+  resource_runs_.assign(request.resources.size(), nullptr);
+  for (std::size_t i = 0; i < request.resources.size(); ++i) {
+    const SpanResource& r = request.resources[i];
+    if (!run_filter_.empty() && r.run_id != run_filter_) continue;
+    resource_runs_[i] = &run(r.run_id);
+  }
+  if (!request.metrics.empty()) {
+    std::vector<Run*> runs = resource_runs_;
+    std::sort(runs.begin(), runs.end());
+    runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+    for (Run* r : runs) {
+      if (r != nullptr) r->add_metrics(request);
+    }
+  }
+  for (const LogEntry& log : request.logs) {
+    if (Run* r = resource_runs_[log.resource]) r->add_log(log, request.resources[log.resource]);
+  }
+  for (const SpanRecord& span : request.spans()) {
+    Run* r = resource_runs_[span.resource];
+    if (r == nullptr) continue;
+    const SpanResource& resource = request.resources[span.resource];
+    const std::int64_t rank = resource.rank.value_or(kNoRank);
+    bool made = false;
+    const std::int64_t slot =
+        r->slot_of(rank, resource, static_cast<std::int64_t>(slots_.size()), &made);
+    if (made) slots_.push_back({r, rank});
+    r->add_span(slot, rank, span);
+  }
+}
+
+void ReportBuilder::add_malformed(const MalformedLine& line) {
+  if (malformed_.size() < kMaxMalformedRows) {
+    malformed_.push_back({std::string(line.file), line.line, line.error});
+  }
+}
+
+std::vector<Report> ReportBuilder::finish(const ReportOptions& options, const ReaderCounts& input) {
+  // The steps, trace by trace, now that every span is in; each trace is of one (run, rank).
+  spill_.for_each_trace([&](std::span<SpanFacts> trace) {
+    const Slot& slot = slots_[static_cast<std::size_t>(trace.front().rank)];
+    slot.run->analyze(trace, slot.rank);
+  });
+  std::vector<Report> reports;
+  auto add = [&](const Run& run) {
+    reports.push_back(run.finish(options));
+    reports.back().files = files_;
+    reports.back().input = input;
+    reports.back().malformed = malformed_;
+  };
+  for (const auto& [id, run] : runs_) {
+    if (!id.empty()) add(*run);
+  }
+  if (auto unnamed = runs_.find(""); unnamed != runs_.end()) add(*unnamed->second);
+  if (reports.empty()) add(Run(run_filter_, spill_));
+  runs_.clear();
+  slots_.clear();
+  return reports;
 }
 
 }  // namespace nemo::lens::cli

@@ -1,20 +1,22 @@
-// What `lens report` computes from the spans it reads: time per span group and name, where each
-// top-level step's time went (on the step's own thread, and what ran beside it on other threads
-// and processes: step_breakdown.hpp), the step time of every rank, stragglers, truncated spans and
-// malformed lines (and the metrics of the metrics lines, report_metrics.hpp). Every figure depends
-// only on the set of spans read, never on their order: durations go into DurationSketch summaries
-// as they come, and the steps are analysed at the end, trace by trace, from the spans kept in a
-// SpanSpill (temporary files once they are many: memory grows with the largest trace of a rank,
-// not with the input). docs/report.md has the rules and the limits.
+// What `lens report` computes from the spans it reads, one run (nemo.run.id) at a time: time per
+// span group and name, where each top-level step's time went (on the step's own thread, and what
+// ran beside it on other threads and processes: step_breakdown.hpp), the step time of every rank,
+// who held the others back at the collectives and the stragglers (stragglers.hpp), truncated
+// spans and malformed lines (and the metrics of the metrics lines, report_metrics.hpp). Every
+// figure depends only on the set of spans read, never on their order: durations go into
+// DurationSketch summaries as they come, and the steps are analysed at the end, trace by trace,
+// from the spans kept in a SpanSpill (temporary files once they are many: memory grows with the
+// largest trace of a rank, not with the input). docs/report.md has the rules and the limits.
 //
 //   ReportBuilder builder;
 //   reader.read(file, [&](const ParsedRequest& r) { builder.add(r); },
 //               [&](const MalformedLine& m) { builder.add_malformed(m); });
-//   const Report report = builder.finish({.straggler_threshold_pct = 20});
+//   const std::vector<Report> runs = builder.finish({.straggler_threshold_pct = 5}, counts);
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +28,7 @@
 #include "report/report_sketch.hpp"
 #include "report/span_spill.hpp"
 #include "report/step_breakdown.hpp"
+#include "report/stragglers.hpp"
 
 namespace nemo::lens::cli {
 
@@ -103,6 +106,9 @@ struct NameRow {
   std::uint64_t gpu_spans = 0;        // spans with gpu.* attributes (0: no GPU figure)
   std::uint64_t gpu_busy_ns = 0;      // their gpu.busy added up
   std::uint64_t gpu_kernels = 0;      // their gpu.kernels added up
+  std::uint64_t gpu_in_step_ns = 0;   // their GPU busy within the steps (StepResult), <= step time
+  std::uint64_t gpu_interval_ns = 0;  // the lengths of their GPU intervals (spans with gpu.busy)
+  std::uint64_t gpu_interval_busy_ns = 0;  // those spans' gpu.busy, each at most its interval
 };
 
 /// Spans of the top-level steps that ran beside them, on other threads or processes: per group
@@ -132,7 +138,7 @@ struct RankStepRow {
   double p50_ns = 0;
   double p95_ns = 0;
   std::uint64_t max_ns = 0;
-  bool straggler = false;
+  bool straggler = false;  // flagged (stragglers.hpp), on any measure
 };
 
 /// One rank's GPU time per step, over its top-level step spans of one name that had GPU times.
@@ -143,7 +149,7 @@ struct RankGpuRow {
   double busy_p50_ns = 0;
   std::uint64_t idle_ns = 0;
   std::uint64_t exposed_comm_ns = 0;
-  bool straggler = false;  // on the median GPU busy per step
+  bool straggler = false;  // flagged (stragglers.hpp), on any measure
 };
 
 struct RankRow {
@@ -156,28 +162,21 @@ struct RankRow {
   std::uint64_t timeline_steps = 0;    // top-level step spans of every name
 };
 
-/// What a straggler was judged on.
-enum class StragglerMeasure : std::uint8_t {
-  kStepTime,  // the median step time
-  kGpuBusy,   // the median GPU busy time per step
-};
-
-/// A rank whose median step time (or GPU busy time per step) exceeds the median across ranks by
-/// more than the threshold.
+/// A flagged rank: its figures for one top-level step name, and the role it was compared in.
 struct StragglerRow {
-  std::optional<std::int64_t> rank;
-  std::string name;
-  double p50_ns = 0;
-  double median_ns = 0;   // the median of the ranks' medians for this step name
-  double excess_pct = 0;  // (p50 / median - 1) * 100
-  StragglerMeasure measure = StragglerMeasure::kStepTime;
+  std::string name;     // the top-level step name
+  RankFigures figures;  // flagged_by says which measures flagged it
+  RoleFindings role;
 };
 
-/// The median across ranks of one step name.
+/// One top-level step name across the ranks that have it: the spread of their median step times.
 struct StepNameRow {
   std::string name;
   std::uint64_t ranks = 0;
-  double median_ns = 0;
+  double median_ns = 0;  // the median of the ranks' medians (p50)
+  double min_ns = 0;     // the least rank median
+  double p95_ns = 0;     // the 95th percentile of the rank medians
+  double max_ns = 0;     // the largest
 };
 
 struct TruncatedRow {
@@ -194,7 +193,8 @@ struct MalformedRow {
 };
 
 struct ReportOptions {
-  double straggler_threshold_pct = 20;
+  /// The rule's floor, in percent of the role's median step time (stragglers.hpp).
+  double straggler_threshold_pct = 5;
   std::size_t timeline_per_rank = 1000;  // at most this many steps per rank on the timeline
   std::size_t timeline_total = 200000;   // and this many in all (but at least 50 per rank)
 };
@@ -225,10 +225,12 @@ struct GpuSummary {
   std::uint64_t exposed_comm_ns = 0;
 };
 
+/// One run's report (spans, metrics and logs of one nemo.run.id; or of none).
 struct Report {
   std::vector<std::string> files;
-  ReaderCounts input;
-  std::vector<std::string> run_ids;  // distinct nemo.run.id values reported (the 16 first by name)
+  ReaderCounts input;                // the whole input's
+  std::vector<std::string> run_ids;  // this run's nemo.run.id (empty for spans without one)
+  std::uint64_t spans = 0;           // this run's spans
   std::uint64_t step_total_ns = 0;   // summed durations of top-level step spans
   std::uint64_t step_count = 0;
   std::vector<NameRow> names;              // by total time, descending
@@ -237,12 +239,13 @@ struct Report {
   std::vector<OverlapRow> overlap_names;   // by overlapped time, descending
   std::vector<RankRow> ranks;              // by rank; unknown last
   std::vector<StepNameRow> step_names;     // every top-level step name, by name
-  std::vector<StragglerRow> stragglers;
+  std::vector<StepNameFindings> findings;  // per step name: collectives, roles, rank figures
+  std::vector<StragglerRow> stragglers;    // the flagged ranks, the furthest out first
   double straggler_threshold_pct = 0;
   std::uint64_t timeline_origin_ns = 0;  // the earliest step start on the timeline
   std::uint64_t truncated_count = 0;
   std::vector<TruncatedRow> truncated;  // the first kMaxTruncatedRows
-  std::vector<MalformedRow> malformed;  // the first kMaxMalformedRows
+  std::vector<MalformedRow> malformed;  // the first kMaxMalformedRows (of the whole input)
   AncestryCounts ancestry;
   std::vector<MetricRow> metrics;  // the metrics of the input's metrics lines (report_metrics.hpp)
   std::uint64_t log_count = 0;     // log records read (of the --run run)
@@ -253,101 +256,46 @@ struct Report {
   std::vector<std::string> group_names;  // by group id, for TimelineGpu::boxes
 };
 
-/// Aggregates requests into a Report. Not thread-safe.
+/// Aggregates requests into one Report per run. Not thread-safe.
 class ReportBuilder {
  public:
   static constexpr std::size_t kMaxTruncatedRows = 1000;
   static constexpr std::size_t kMaxMalformedRows = 100;
-  static constexpr std::size_t kMaxRunIds = 16;
   /// Log records kept for the HTML page (the rest are counted): the first ones read, except that
   /// records of severity WARN or above replace lower ones once the list is full.
   static constexpr std::size_t kMaxLogRows = 2000;
   ReportBuilder();
-  /// Keeps only the spans, metrics and logs whose resource has nemo.run.id `run_id` (empty: all),
-  /// and names only that run.
+  /// Keeps only the spans, metrics and logs whose resource has nemo.run.id `run_id` (empty: all).
   explicit ReportBuilder(std::string run_id);
+  ~ReportBuilder();
+  ReportBuilder(const ReportBuilder&) = delete;
+  ReportBuilder& operator=(const ReportBuilder&) = delete;
 
   void add_file(const std::string& path) { files_.push_back(path); }
   /// Throws FileError when the spans cannot be kept (a temporary file, span_spill.hpp).
   void add(const ParsedRequest& request);
   void add_malformed(const MalformedLine& line);
-  /// The report; the builder is left empty of pending state. `input` is the reader's counts.
-  /// Throws FileError when the kept spans cannot be read back.
-  Report finish(const ReportOptions& options, const ReaderCounts& input);
+  /// One report per run: the runs by nemo.run.id, the spans without one last; one empty report
+  /// when nothing was read. The builder is left empty of pending state. `input` is the reader's
+  /// counts. Throws FileError when the kept spans cannot be read back.
+  std::vector<Report> finish(const ReportOptions& options, const ReaderCounts& input);
 
  private:
-  using RankKey = std::int64_t;  // dl.rank, or kUnknownRank
-  static constexpr RankKey kUnknownRank = INT64_MIN;
+  class Run;  // one run's figures (report_builder.cpp)
+  Run& run(const std::string& run_id);
+
   std::string run_filter_;  // --run: the only nemo.run.id reported (empty: every one)
-
-  void add_log(const LogEntry& log, const SpanResource& resource);
-  std::uint32_t name_id(const SpanRecord& span);
-  void add_span(RankKey rank, const SpanRecord& span);
-  void add_step(const StepResult& step);
-
-  struct Overlap {
-    std::uint64_t spans = 0;
-    std::uint64_t overlapped_ns = 0;
-    std::uint64_t exposed_ns = 0;
-    void add(const OverlapTimes& t) {
-      spans += t.spans;
-      overlapped_ns += t.overlapped_ns;
-      exposed_ns += t.exposed_ns;
-    }
-  };
-
-  struct NameStats {
-    std::string name;
-    DurationSketch durations;
-    std::uint64_t gpu_spans = 0;
-    std::uint64_t gpu_busy_ns = 0;
-    std::uint64_t gpu_kernels = 0;
-    std::uint64_t in_step_ns = 0;
-    std::uint64_t in_step_self_ns = 0;
-    Overlap overlap;
-  };
-
-  struct GroupStats {
-    std::string group;
-    std::uint64_t in_step_ns = 0;
-    std::uint64_t in_step_self_ns = 0;
-    Overlap overlap;
-  };
-
-  struct GpuSteps {
-    DurationSketch busy;
-    std::uint64_t idle_ns = 0;
-    std::uint64_t exposed_comm_ns = 0;
-  };
-
-  struct RankState {
-    std::string instance_id;  // the least service.instance.id seen
-    std::uint64_t spans = 0;
-    std::map<std::uint32_t, DurationSketch> steps;  // top-level step spans per name id
-    std::map<std::uint32_t, GpuSteps> gpu_steps;    // those with GPU times, per name id
-    TimelineSampler timeline;
-  };
-
   std::vector<std::string> files_;
-  std::unordered_map<std::string, std::uint32_t> name_ids_;  // "group\x1fname" -> index
-  std::unordered_map<std::string, std::uint32_t> group_ids_;
-  std::string key_buffer_;
-  std::vector<NameStats> names_;
-  std::vector<NameKind> kinds_;  // by name id, for the step analysis
-  std::vector<GroupStats> groups_;
-  std::map<RankKey, RankState> ranks_;
-  SpanSpill spill_;
-  std::uint64_t step_total_ns_ = 0;
-  std::uint64_t step_count_ = 0;
-  std::set<std::string> run_ids_;  // the kMaxRunIds least
-  std::uint64_t truncated_count_ = 0;
-  std::vector<TruncatedRow> truncated_;  // the least kMaxTruncatedRows, once finished
   std::vector<MalformedRow> malformed_;
-  MetricAggregator metrics_;
-  std::uint64_t log_count_ = 0;
-  std::vector<LogRow> logs_;
-  std::size_t logs_below_warn_ = 0;  // of logs_, the ones a warning may replace
-  GpuSummary gpu_;
+  SpanSpill spill_;  // every run's spans; SpanFacts::rank is an index into slots_
+  std::map<std::string, std::unique_ptr<Run>> runs_;
+  /// The (run, rank) each SpanFacts::rank value stands for.
+  struct Slot {
+    Run* run;
+    std::int64_t rank;  // dl.rank, or kNoRank
+  };
+  std::vector<Slot> slots_;
+  std::vector<Run*> resource_runs_;  // per resource of the request being added
 };
 
 }  // namespace nemo::lens::cli

@@ -1,5 +1,6 @@
 // lens report: where the time went, from OTLP JSON Lines files.
 #include <algorithm>
+#include <charconv>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -18,21 +19,26 @@ namespace {
 
 constexpr std::string_view kHelp =
     R"help(usage: lens report FILE... [--json] [--straggler-threshold PCT] [--top N]
-                   [--html OUT.html] [--run RUN_ID]
+                   [--ranks N|all] [--html OUT.html] [--run RUN_ID]
 
 Reads OTLP JSON Lines (what `lens collect` and the file exporter write; several files, e.g. one
-per rank, are read as one job; - is standard input) and prints where the time went:
+per rank, are read as one job; - is standard input) and prints where the time went, run by run
+(nemo.run.id; --run picks one):
   - per span group (nemo.span.group, "(none)" when absent) and span name: count, total, mean,
     p50, p95, max, and the share of the step time spent in those spans (step%: their time
     inside top-level step spans; self%: the same minus their children's time);
   - the step time split by group (self time inside top-level step spans);
   - per rank (dl.rank): count, p50, p95 and max of its top-level step spans (spans of group
     step with no ancestor of group step on that rank);
-  - stragglers: ranks whose median step time exceeds the median across ranks by more than PCT
-    percent;
-  - GPU time, when spans carry gpu.* attributes (GPU timing): gpu busy per group and name, and
-    per rank the steps' GPU busy, idle and exposed communication time; stragglers also on the
-    median GPU busy time per step;
+  - the waits at the collectives: communication spans matched across ranks by step (its
+    iteration attribute, else its order), name and order; per rank, how often it arrived last,
+    how late it was and what it made the others wait;
+  - stragglers: among the ranks that run the same spans, those whose lateness at the
+    collectives, median step time or median GPU busy per step is out of line (median and MAD)
+    and costs more than PCT percent of the median step; with the group they were slow in;
+  - GPU time, when spans carry gpu.* attributes (GPU timing): gpu busy per group and name, its
+    share of the step time and its utilisation, and per rank the steps' GPU busy, idle and
+    exposed communication time;
   - truncated spans (nemo.span.truncated) and malformed lines, which are skipped;
   - metrics (lines of OTLP metrics, as `lens collect --metrics-out` writes), per metric name and
     rank (dl.rank, else service.instance.id): a sum's last cumulative value (or its deltas
@@ -44,28 +50,27 @@ with the number of distinct groups, names, ranks and metric series, not with the
 spans or points.
 
 options:
-  --json                     print one JSON object on one line instead (docs/report.md)
-  --straggler-threshold PCT  how far above the median across ranks a rank's median step time
-                             (or GPU busy time per step) must be to make it a straggler, in
-                             percent (default 20)
+  --json                     print one JSON object on one line instead (an array of them, one
+                             per run, when the input holds several runs; docs/report.md)
+  --straggler-threshold PCT  the least a straggler costs: its excess must be above PCT percent
+                             of the median step time (default 5), besides 3.5 MADs
   --top N                    the per-name table keeps the N rows with the most time (default 20
                              for the text and the HTML page, all in --json unless given; 0: all)
-  --html OUT.html            also write a self-contained HTML page: step timeline per rank, a
-                             chart per metric on its time axis, the step broken down by group,
-                             stragglers and the per-name table
-  --run RUN_ID               only the spans and metrics of that run (resource nemo.run.id; the
-                             report's "runs:" line lists every run the files hold)
+  --ranks N|all              the per-rank tables list every rank of a run of at most N ranks,
+                             else the spread across ranks and the N furthest out (default 8)
+  --html OUT.html            also write a self-contained HTML page: step timeline per rank (a
+                             rank x step heat map for many ranks), a chart per metric on its time
+                             axis, the step broken down by group, stragglers and the tables
+  --run RUN_ID               only the spans and metrics of that run (resource nemo.run.id)
   -h, --help                 show this help and exit
 
 exit status: 0 on success (malformed lines included: they are reported, not fatal), 2 for a bad
 command line or a file that cannot be read or written.
 )help";
 
-constexpr FlagSpec kFlags[] = {{"--json", false},
-                               {"--straggler-threshold", true},
-                               {"--top", true},
-                               {"--html", true},
-                               {"--run", true}};
+constexpr FlagSpec kFlags[] = {{"--json", false}, {"--straggler-threshold", true},
+                               {"--top", true},   {"--ranks", true},
+                               {"--html", true},  {"--run", true}};
 
 int run_report(std::span<const std::string_view> args) {
   const InputArgs in = split_input_args(args, kFlags);
@@ -78,6 +83,21 @@ int run_report(std::span<const std::string_view> args) {
   const int top = flags.int_value_or("--top", 20);
   if (top < 0) {
     throw UsageError("invalid value '" + std::to_string(top) + "' for --top: expected N >= 0");
+  }
+  TextOptions text;
+  text.top = static_cast<std::size_t>(top);
+  if (auto ranks = flags.value("--ranks")) {
+    if (*ranks == "all") {
+      text.rank_rows = kAllRanks;
+    } else {
+      std::size_t n = 0;
+      const char* end = ranks->data() + ranks->size();
+      const auto [ptr, ec] = std::from_chars(ranks->data(), end, n);
+      if (ranks->empty() || ec != std::errc() || ptr != end || n < 1) {
+        throw UsageError("invalid value '" + *ranks + "' for --ranks: expected N >= 1 or 'all'");
+      }
+      text.rank_rows = n;
+    }
   }
   const std::optional<std::string> html_path = flags.value("--html");
   if (html_path && html_path->empty()) throw UsageError("--html requires a file name");
@@ -97,25 +117,30 @@ int run_report(std::span<const std::string_view> args) {
           file, [&](const ParsedRequest& request) { builder.add(request); },
           [&](const MalformedLine& line) { builder.add_malformed(line); });
     }
-    const Report report = builder.finish(options, reader.counts());
+    const std::vector<Report> reports = builder.finish(options, reader.counts());
     if (html_path) {
       // The page embeds the series: at most about kHtmlSeriesPoints points over all of them
       // (but 64 per series), so that a job of many ranks still opens at once.
       constexpr std::size_t kHtmlSeriesPoints = 200000;
       std::size_t series = 0;
-      for (const MetricRow& m : report.metrics) series += m.timeseries.size();
-      const std::size_t per_series =
+      for (const Report& report : reports) {
+        for (const MetricRow& m : report.metrics) series += m.timeseries.size();
+      }
+      JsonOptions page;
+      page.top = static_cast<std::size_t>(top);
+      page.max_series_points =
           series == 0 ? 0 : std::max<std::size_t>(64, kHtmlSeriesPoints / series);
-      write_text_file(*html_path,
-                      html_report(report_json(report, static_cast<std::size_t>(top), per_series)));
+      page.heatmaps = true;
+      write_text_file(*html_path, html_report(runs_json(reports, page)));
     }
     if (flags.has("--json")) {
-      const std::optional<std::size_t> json_top =
-          flags.has("--top") ? std::optional<std::size_t>(top) : std::nullopt;
-      std::cout << dump_json(report_json(report, json_top)) << '\n';
+      JsonOptions json;
+      if (flags.has("--top")) json.top = static_cast<std::size_t>(top);
+      std::cout << dump_json(runs_json(reports, json)) << '\n';
     } else {
-      std::cout << report_text(report, static_cast<std::size_t>(top));
+      std::cout << runs_text(reports, text);
     }
+    const Report& report = reports.front();
     if (report.input.malformed > 0) {
       std::cout.flush();
       std::cerr << "lens report: skipped " << report.input.malformed << " malformed line"

@@ -317,11 +317,11 @@ void MetricAggregator::Number::add(const Number& n) {
   }
 }
 
-void MetricAggregator::add(const ParsedRequest& request, std::string_view run_id) {
+void MetricAggregator::add(const ParsedRequest& request, std::optional<std::string_view> run_id) {
   for (const MetricRecord& m : request.metrics) {
     if (m.type == MetricType::kNone) continue;
     const SpanResource& r = request.resources[m.resource];
-    if (!run_id.empty() && r.run_id != run_id) continue;
+    if (run_id && r.run_id != *run_id) continue;
     const int rank_class = r.rank ? 0 : !r.instance_id.empty() ? 1 : 2;
     State& s =
         metrics_[Key{m.name, rank_class, r.rank.value_or(0),

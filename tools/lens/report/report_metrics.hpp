@@ -179,9 +179,9 @@ class MetricAggregator {
   /// long run keeps between half and all of this many, evenly over its time.
   static constexpr std::size_t kMaxSeriesPoints = 1024;
 
-  /// Adds the metrics of `request`; with `run_id` not empty, only those whose resource has that
-  /// nemo.run.id.
-  void add(const ParsedRequest& request, std::string_view run_id = {});
+  /// Adds the metrics of `request`; with `run_id`, only those whose resource has that nemo.run.id
+  /// (an empty one: those without one).
+  void add(const ParsedRequest& request, std::optional<std::string_view> run_id = std::nullopt);
   /// The rows by name, then by rank (numeric dl.rank first, then by service.instance.id, then
   /// without either), then type.
   std::vector<MetricRow> finish() const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -292,21 +293,167 @@ ojson gpu_boxes_json(const std::vector<GpuBox>& boxes, const Report& r) {
   return out;
 }
 
-const char* measure_text(StragglerMeasure m) {
-  return m == StragglerMeasure::kGpuBusy ? "gpu busy" : "step time";
+const char* measure_json(StragglerMeasure m) {
+  switch (m) {
+    case StragglerMeasure::kArrival:
+      return "arrival";
+    case StragglerMeasure::kStepTime:
+      return "step_time";
+    case StragglerMeasure::kGpuBusy:
+      return "gpu_busy";
+  }
+  return "";
 }
 
-const char* measure_json(StragglerMeasure m) {
-  return m == StragglerMeasure::kGpuBusy ? "gpu_busy" : "step_time";
+// A duration that may be negative (lateness: a rank that waited more than the median rank).
+std::string signed_duration(double ns) {
+  return ns < 0 ? "-" + format_duration(-ns) : format_duration(ns);
+}
+
+// `part` of `whole` in percent with a sign ("+30.0%"); "" without a whole.
+std::string excess_percent(double part, double whole) {
+  if (whole <= 0) return "";
+  return (part < 0 ? "" : "+") + printf_string("%.1f", part / whole * 100) + "%";
+}
+
+double ratio(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? 0 : static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// The rows of a per-rank table to list: every one when they are at most `limit`; else the `limit`
+// furthest out (`distance`, the larger the further), the flagged ones first, and the table opens
+// with the spread across all of them (`summarised`).
+struct Listing {
+  std::vector<std::size_t> rows;
+  bool summarised = false;
+};
+
+Listing list_rows(std::size_t n, std::size_t limit, const std::function<bool(std::size_t)>& flagged,
+                  const std::function<double(std::size_t)>& distance) {
+  Listing l;
+  for (std::size_t i = 0; i < n; ++i) l.rows.push_back(i);
+  if (n <= limit) return l;
+  l.summarised = true;
+  std::stable_sort(l.rows.begin(), l.rows.end(), [&](std::size_t a, std::size_t b) {
+    if (flagged(a) != flagged(b)) return flagged(a);
+    return distance(a) > distance(b);
+  });
+  l.rows.resize(limit);
+  return l;
+}
+
+// Four rows of a table: the min, p50, p95 and max across ranks of each numeric column
+// (`columns[c]`: its values over the ranks, shown with `formats[c]`), after `label_cells` (the
+// statistic's name goes in the first cell).
+void add_spread(TextTable& t, std::vector<std::string> label_cells,
+                std::vector<std::vector<double>> columns,
+                const std::vector<std::function<std::string(double)>>& formats,
+                std::size_t trailing_cells) {
+  for (std::vector<double>& c : columns) std::sort(c.begin(), c.end());
+  auto quantile = [](const std::vector<double>& sorted, double q) {
+    if (sorted.empty()) return 0.0;
+    const double at = q * static_cast<double>(sorted.size() - 1);
+    const auto lo = static_cast<std::size_t>(at);
+    const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - static_cast<double>(lo));
+  };
+  for (const auto& [label, q] : {std::pair{"min", 0.0}, std::pair{"p50", 0.5},
+                                 std::pair{"p95", 0.95}, std::pair{"max", 1.0}}) {
+    std::vector<std::string> cells = label_cells;
+    cells[0] = label;
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      cells.push_back(formats[c](quantile(columns[c], q)));
+    }
+    cells.resize(cells.size() + trailing_cells);
+    t.add(std::move(cells));
+  }
+}
+
+std::string count_text(double v) { return printf_string("%.0f", v); }
+std::string duration_text(double v) { return format_duration(v); }
+
+// The heading's note of a table that lists only some ranks.
+std::string listing_note(const Listing& l, std::size_t ranks) {
+  if (!l.summarised) return "";
+  return "; " + std::to_string(ranks) + " ranks: min, p50, p95 and max across them, then the " +
+         std::to_string(l.rows.size()) +
+         " furthest out, flagged ones first; --ranks all lists every rank";
+}
+
+// Step time per rank: every rank of a small job; the spread and the ranks furthest from the
+// median of a large one.
+std::string rank_steps_text(const Report& r, std::size_t limit) {
+  std::string out = "\nStep time per rank (top-level spans of group step";
+  if (r.step_count == 0) return out + ")\n  no spans of group step\n";
+  std::vector<TextTable::Column> columns = {{"rank", false}, {"name", false}, {"count", true},
+                                            {"p50", true},   {"p95", true},   {"max", true},
+                                            {"", false}};
+  if (r.ranks.size() <= limit) {
+    TextTable t = indented_table(columns);
+    for (const RankRow& rank : r.ranks) {
+      if (rank.steps.empty()) t.add({rank_label(rank.rank), "-", "0", "-", "-", "-", ""});
+      for (const RankStepRow& s : rank.steps) {
+        t.add({rank_label(rank.rank), s.name, std::to_string(s.count), format_duration(s.p50_ns),
+               format_duration(s.p95_ns), format_duration(static_cast<double>(s.max_ns)),
+               s.straggler ? "straggler" : ""});
+      }
+    }
+    return out + ")\n" + t.str();
+  }
+  std::string tables;
+  std::string note;
+  for (const StepNameRow& name : r.step_names) {
+    std::vector<std::pair<const RankRow*, const RankStepRow*>> rows;
+    for (const RankRow& rank : r.ranks) {
+      for (const RankStepRow& s : rank.steps) {
+        if (s.name == name.name) rows.push_back({&rank, &s});
+      }
+    }
+    const Listing l = list_rows(
+        rows.size(), limit, [&](std::size_t i) { return rows[i].second->straggler; },
+        [&](std::size_t i) { return std::fabs(rows[i].second->p50_ns - name.median_ns); });
+    TextTable t = indented_table(columns);
+    if (l.summarised) {
+      std::vector<std::vector<double>> values(4);
+      for (const auto& [rank, s] : rows) {
+        values[0].push_back(static_cast<double>(s->count));
+        values[1].push_back(s->p50_ns);
+        values[2].push_back(s->p95_ns);
+        values[3].push_back(static_cast<double>(s->max_ns));
+      }
+      add_spread(t, {"", name.name}, std::move(values),
+                 {count_text, duration_text, duration_text, duration_text}, 1);
+      note = listing_note(l, rows.size());
+    }
+    for (const std::size_t i : l.rows) {
+      const RankStepRow& s = *rows[i].second;
+      t.add({rank_label(rows[i].first->rank), s.name, std::to_string(s.count),
+             format_duration(s.p50_ns), format_duration(s.p95_ns),
+             format_duration(static_cast<double>(s.max_ns)), s.straggler ? "straggler" : ""});
+    }
+    tables += t.str();
+  }
+  return out + note + ")\n" + tables;
 }
 
 // GPU time per step, per rank and step name (only in a report with GPU times).
-std::string gpu_steps_text(const Report& r) {
+std::string gpu_steps_text(const Report& r, std::size_t limit) {
   if (r.gpu.steps == 0) return "\nGPU time per step: no top-level step span had GPU times\n";
   std::string out =
       "\nGPU time per step (busy: GPU activity of the step and its spans; idle: the rest of the "
       "step, to its last GPU activity; exposed comm: communication on the GPU while no other GPU "
-      "work ran)\n";
+      "work ran";
+  std::vector<std::pair<const RankRow*, const RankGpuRow*>> rows;
+  for (const RankRow& rank : r.ranks) {
+    for (const RankGpuRow& g : rank.gpu_steps) rows.push_back({&rank, &g});
+  }
+  std::vector<double> busy;
+  for (const auto& [rank, g] : rows) busy.push_back(g->busy_p50_ns);
+  const double median = median_of(busy);
+  const Listing l = list_rows(
+      r.ranks.size() <= limit ? 0 : rows.size(), limit,
+      [&](std::size_t i) { return rows[i].second->straggler; },
+      [&](std::size_t i) { return std::fabs(rows[i].second->busy_p50_ns - median); });
   TextTable t = indented_table({{"rank", false},
                                 {"name", false},
                                 {"steps", true},
@@ -315,49 +462,219 @@ std::string gpu_steps_text(const Report& r) {
                                 {"idle", true},
                                 {"exposed comm", true},
                                 {"", false}});
-  for (const RankRow& rank : r.ranks) {
-    for (const RankGpuRow& g : rank.gpu_steps) {
-      t.add({rank_label(rank.rank), g.name, std::to_string(g.count), format_duration(g.busy_p50_ns),
-             format_duration(static_cast<double>(g.busy_ns)),
-             format_duration(static_cast<double>(g.idle_ns)),
-             format_duration(static_cast<double>(g.exposed_comm_ns)),
-             g.straggler ? "straggler" : ""});
-    }
+  auto add = [&](const RankRow& rank, const RankGpuRow& g) {
+    t.add({rank_label(rank.rank), g.name, std::to_string(g.count), format_duration(g.busy_p50_ns),
+           format_duration(static_cast<double>(g.busy_ns)),
+           format_duration(static_cast<double>(g.idle_ns)),
+           format_duration(static_cast<double>(g.exposed_comm_ns)),
+           g.straggler ? "straggler" : ""});
+  };
+  if (!l.summarised) {
+    for (const auto& [rank, g] : rows) add(*rank, *g);
+    return out + ")\n" + t.str();
   }
-  return out + t.str();
+  std::vector<std::vector<double>> values(5);
+  for (const auto& [rank, g] : rows) {
+    values[0].push_back(static_cast<double>(g->count));
+    values[1].push_back(g->busy_p50_ns);
+    values[2].push_back(static_cast<double>(g->busy_ns));
+    values[3].push_back(static_cast<double>(g->idle_ns));
+    values[4].push_back(static_cast<double>(g->exposed_comm_ns));
+  }
+  add_spread(t, {"", rows.front().second->name}, std::move(values),
+             {count_text, duration_text, duration_text, duration_text, duration_text}, 1);
+  for (const std::size_t i : l.rows) add(*rows[i].first, *rows[i].second);
+  return out + listing_note(l, rows.size()) + ")\n" + t.str();
 }
 
-}  // namespace
+// The collectives matched across ranks: per rank, how late it arrived, how long it waited and
+// what it made the others wait.
+std::string waits_text(const Report& r, std::size_t limit) {
+  bool any = false;
+  for (const StepNameFindings& f : r.findings) any = any || f.matched_collectives > 0;
+  if (!any) return "";
+  std::string out =
+      "\nWaits at the collectives (communication spans matched across ranks by step, name and "
+      "order; last: collectives it arrived last into; late: how much less than the median rank "
+      "it waited, per step; waited: its own wait per step; caused: what each other rank waited "
+      "for it per step, and the share of their step time";
+  std::string tables, notes;
+  std::string note;
+  for (const StepNameFindings& f : r.findings) {
+    if (f.matched_collectives == 0) continue;
+    notes += "  " + escape_control(f.name) + ": " + std::to_string(f.matched_collectives) +
+             " collectives matched by " + (f.by_iteration ? "iteration" : "order of the steps");
+    if (f.roles.size() > 1) {
+      notes += "; " + std::to_string(f.roles.size()) +
+               " roles (ranks that run other spans), each compared within itself";
+    }
+    notes += "\n";
+    std::vector<const RankFigures*> rows;
+    for (const RankFigures& x : f.ranks) {
+      if (x.matched_steps > 0) rows.push_back(&x);
+    }
+    const Listing l = list_rows(
+        rows.size(), limit, [&](std::size_t i) { return rows[i]->straggler(); },
+        [&](std::size_t i) { return rows[i]->late_ns; });
+    std::vector<TextTable::Column> columns = {{"rank", false}, {"name", false}};
+    if (f.roles.size() > 1) columns.push_back({"role", true});
+    for (const char* c : {"steps", "last", "late", "waited", "share", "caused", "share"}) {
+      columns.push_back({c, true});
+    }
+    columns.push_back({"", false});
+    TextTable t = indented_table(columns);
+    if (l.summarised) {
+      std::vector<std::vector<double>> values(7);
+      for (const RankFigures* x : rows) {
+        values[0].push_back(static_cast<double>(x->matched_steps));
+        values[1].push_back(static_cast<double>(x->last_count));
+        values[2].push_back(x->late_ns);
+        values[3].push_back(static_cast<double>(x->waited_ns) / x->matched_steps);
+        values[4].push_back(ratio(x->waited_ns, x->matched_step_ns));
+        values[5].push_back(x->caused_waits == 0 ? 0.0
+                                                 : static_cast<double>(x->caused_ns) /
+                                                       static_cast<double>(x->caused_waits));
+        values[6].push_back(ratio(x->caused_ns, x->others_step_ns));
+      }
+      std::vector<std::string> labels = {"", f.name};
+      if (f.roles.size() > 1) labels.push_back("");
+      add_spread(
+          t, labels, std::move(values),
+          {count_text, count_text, signed_duration, duration_text, percent, duration_text, percent},
+          1);
+      note = listing_note(l, rows.size());
+    }
+    for (const std::size_t i : l.rows) {
+      const RankFigures& x = *rows[i];
+      std::vector<std::string> cells = {rank_label(x.rank), f.name};
+      if (f.roles.size() > 1) cells.push_back(std::to_string(x.role + 1));
+      const double caused =
+          x.caused_waits == 0 ? 0.0 : static_cast<double>(x.caused_ns) / x.caused_waits;
+      cells.insert(
+          cells.end(),
+          {std::to_string(x.matched_steps),
+           std::to_string(x.last_count) + "/" + std::to_string(x.collectives),
+           signed_duration(x.late_ns),
+           format_duration(static_cast<double>(x.waited_ns) / x.matched_steps),
+           percent(ratio(x.waited_ns, x.matched_step_ns)), format_duration(caused),
+           percent(ratio(x.caused_ns, x.others_step_ns)), x.straggler() ? "straggler" : ""});
+      t.add(std::move(cells));
+    }
+    tables += t.str();
+  }
+  return out + note + ")\n" + notes + tables;
+}
 
-std::string report_text(const Report& r, std::size_t top) {
+// One flagged rank in words: what flagged it, where its time went instead, and what it cost.
+std::string straggler_text(const StragglerRow& s, bool gpu) {
+  const RankFigures& x = s.figures;
+  const RoleFindings& role = s.role;
+  std::vector<std::string> parts;
+  auto has = [&](StragglerMeasure m) {
+    return std::find(x.flagged_by.begin(), x.flagged_by.end(), m) != x.flagged_by.end();
+  };
+  if (has(StragglerMeasure::kArrival)) {
+    parts.push_back(format_duration(x.late_ns) + " late per step at the collectives");
+  }
+  if (has(StragglerMeasure::kStepTime)) {
+    parts.push_back("median step " + format_duration(x.step_p50_ns) + ", " +
+                    excess_percent(x.step_p50_ns - role.median_step_ns, role.median_step_ns) +
+                    " over the median rank's " + format_duration(role.median_step_ns));
+  }
+  if (has(StragglerMeasure::kGpuBusy)) {
+    parts.push_back(
+        "median GPU busy per step " + format_duration(x.gpu_busy_p50_ns) + ", " +
+        excess_percent(x.gpu_busy_p50_ns - role.median_gpu_busy_ns, role.median_gpu_busy_ns) +
+        " over the median rank's " + format_duration(role.median_gpu_busy_ns));
+  }
+  // Where its time went instead: the groups it spent most above the median rank in (not the
+  // communication group: that is where the others wait).
+  auto slower = [&](const std::vector<GroupPerStep>& groups, const char* what) {
+    std::vector<std::string> out;
+    const GroupPerStep* first = nullptr;
+    for (const GroupPerStep& g : groups) {
+      const double excess = g.ns - g.median_ns;
+      if (g.group == kCommunicationGroup || excess <= 0) continue;
+      if (first != nullptr && excess * 3 < first->ns - first->median_ns) break;
+      if (first == nullptr) first = &g;
+      std::string text = escape_control(g.group) + " +" + format_duration(excess) + " per step";
+      if (g.median_ns > 0) text += " (" + excess_percent(excess, g.median_ns) + ")";
+      out.push_back(std::move(text));
+      if (out.size() == 2) break;
+    }
+    if (out.empty()) return;
+    std::string joined;
+    for (const std::string& o : out) joined += (joined.empty() ? "" : ", ") + o;
+    parts.push_back(what + joined + " over the median rank");
+  };
+  slower(x.groups, "");
+  if (gpu) slower(x.gpu_groups, "GPU busy: ");
+  if (!x.last_into.empty() && x.last_into.front().last > 0) {
+    const LastInto& l = x.last_into.front();
+    parts.push_back("last into " + escape_control(l.name) + " in " + std::to_string(l.last) +
+                    " of " + std::to_string(l.of));
+  }
+  if (x.caused_ns > 0) {
+    const std::uint64_t others = role.ranks - 1;
+    parts.push_back(
+        "the other " + plural(others, "rank", "ranks") + " waited " +
+        format_duration(static_cast<double>(x.caused_ns) / static_cast<double>(x.caused_waits)) +
+        " per step for it, " + percent(ratio(x.caused_ns, x.others_step_ns)) +
+        " of their step time");
+  }
+  std::string out = "  rank " + rank_label(x.rank) + ", " + escape_control(s.name) + " (" +
+                    plural(role.ranks, "rank", "ranks") + " compared): ";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+  return out + "\n";
+}
+
+std::string stragglers_text(const Report& r, std::size_t limit) {
+  const std::string rule =
+      "compared within the ranks that run the same spans: lateness at the "
+      "collectives, median step time" +
+      std::string(r.has_gpu ? " or median GPU busy per step" : "") + " more than " +
+      printf_string("%g", kStragglerMads) + " MADs and " +
+      printf_string("%g", r.straggler_threshold_pct) + "% of the median step above the median rank";
+  if (r.stragglers.empty()) return "\nStragglers (" + rule + "): none\n";
+  std::string out = "\nStragglers (" + rule + ")\n";
+  const std::size_t shown = std::min(limit, r.stragglers.size());
+  for (std::size_t i = 0; i < shown; ++i) out += straggler_text(r.stragglers[i], r.has_gpu);
+  if (shown < r.stragglers.size()) {
+    out += "  and " + std::to_string(r.stragglers.size() - shown) +
+           " more (--ranks all lists every one)\n";
+  }
+  return out;
+}
+
+// The first line of a report: the input and this run.
+std::string input_line(const Report& r, std::uint64_t spans, std::size_t ranks) {
   std::string lines_detail = std::to_string(r.input.malformed) + " malformed";
   if (r.input.metric_lines > 0) {
     lines_detail += ", " + std::to_string(r.input.metric_lines) + " of metrics";
   }
   if (r.input.log_lines > 0) lines_detail += ", " + std::to_string(r.input.log_lines) + " of logs";
-  std::string out = "lens report: " + plural(r.files.size(), "file", "files") + ", " +
-                    plural(r.input.lines, "line", "lines") + " (" + lines_detail + "), " +
-                    plural(r.input.spans, "span", "spans") + ", " +
-                    plural(r.ranks.size(), "rank", "ranks") + "\n";
-  if (!r.run_ids.empty()) {
-    out += (r.run_ids.size() == 1 ? "run: " : "runs: ");
-    for (std::size_t i = 0; i < r.run_ids.size(); ++i) {
-      out += (i ? ", " : "") + escape_control(r.run_ids[i]);
-    }
-    out += '\n';
-  }
+  return "lens report: " + plural(r.files.size(), "file", "files") + ", " +
+         plural(r.input.lines, "line", "lines") + " (" + lines_detail + "), " +
+         plural(spans, "span", "spans") + ", " + plural(ranks, "rank", "ranks");
+}
 
+// One run's tables, from the name table to the metrics.
+std::string report_body(const Report& r, const TextOptions& options) {
+  std::string out;
   // Per group and name.
+  const std::size_t top = options.top;
   const std::size_t shown = top == 0 ? r.names.size() : std::min(top, r.names.size());
+  const char* gpu_note =
+      "gpu busy: their GPU busy time added up, gpu step%: the part within the steps as a share "
+      "of the step time, gpu util: busy within their GPU intervals";
   out += "\nTime by span group and name";
   if (r.step_total_ns > 0) {
     out += " (share of the " + format_duration(static_cast<double>(r.step_total_ns)) +
            " spent in " + plural(r.step_count, "top-level step span", "top-level step spans") +
            "; step%: within the steps, self%: on the steps' own threads" +
-           (r.has_gpu ? "; gpu busy: their GPU busy time added up, gpu%: its share of total" : "") +
-           ")";
+           (r.has_gpu ? std::string("; ") + gpu_note : std::string()) + ")";
   } else if (r.has_gpu) {
-    out += " (gpu busy: their GPU busy time added up, gpu%: its share of total)";
+    out += std::string(" (") + gpu_note + ")";
   }
   out += '\n';
   if (r.names.empty()) {
@@ -368,7 +685,8 @@ std::string report_text(const Report& r, std::size_t top) {
         {"p50", true},    {"p95", true},   {"max", true},   {"step%", true}, {"self%", true}};
     if (r.has_gpu) {
       columns.push_back({"gpu busy", true});
-      columns.push_back({"gpu%", true});
+      columns.push_back({"gpu step%", true});
+      columns.push_back({"gpu util", true});
     }
     TextTable t = indented_table(std::move(columns));
     for (std::size_t i = 0; i < shown; ++i) {
@@ -384,9 +702,12 @@ std::string report_text(const Report& r, std::size_t top) {
                                         share_text(n.in_step_ns, r.step_total_ns),
                                         share_text(n.in_step_self_ns, r.step_total_ns)};
       if (r.has_gpu) {
-        cells.push_back(n.gpu_spans == 0 ? "-"
-                                         : format_duration(static_cast<double>(n.gpu_busy_ns)));
-        cells.push_back(n.gpu_spans == 0 ? "-" : share_text(n.gpu_busy_ns, n.total_ns));
+        const bool timed = n.gpu_spans > 0;
+        cells.push_back(timed ? format_duration(static_cast<double>(n.gpu_busy_ns)) : "-");
+        cells.push_back(timed ? share_text(n.gpu_in_step_ns, r.step_total_ns) : "-");
+        cells.push_back(timed && n.gpu_interval_ns > 0
+                            ? percent(ratio(n.gpu_interval_busy_ns, n.gpu_interval_ns))
+                            : "-");
       }
       t.add(std::move(cells));
     }
@@ -410,54 +731,10 @@ std::string report_text(const Report& r, std::size_t top) {
     out += overlap_text(r);
   }
 
-  // Per rank.
-  out += "\nStep time per rank (top-level spans of group step)\n";
-  if (r.step_count == 0) {
-    out += "  no spans of group step\n";
-  } else {
-    TextTable t = indented_table({{"rank", false},
-                                  {"name", false},
-                                  {"count", true},
-                                  {"p50", true},
-                                  {"p95", true},
-                                  {"max", true},
-                                  {"", false}});
-    for (const RankRow& rank : r.ranks) {
-      if (rank.steps.empty()) {
-        t.add({rank_label(rank.rank), "-", "0", "-", "-", "-", ""});
-      }
-      for (const RankStepRow& s : rank.steps) {
-        t.add({rank_label(rank.rank), s.name, std::to_string(s.count), format_duration(s.p50_ns),
-               format_duration(s.p95_ns), format_duration(static_cast<double>(s.max_ns)),
-               s.straggler ? "straggler" : ""});
-      }
-    }
-    out += t.str();
-  }
-  if (r.has_gpu) out += gpu_steps_text(r);
-
-  // Stragglers.
-  const std::string rule = std::string(r.has_gpu ? "median step time, or median GPU busy per step, "
-                                                 : "median step time ") +
-                           "more than " + printf_string("%g", r.straggler_threshold_pct) +
-                           "% above the median across ranks";
-  if (r.stragglers.empty()) {
-    out += "\nStragglers (" + rule + "): none\n";
-  } else {
-    out += "\nStragglers (" + rule + ")\n";
-    std::vector<TextTable::Column> columns = {{"rank", false}, {"name", false}};
-    if (r.has_gpu) columns.push_back({"measure", false});
-    columns.insert(columns.end(), {{"median", true}, {"across ranks", true}, {"excess", true}});
-    TextTable t = indented_table(std::move(columns));
-    for (const StragglerRow& s : r.stragglers) {
-      std::vector<std::string> cells = {rank_label(s.rank), s.name};
-      if (r.has_gpu) cells.push_back(measure_text(s.measure));
-      cells.insert(cells.end(), {format_duration(s.p50_ns), format_duration(s.median_ns),
-                                 "+" + printf_string("%.1f", s.excess_pct) + "%"});
-      t.add(std::move(cells));
-    }
-    out += t.str();
-  }
+  out += rank_steps_text(r, options.rank_rows);
+  if (r.has_gpu) out += gpu_steps_text(r, options.rank_rows);
+  out += waits_text(r, options.rank_rows);
+  out += stragglers_text(r, options.rank_rows);
 
   // Truncated spans.
   if (r.truncated_count == 0) {
@@ -478,32 +755,178 @@ std::string report_text(const Report& r, std::size_t top) {
   }
 
   out += metrics_text(r.metrics);
+  return out;
+}
 
-  // Malformed lines.
-  if (r.input.malformed == 0) {
-    out += "\nMalformed lines: none\n";
-  } else {
-    out += "\nMalformed lines (" + std::to_string(r.input.malformed) + ", skipped" +
-           (r.malformed.size() < r.input.malformed
-                ? "; the first " + std::to_string(r.malformed.size()) + " listed"
-                : std::string()) +
-           ")\n";
-    for (const MalformedRow& m : r.malformed) {
-      out += "  " + escape_control(m.file) + ":" + std::to_string(m.line) + ": " +
-             escape_control(m.error) + "\n";
-    }
-  }
-  if (r.ancestry.cycles > 0) {
-    out += "\nnote: " + plural(r.ancestry.cycles, "span", "spans") +
-           " in a cycle of parent ids (under no root) left out of the step analysis\n";
+// What follows every run: the malformed lines of the input.
+std::string malformed_text(const Report& r) {
+  if (r.input.malformed == 0) return "\nMalformed lines: none\n";
+  std::string out = "\nMalformed lines (" + std::to_string(r.input.malformed) + ", skipped" +
+                    (r.malformed.size() < r.input.malformed
+                         ? "; the first " + std::to_string(r.malformed.size()) + " listed"
+                         : std::string()) +
+                    ")\n";
+  for (const MalformedRow& m : r.malformed) {
+    out += "  " + escape_control(m.file) + ":" + std::to_string(m.line) + ": " +
+           escape_control(m.error) + "\n";
   }
   return out;
 }
 
-ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t max_series_points) {
+std::string cycles_note(const Report& r) {
+  if (r.ancestry.cycles == 0) return "";
+  return "\nnote: " + plural(r.ancestry.cycles, "span", "spans") +
+         " in a cycle of parent ids (under no root) left out of the step analysis\n";
+}
+
+std::string run_label(const Report& r) {
+  return r.run_ids.empty() ? std::string("(no nemo.run.id)") : escape_control(r.run_ids.front());
+}
+
+ojson group_times_json(const std::vector<GroupPerStep>& groups) {
+  ojson out = ojson::array();
+  for (const GroupPerStep& g : groups) {
+    out.push_back({{"group", g.group},
+                   {"ns_per_step", rounded(g.ns)},
+                   {"median_ns_per_step", rounded(g.median_ns)},
+                   {"excess_ns_per_step", std::llround(g.ns - g.median_ns)}});
+  }
+  return out;
+}
+
+// A rank's figures at the collectives (the fields of a straggler and of `collectives.ranks`).
+void wait_fields(ojson& row, const RankFigures& x) {
+  row["matched_steps"] = x.matched_steps;
+  row["collectives"] = x.collectives;
+  row["last_count"] = x.last_count;
+  ojson last = ojson::array();
+  for (const LastInto& l : x.last_into) {
+    last.push_back({{"name", l.name}, {"last", l.last}, {"of", l.of}});
+  }
+  row["last_into"] = std::move(last);
+  row["late_ns"] = std::llround(x.late_ns);
+  row["waited_ns"] = x.waited_ns;
+  row["waited_share"] = round_to(ratio(x.waited_ns, x.matched_step_ns), 1e6);
+  row["wait_caused_ns"] = x.caused_ns;
+  row["wait_caused_per_step_ns"] =
+      x.caused_waits == 0 ? 0 : rounded(static_cast<double>(x.caused_ns) / x.caused_waits);
+  row["wait_caused_share"] = round_to(ratio(x.caused_ns, x.others_step_ns), 1e6);
+}
+
+ojson findings_json(const Report& r) {
+  ojson out = ojson::array();
+  for (const StepNameFindings& f : r.findings) {
+    ojson roles = ojson::array();
+    for (const RoleFindings& role : f.roles) {
+      roles.push_back({{"ranks", role.ranks},
+                       {"names", role.names},
+                       {"median_step_ns", rounded(role.median_step_ns)},
+                       {"median_late_ns", std::llround(role.median_late_ns)},
+                       {"floor_ns", rounded(role.floor_ns)}});
+      if (r.has_gpu) roles.back()["median_gpu_busy_ns"] = rounded(role.median_gpu_busy_ns);
+    }
+    ojson ranks = ojson::array();
+    for (const RankFigures& x : f.ranks) {
+      ojson row = {{"rank", rank_json(x.rank)},
+                   {"role", x.role},
+                   {"steps", x.steps},
+                   {"step_p50_ns", rounded(x.step_p50_ns)}};
+      if (r.has_gpu)
+        row["gpu_busy_p50_ns"] = x.gpu_steps ? ojson(rounded(x.gpu_busy_p50_ns)) : ojson(nullptr);
+      wait_fields(row, x);
+      row["straggler"] = x.straggler();
+      ranks.push_back(std::move(row));
+    }
+    out.push_back({{"name", f.name},
+                   {"matched_by", f.by_iteration ? "iteration" : "order"},
+                   {"matched_collectives", f.matched_collectives},
+                   {"roles", std::move(roles)},
+                   {"ranks", std::move(ranks)}});
+  }
+  return out;
+}
+
+ojson stragglers_json(const Report& r) {
+  ojson out = ojson::array();
+  for (const StragglerRow& s : r.stragglers) {
+    const RankFigures& x = s.figures;
+    ojson flagged = ojson::array();
+    for (const StragglerMeasure m : x.flagged_by) flagged.push_back(measure_json(m));
+    ojson row = {{"rank", rank_json(x.rank)},
+                 {"name", s.name},
+                 {"flagged_by", std::move(flagged)},
+                 {"ranks_compared", s.role.ranks},
+                 {"steps", x.steps},
+                 {"step_p50_ns", rounded(x.step_p50_ns)},
+                 {"median_step_ns", rounded(s.role.median_step_ns)},
+                 {"median_late_ns", std::llround(s.role.median_late_ns)}};
+    if (r.has_gpu) {
+      row["gpu_busy_p50_ns"] = x.gpu_steps ? ojson(rounded(x.gpu_busy_p50_ns)) : ojson(nullptr);
+      row["median_gpu_busy_ns"] = rounded(s.role.median_gpu_busy_ns);
+    }
+    wait_fields(row, x);
+    row["groups"] = group_times_json(x.groups);
+    if (r.has_gpu) row["gpu_groups"] = group_times_json(x.gpu_groups);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+// A heat map's cells in whole microseconds (null where a rank had no step).
+ojson cells_json(const std::vector<std::vector<std::optional<double>>>& rows) {
+  ojson out = ojson::array();
+  for (const auto& row : rows) {
+    ojson cells = ojson::array();
+    for (const auto& v : row) cells.push_back(v ? ojson(std::llround(*v / 1000)) : ojson(nullptr));
+    out.push_back(std::move(cells));
+  }
+  return out;
+}
+
+ojson heatmaps_json(const Report& r) {
+  ojson out = ojson::array();
+  for (const StepNameFindings& f : r.findings) {
+    const Heatmap& h = f.heatmap;
+    ojson ranks = ojson::array();
+    for (const auto& rank : h.ranks) ranks.push_back(rank_json(rank));
+    out.push_back({{"name", f.name},
+                   {"ranks", std::move(ranks)},
+                   {"steps", h.steps},
+                   {"steps_per_column", h.per_column},
+                   {"step_us", cells_json(h.step_ns)},
+                   {"late_us", h.late_ns.empty() ? ojson(nullptr) : cells_json(h.late_ns)}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string report_text(const Report& r, const TextOptions& options) {
+  std::string out = input_line(r, r.input.spans, r.ranks.size()) + "\n";
+  if (!r.run_ids.empty()) out += "run: " + escape_control(r.run_ids.front()) + "\n";
+  return out + report_body(r, options) + malformed_text(r) + cycles_note(r);
+}
+
+std::string runs_text(const std::vector<Report>& runs, const TextOptions& options) {
+  if (runs.size() == 1) return report_text(runs.front(), options);
+  std::size_t ranks = 0;
+  for (const Report& r : runs) ranks += r.ranks.size();
+  std::string out = input_line(runs.front(), runs.front().input.spans, ranks) + ", " +
+                    std::to_string(runs.size()) + " runs, reported one by one (--run RUN_ID: one):";
+  for (const Report& r : runs) out += " " + run_label(r);
+  out += "\n";
+  for (const Report& r : runs) {
+    out += "\n=== run " + run_label(r) + ": " + plural(r.spans, "span", "spans") + ", " +
+           plural(r.ranks.size(), "rank", "ranks") + "\n";
+    out += report_body(r, options) + cycles_note(r);
+  }
+  return out + malformed_text(runs.front());
+}
+
+ojson report_json(const Report& r, const JsonOptions& options) {
   ojson j;
   j["format"] = "lens.report";
-  j["version"] = 2;
+  j["version"] = 3;
   j["files"] = r.files;
   j["input"] = {{"lines", r.input.lines},
                 {"requests", r.input.requests},
@@ -513,9 +936,11 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                 {"log_lines", r.input.log_lines},
                 {"malformed_lines", r.input.malformed}};
   j["run_ids"] = r.run_ids;
+  j["spans"] = r.spans;
   j["step"] = {{"group", kStepGroup}, {"count", r.step_count}, {"total_ns", r.step_total_ns}};
 
   ojson names = ojson::array();
+  const std::optional<std::size_t> top = options.top;
   const std::size_t shown = !top || *top == 0 ? r.names.size() : std::min(*top, r.names.size());
   for (std::size_t i = 0; i < shown; ++i) {
     const NameRow& n = r.names[i];
@@ -533,9 +958,16 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                      {"self_share", share_json(n.in_step_self_ns, r.step_total_ns)}});
     if (r.has_gpu) {
       ojson& row = names.back();
+      const bool timed = n.gpu_spans > 0;
       row["gpu_spans"] = n.gpu_spans;
-      row["gpu_busy_ns"] = n.gpu_spans == 0 ? ojson(nullptr) : ojson(n.gpu_busy_ns);
-      row["gpu_kernels"] = n.gpu_spans == 0 ? ojson(nullptr) : ojson(n.gpu_kernels);
+      row["gpu_busy_ns"] = timed ? ojson(n.gpu_busy_ns) : ojson(nullptr);
+      row["gpu_kernels"] = timed ? ojson(n.gpu_kernels) : ojson(nullptr);
+      row["gpu_in_step_ns"] = timed ? ojson(n.gpu_in_step_ns) : ojson(nullptr);
+      row["gpu_step_share"] = timed ? share_json(n.gpu_in_step_ns, r.step_total_ns) : nullptr;
+      row["gpu_utilization"] =
+          timed && n.gpu_interval_ns > 0
+              ? ojson(round_to(ratio(n.gpu_interval_busy_ns, n.gpu_interval_ns), 1e6))
+              : ojson(nullptr);
     }
   }
   j["names"] = std::move(names);
@@ -615,22 +1047,19 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
 
   ojson step_names = ojson::array();
   for (const StepNameRow& s : r.step_names) {
-    step_names.push_back(
-        {{"name", s.name}, {"ranks", s.ranks}, {"median_ns", rounded(s.median_ns)}});
+    step_names.push_back({{"name", s.name},
+                          {"ranks", s.ranks},
+                          {"median_ns", rounded(s.median_ns)},
+                          {"min_ns", rounded(s.min_ns)},
+                          {"p95_ns", rounded(s.p95_ns)},
+                          {"max_ns", rounded(s.max_ns)}});
   }
   j["step_names"] = std::move(step_names);
-
-  ojson stragglers = ojson::array();
-  for (const StragglerRow& s : r.stragglers) {
-    stragglers.push_back({{"rank", rank_json(s.rank)},
-                          {"name", s.name},
-                          {"p50_ns", rounded(s.p50_ns)},
-                          {"median_ns", rounded(s.median_ns)},
-                          {"excess_pct", round_to(s.excess_pct, 100)}});
-    if (r.has_gpu) stragglers.back()["measure"] = measure_json(s.measure);
-  }
+  j["collectives"] = findings_json(r);
   j["stragglers"] = {{"threshold_pct", r.straggler_threshold_pct},
-                     {"ranks", std::move(stragglers)}};
+                     {"mads", kStragglerMads},
+                     {"ranks", stragglers_json(r)}};
+  if (options.heatmaps) j["heatmaps"] = heatmaps_json(r);
 
   ojson truncated = ojson::array();
   for (const TruncatedRow& s : r.truncated) {
@@ -649,7 +1078,7 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
   j["ancestry"] = {{"unresolved", r.ancestry.unresolved},
                    {"duplicates", r.ancestry.duplicates},
                    {"cycles", r.ancestry.cycles}};
-  j["metrics"] = metrics_json(r.metrics, max_series_points);
+  j["metrics"] = metrics_json(r.metrics, options.max_series_points);
   ojson logs = ojson::array();
   for (const LogRow& l : r.logs) {
     logs.push_back({{"rank", rank_json(l.rank)},
@@ -668,6 +1097,13 @@ ojson report_json(const Report& r, std::optional<std::size_t> top, std::size_t m
                 {"communication_group", kCommunicationGroup}};
   }
   return j;
+}
+
+ojson runs_json(const std::vector<Report>& runs, const JsonOptions& options) {
+  if (runs.size() == 1) return report_json(runs.front(), options);
+  ojson out = ojson::array();
+  for (const Report& r : runs) out.push_back(report_json(r, options));
+  return out;
 }
 
 std::string dump_json(const nlohmann::ordered_json& j) {

@@ -65,29 +65,37 @@ bool facts_less(const SpanFacts& a, const SpanFacts& b) {
          std::tie(b.span_id, b.start_ns, b.end_ns, b.name_id, b.thread_id, b.parent_span_id);
 }
 
-// One trace's records: its spans and its GPU records, each sorted by span id with one record
-// per id (the least by content, so that the same is kept whatever their order).
+// One trace's records: its spans, its GPU records and its iteration records, each sorted by span
+// id with one record per id (the least by content, so that the same is kept whatever their
+// order).
 struct SortedTrace {
   std::span<SpanFacts> spans;
   std::span<SpanFacts> gpu;
+  std::span<SpanFacts> iterations;
   std::uint64_t duplicates = 0;  // span records dropped
 };
 
 SortedTrace sort_trace(std::span<SpanFacts> facts) {
-  const auto split = std::partition(facts.begin(), facts.end(),
-                                    [](const SpanFacts& f) { return f.kind != FactsKind::kGpu; });
-  auto sorted_unique = [](std::span<SpanFacts> part) {
-    std::sort(part.begin(), part.end(), facts_less);
-    const auto last =
+  std::sort(facts.begin(), facts.end(), [](const SpanFacts& a, const SpanFacts& b) {
+    return a.kind != b.kind ? a.kind < b.kind : facts_less(a, b);
+  });
+  auto of_kind = [&](FactsKind kind) {
+    const auto first = std::partition_point(facts.begin(), facts.end(),
+                                            [&](const SpanFacts& f) { return f.kind < kind; });
+    const auto last = std::partition_point(first, facts.end(),
+                                           [&](const SpanFacts& f) { return f.kind == kind; });
+    const std::span<SpanFacts> part(first, last);
+    const auto unique_end =
         std::unique(part.begin(), part.end(),
                     [](const SpanFacts& a, const SpanFacts& b) { return a.span_id == b.span_id; });
-    return part.first(static_cast<std::size_t>(last - part.begin()));
+    return std::pair(part.first(static_cast<std::size_t>(unique_end - part.begin())), part.size());
   };
-  const auto span_count = static_cast<std::size_t>(split - facts.begin());
   SortedTrace out;
-  out.spans = sorted_unique(facts.first(span_count));
-  out.gpu = sorted_unique(facts.subspan(span_count));
-  out.duplicates = span_count - out.spans.size();
+  std::size_t span_records = 0;
+  std::tie(out.spans, span_records) = of_kind(FactsKind::kSpan);
+  out.gpu = of_kind(FactsKind::kGpu).first;
+  out.iterations = of_kind(FactsKind::kIteration).first;
+  out.duplicates = span_records - out.spans.size();
   return out;
 }
 
@@ -130,6 +138,16 @@ SpanFacts gpu_facts(const SpanFacts& span, const GpuFacts& gpu) {
   r.name_id = (gpu.has_busy ? kHasBusy : 0u) | (gpu.has_kernels ? kHasKernels : 0u) |
               (gpu.has_interval ? kHasInterval : 0u);
   r.kind = FactsKind::kGpu;
+  return r;
+}
+
+SpanFacts iteration_facts(const SpanFacts& span, std::int64_t iteration) {
+  SpanFacts r;
+  r.rank = span.rank;
+  r.trace_key = span.trace_key;
+  r.span_id = span.span_id;
+  r.start_ns = static_cast<std::uint64_t>(iteration);
+  r.kind = FactsKind::kIteration;
   return r;
 }
 
@@ -199,6 +217,7 @@ void StepAnalyzer::analyze(std::span<SpanFacts> facts,
   for (const SpanFacts& g : trace.gpu) gpu_.push_back(gpu_of(g));
   gpu_index_.clear();
   if (!gpu_.empty()) gpu_index_ = gpu_indices(spans, trace.gpu);
+  iterations_ = trace.iterations;
 
   // Parents, and children in CSR form (each span's children in id order).
   parent_.assign(n, kNone);
@@ -271,6 +290,13 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
   r.gpu.timed = false;
   r.gpu.busy_ns = r.gpu.idle_ns = r.gpu.exposed_comm_ns = 0;
   r.gpu.boxes.clear();
+  r.collectives.clear();
+  r.gpu_busy_by_group.clear();
+  r.gpu_in_step_by_name.clear();
+  r.iteration.reset();
+  if (const std::uint32_t at = index_of(iterations_, s.span_id); at != kNone) {
+    r.iteration = static_cast<std::int64_t>(iterations_[at].start_ns);
+  }
 
   // The step's spans, breadth first, with the thread each ran on.
   const std::int64_t thread = s.thread_id;
@@ -399,6 +425,26 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
   for (const auto& [id, list] : unions_by_id(by_group)) {
     r.within_by_group.emplace_back(id, length(list));
   }
+
+  // The collectives: the outermost communication spans below the step (nodes_ is breadth
+  // first, so a span's parent has its flag before it), cut to the step.
+  {
+    std::vector<bool> in_communication(nodes_.size(), false);
+    for (std::uint32_t k = 1; k < nodes_.size(); ++k) {
+      const Node& x = nodes_[k];
+      const bool communication = kinds_[spans[x.index].name_id].is_communication;
+      in_communication[k] = communication || in_communication[x.parent];
+      if (!communication || in_communication[x.parent]) continue;
+      const SpanFacts& span = spans[x.index];
+      const std::uint64_t start = std::clamp(span.start_ns, s.start_ns, s.end_ns);
+      r.collectives.push_back({span.name_id, start, std::clamp(span.end_ns, start, s.end_ns)});
+    }
+    std::sort(r.collectives.begin(), r.collectives.end(),
+              [](const Collective& a, const Collective& b) {
+                return std::tie(a.start_ns, a.end_ns, a.name_id) <
+                       std::tie(b.start_ns, b.end_ns, b.name_id);
+              });
+  }
   analyze_gpu(spans, r);
   if (r.overlapped.empty()) {
     (*on_step_)(r);
@@ -462,18 +508,44 @@ void StepAnalyzer::analyze_gpu(std::span<const SpanFacts> spans, StepResult& r) 
   std::vector<Interval> all, communication, other;
   std::vector<std::pair<std::uint32_t, Interval>> leaves;  // by group
   std::uint64_t window_end = step_start + r.duration_ns;
+  const std::uint64_t step_end = window_end;
+  // Per name: the busy time of its outermost GPU-timed spans, and their GPU intervals in the step.
+  std::vector<std::pair<std::uint32_t, Interval>> name_intervals;
+  IdTimes name_busy;
   for (std::uint32_t k = 0; k < nodes_.size(); ++k) {
     if (gpu_at(k) == kNone) continue;
     const GpuFacts& g = gpu_[gpu_at(k)];
-    if (!g.has_interval) continue;
+    const std::uint32_t name = spans[nodes_[k].index].name_id;
+    bool outermost = true;
+    for (std::uint32_t up = k; up != 0 && outermost;) {
+      up = nodes_[up].parent;
+      outermost = !(gpu_at(up) != kNone && spans[nodes_[up].index].name_id == name);
+    }
+    if (!g.has_interval) {
+      if (!below[k] && g.has_busy)
+        add_to(r.gpu_busy_by_group, group_of(spans[nodes_[k].index]), g.busy_ns);
+      continue;
+    }
     const std::uint64_t start = std::max(g.start_ns, step_start);
     const Interval interval{start, std::max(start, g.end_ns)};
     all.push_back(interval);
     window_end = std::max(window_end, interval.end_ns);
+    if (outermost) {
+      add_to(name_busy, name, g.has_busy ? g.busy_ns : g.end_ns - g.start_ns);
+      const Interval in_step{std::min(interval.start_ns, step_end),
+                             std::min(interval.end_ns, step_end)};
+      if (in_step.end_ns > in_step.start_ns) name_intervals.push_back({name, in_step});
+    }
     if (below[k]) continue;  // not a leaf
-    const NameKind& kind = kinds_[spans[nodes_[k].index].name_id];
+    const NameKind& kind = kinds_[name];
     (kind.is_communication ? communication : other).push_back(interval);
     leaves.push_back({kind.group_id, interval});
+    add_to(r.gpu_busy_by_group, kind.group_id, g.has_busy ? g.busy_ns : g.end_ns - g.start_ns);
+  }
+  for (const auto& [name, list] : unions_by_id(name_intervals)) {
+    const auto busy = std::find_if(name_busy.begin(), name_busy.end(),
+                                   [&](const auto& b) { return b.first == name; });
+    r.gpu_in_step_by_name.emplace_back(name, std::min(busy->second, length(list)));
   }
   merge_intervals(all);
   const std::uint32_t own = gpu_at(0);

@@ -12,7 +12,9 @@
 //   they overlapped the step (the union of their intervals within it) and the part of that time
 //   that was exposed, where the step's own thread was in a span of the same group or in no span
 //   but the step (it waited, or did nothing else);
-// - per name and group, the union of their spans' intervals within the step ("within").
+// - per name and group, the union of their spans' intervals within the step ("within");
+// - the step's collectives: its outermost spans of the communication group, on any thread, by
+//   start, which stragglers.hpp matches across ranks (who arrived last, who waited for whom).
 //
 // docs/report.md has the rules with the demo's figures.
 //
@@ -23,6 +25,7 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -32,12 +35,14 @@ namespace nemo::lens::cli {
 /// SpanFacts::thread_id of a span without a thread.id attribute.
 inline constexpr std::int64_t kNoThread = INT64_MIN;
 
-/// SpanFacts::kind: a span, or the GPU times of the span of the same rank, trace and span id.
-enum class FactsKind : std::uint32_t { kSpan = 0, kGpu = 1 };
+/// SpanFacts::kind: a span, or the GPU times or the iteration attribute of the span of the same
+/// rank, trace and span id.
+enum class FactsKind : std::uint32_t { kSpan = 0, kGpu = 1, kIteration = 2 };
 
 /// One span as the step analysis needs it: 64 bytes, spilled as they are to a temporary file. A
-/// GPU-timed span adds a second record of kind kGpu (gpu_facts()), so that spans without GPU
-/// times cost nothing more.
+/// GPU-timed span adds a second record of kind kGpu (gpu_facts()), and a step span with an
+/// `iteration` attribute one of kind kIteration (iteration_facts()), so that other spans cost
+/// nothing more.
 struct SpanFacts {
   std::int64_t rank = 0;  // the report's rank key (dl.rank, or a value for none)
   std::uint64_t trace_key = 0;
@@ -67,6 +72,9 @@ struct GpuFacts {
 SpanFacts gpu_facts(const SpanFacts& span, const GpuFacts& gpu);
 /// The GPU times a kGpu record carries.
 GpuFacts gpu_of(const SpanFacts& record);
+
+/// The kIteration record that carries the `iteration` attribute of `span`.
+SpanFacts iteration_facts(const SpanFacts& span, std::int64_t iteration);
 
 /// A half-open time interval [start_ns, end_ns), Unix ns.
 struct Interval {
@@ -107,6 +115,16 @@ struct StepGpu {
 /// Time per name or group id, in ns.
 using IdTimes = std::vector<std::pair<std::uint32_t, std::uint64_t>>;
 
+/// A collective of a step: one of its outermost spans of the communication group (no ancestor
+/// of that group below the step), on any thread, cut to the step. Its start is the rank's
+/// arrival.
+struct Collective {
+  std::uint32_t name_id = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  bool operator==(const Collective&) const = default;
+};
+
 /// Spans of other threads or processes beside one step, per name or group id.
 struct OverlapTimes {
   std::uint32_t id = 0;
@@ -122,14 +140,23 @@ struct StepResult {
   std::uint32_t name_id = 0;
   std::uint64_t start_ns = 0;
   std::uint64_t duration_ns = 0;
-  IdTimes own_by_name;      // on the step's thread; sums to duration_ns
-  IdTimes within_by_name;   // every span of the step, per name: union within the step
-  IdTimes within_by_group;  // the same per group
+  std::optional<std::int64_t> iteration;  // the step span's `iteration` attribute
+  IdTimes own_by_name;                    // on the step's thread; sums to duration_ns
+  IdTimes within_by_name;                 // every span of the step, per name: union within the step
+  IdTimes within_by_group;                // the same per group
   std::vector<OverlapTimes> overlap_by_name;
   std::vector<OverlapTimes> overlap_by_group;
-  std::vector<Interval> overlapped;  // the union of every overlapping span's interval, in order
-  std::vector<Interval> exposed;     // its exposed parts, in order
+  std::vector<Interval> overlapped;     // the union of every overlapping span's interval, in order
+  std::vector<Interval> exposed;        // its exposed parts, in order
+  std::vector<Collective> collectives;  // by start (then end, name id)
   StepGpu gpu;
+  /// Per group, the gpu.busy of the step's leaf GPU-timed spans of that group (their GPU
+  /// interval's length when they have no gpu.busy).
+  IdTimes gpu_busy_by_group;
+  /// Per name, the GPU time of its spans within the step: their gpu.busy added up (the outermost
+  /// span of the name on each path only), at most the union of their GPU intervals cut to the
+  /// step, so never more than the step.
+  IdTimes gpu_in_step_by_name;
 };
 
 /// Counters of the parent links of the traces analysed.
@@ -188,8 +215,9 @@ class StepAnalyzer {
   std::vector<std::uint32_t> children_;
   std::vector<std::uint32_t> stack_;
   std::vector<Node> nodes_;
-  std::vector<GpuFacts> gpu_;             // per trace: the GPU records, deduplicated
-  std::vector<std::uint32_t> gpu_index_;  // per span: into gpu_, or none (empty: no GPU record)
+  std::vector<GpuFacts> gpu_;              // per trace: the GPU records, deduplicated
+  std::vector<std::uint32_t> gpu_index_;   // per span: into gpu_, or none (empty: no GPU record)
+  std::span<const SpanFacts> iterations_;  // per trace: the kIteration records, by span id
   StepResult result_;
   const std::function<void(const StepResult&)>* on_step_ = nullptr;
 };

@@ -588,6 +588,7 @@ class OtlpSaxHandler {
     s.group.clear();
     s.has_group = false;
     s.thread_id.reset();
+    s.iteration.reset();
     s.truncated = false;
     s.gpu = {};
     s.resource = out_.resources.size() - 1;
@@ -659,6 +660,8 @@ class OtlpSaxHandler {
           s.has_group = true;
         } else if (a.key == semconv::kThreadId && a.kind == PendingAttribute::Kind::kInt) {
           s.thread_id = a.integer;
+        } else if (a.key == kIterationKey && a.kind == PendingAttribute::Kind::kInt) {
+          s.iteration = a.integer;
         } else if (a.key == semconv::kNemoSpanTruncated &&
                    a.kind == PendingAttribute::Kind::kBool) {
           s.truncated = a.boolean;
