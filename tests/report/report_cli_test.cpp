@@ -622,6 +622,14 @@ TEST_F(ReportCli, Errors) {
   r = lens(report_args({"--verbose"}));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("lens report: unknown option '--verbose'"), std::string::npos);
+  for (const char* bad : {"0", "x", "-2", "3x", ""}) {
+    r = lens(report_args({"--ranks", bad}));
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_NE(r.err.find(std::string("invalid value '") + bad +
+                         "' for --ranks: expected N >= 1 or 'all'"),
+              std::string::npos)
+        << r.err;
+  }
   r = lens(report_args({"--html", "/nonexistent/dir/r.html"}));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("lens report: cannot write '/nonexistent/dir/r.html': No such file or "
@@ -1200,6 +1208,169 @@ TEST_F(ReportCli, ShuffledExportsGiveTheSameReportAndTrace) {
     EXPECT_EQ(comparable_report(shuffled), reference) << "trial " << trial;
     EXPECT_EQ(events(shuffled), reference_events) << "trial " << trial;
   }
+}
+
+// ---- stragglers (docs/report.md#stragglers) ----
+
+// A synthetic synchronous job (report_sync_job) of `args`, reported as JSON.
+json sync_report(const std::string& dir, const std::vector<std::string>& args,
+                 const std::vector<std::string>& report_flags = {}) {
+  std::vector<std::string> job = {REPORT_SYNC_JOB};
+  job.insert(job.end(), args.begin(), args.end());
+  const report_test::RunResult generated = report_test::run(job, dir);
+  EXPECT_EQ(generated.status, 0) << generated.err;
+  report_test::write_file(dir + "/sync.jsonl", generated.out);
+  std::vector<std::string> command = {LENS_BINARY, "report", "--json", dir + "/sync.jsonl"};
+  command.insert(command.end(), report_flags.begin(), report_flags.end());
+  const report_test::RunResult r = report_test::run(command, dir);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return json::parse(r.out);
+}
+
+std::vector<std::int64_t> flagged(const json& report) {
+  std::vector<std::int64_t> ranks;
+  for (const json& s : report["stragglers"]["ranks"]) ranks.push_back(s["rank"]);
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+// Over many seeds of the noise: a balanced job names nobody, at 4 and at 16 ranks and with
+// three times the noise; a slow rank is named alone, late at the collectives, slower in the
+// group that is slow, and its cost is what the job's arithmetic gives.
+TEST_F(ReportCli, StragglersOfSyntheticJobsOverSeeds) {
+  for (int seed = 1; seed <= 8; ++seed) {
+    const std::string s = std::to_string(seed);
+    EXPECT_TRUE(flagged(sync_report(dir_, {"--seed", s})).empty()) << "seed " << s;
+    EXPECT_TRUE(flagged(sync_report(dir_, {"--seed", s, "--ranks", "16", "--noise", "6"})).empty())
+        << "seed " << s;
+    // Rank 2's forward_backward takes 1.3 x 40 ms: 12 ms late at every all-reduce.
+    json j = sync_report(dir_, {"--seed", s, "--slow", "2:1.3"});
+    ASSERT_EQ(flagged(j), std::vector<std::int64_t>{2}) << "seed " << s;
+    const json& x = j["stragglers"]["ranks"][0];
+    EXPECT_EQ(x["flagged_by"], json({"arrival"}));
+    EXPECT_EQ(x["groups"][0]["group"], "forward_backward");
+    EXPECT_NEAR(x["groups"][0]["excess_ns_per_step"].get<double>(), 12e6, 1.5e6);
+    EXPECT_NEAR(x["late_ns"].get<double>(), 12e6, 1.5e6);
+    EXPECT_EQ(x["last_into"][0],
+              json::parse(R"({"name":"allreduce_gradients","last":30,"of":30})"));
+    // The other three wait about 12 ms in each step of about 69 ms.
+    EXPECT_NEAR(x["wait_caused_per_step_ns"].get<double>(), 12e6, 1.5e6);
+    EXPECT_NEAR(x["wait_caused_share"].get<double>(), 12.0 / 69, 0.03);
+    // Slow in data loading instead: that group is named.
+    j = sync_report(dir_, {"--seed", s, "--slow", "1:3:data_loading"});
+    ASSERT_EQ(flagged(j), std::vector<std::int64_t>{1}) << "seed " << s;
+    EXPECT_EQ(j["stragglers"]["ranks"][0]["groups"][0]["group"], "data_loading");
+    // Two slow ranks of eight, and a pipeline's last stage compared only with itself.
+    EXPECT_EQ(flagged(sync_report(
+                  dir_, {"--seed", s, "--ranks", "8", "--slow", "2:1.3", "--slow", "5:1.2"})),
+              (std::vector<std::int64_t>{2, 5}))
+        << "seed " << s;
+    EXPECT_EQ(flagged(sync_report(
+                  dir_, {"--seed", s, "--ranks", "8", "--last-stage", "3", "--slow", "3:1.3"})),
+              std::vector<std::int64_t>{3})
+        << "seed " << s;
+  }
+}
+
+// The floor: rank 2's 4 ms lateness (10 % of its 40 ms forward_backward) is above 5 % of the
+// 61 ms step, not above 8 %.
+TEST_F(ReportCli, TheStragglerThresholdIsTheRulesFloor) {
+  EXPECT_EQ(flagged(sync_report(dir_, {"--slow", "2:1.1"})), std::vector<std::int64_t>{2});
+  EXPECT_TRUE(
+      flagged(sync_report(dir_, {"--slow", "2:1.1"}, {"--straggler-threshold", "8"})).empty());
+}
+
+// Two jobs in one input (a C++ job of 11 ms steps and a PyTorch job of 212 ms steps, both
+// "train_step"): a section each, never averaged together; --json an array; --run one of them.
+TEST_F(ReportCli, SeveralRunsAreReportedOneByOne) {
+  std::string lines;
+  for (const auto& [run, step_ms] : {std::pair{"cpp-job", 11}, std::pair{"torch-job", 212}}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<report_test::SpanSpec> spans;
+      for (std::uint64_t i = 0; i < 3; ++i) {
+        const std::uint64_t t = report_test::kT0 + i * 1000 * report_test::kMs;
+        spans.push_back(report_test::make_span(100 * (rank + 1) + i + 1, 0, "train_step", "step", t,
+                                               t + step_ms * report_test::kMs, 1));
+      }
+      lines += report_test::request_line(report_test::rank_resource(rank, run), spans) + "\n";
+    }
+  }
+  report_test::write_file(dir_ + "/two.jsonl", lines);
+  auto r = lens({"report", dir_ + "/two.jsonl"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("lens report: 1 file, 4 lines (0 malformed), 12 spans, 4 ranks, 2 runs, "
+                        "reported one by one (--run RUN_ID: one): cpp-job torch-job\n",
+                        0),
+            0u)
+      << r.out;
+  const std::size_t cpp = r.out.find("\n=== run cpp-job: 6 spans, 2 ranks\n");
+  const std::size_t torch = r.out.find("\n=== run torch-job: 6 spans, 2 ranks\n");
+  ASSERT_NE(cpp, std::string::npos) << r.out;
+  ASSERT_NE(torch, std::string::npos) << r.out;
+  EXPECT_LT(cpp, torch);
+  const std::string cpp_part = r.out.substr(cpp, torch - cpp), torch_part = r.out.substr(torch);
+  EXPECT_NE(
+      cpp_part.find("  step   train_step      6  66.00ms  11.00ms  11.00ms  11.00ms  11.00ms"),
+      std::string::npos)
+      << cpp_part;
+  EXPECT_NE(
+      torch_part.find("  step   train_step      6  1.272s  212.0ms  212.0ms  212.0ms  212.0ms"),
+      std::string::npos)
+      << torch_part;
+  EXPECT_EQ(torch_part.find("Malformed lines: none"), torch_part.rfind("Malformed lines"));
+  EXPECT_EQ(cpp_part.find("Malformed lines"), std::string::npos) << "once, at the end";
+
+  r = lens({"report", "--json", dir_ + "/two.jsonl"});
+  const json runs = json::parse(r.out);
+  ASSERT_TRUE(runs.is_array());
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["run_ids"], json({"cpp-job"}));
+  EXPECT_EQ(runs[0]["names"][0]["p95_ns"], 11'000'000);
+  EXPECT_EQ(runs[1]["run_ids"], json({"torch-job"}));
+  EXPECT_EQ(runs[1]["names"][0]["p95_ns"], 212'000'000);
+
+  r = lens({"report", "--json", "--run", "torch-job", dir_ + "/two.jsonl"});
+  const json one = json::parse(r.out);
+  ASSERT_TRUE(one.is_object());
+  EXPECT_EQ(one["run_ids"], json({"torch-job"}));
+  EXPECT_EQ(one["step"]["count"], 6);
+}
+
+// --ranks: a job of more ranks than N shows the spread across them (min, p50, p95, max) and the
+// N furthest out, the flagged ones first; --ranks all lists every one.
+TEST_F(ReportCli, RanksListsEveryRankUpToNThenTheFurthestOut) {
+  auto r = lens(report_args({"--ranks", "2"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Step time per rank (top-level spans of group step; 3 ranks: min, p50, "
+                       "p95 and max across them, then the 2 furthest out, flagged ones first; "
+                       "--ranks all lists every rank)\n"
+                       "  rank  name        count      p50      p95      max\n"
+                       "  min   train_step      3  100.0ms  100.0ms  100.0ms\n"
+                       "  p50   train_step      3  100.0ms  109.0ms  110.0ms\n"
+                       "  p95   train_step      3  145.0ms  145.9ms  146.0ms\n"
+                       "  max   train_step      3  150.0ms  150.0ms  150.0ms\n"
+                       "  2     train_step      3  150.0ms  150.0ms  150.0ms  straggler\n"
+                       "  0     train_step      3  100.0ms  100.0ms  100.0ms\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(lens(report_args({"--ranks", "3"})).out, kExpectedText);
+  EXPECT_EQ(lens(report_args({"--ranks", "all"})).out, kExpectedText);
+  // 40 ranks: 8 listed by default, all 40 with --ranks all.
+  const json j = sync_report(dir_, {"--ranks", "40", "--steps", "5", "--slow", "7:1.3"});
+  EXPECT_EQ(flagged(j), std::vector<std::int64_t>{7});
+  const std::string job = dir_ + "/sync.jsonl";
+  auto rows = [](const std::string& text, const std::string& heading) {
+    const std::size_t at = text.find(heading);
+    const std::string table = text.substr(at, text.find("\n\n", at) - at);
+    std::size_t n = 0;
+    for (std::size_t i = 0; (i = table.find("\n  ", i)) != std::string::npos; ++i) ++n;
+    return n - 1;  // less the header
+  };
+  const std::string short_text = lens({"report", job}).out;
+  EXPECT_EQ(rows(short_text, "Step time per rank"), 4u + 8u) << short_text;
+  EXPECT_NE(short_text.find("  7     train_step      5"), std::string::npos) << short_text;
+  EXPECT_EQ(rows(lens({"report", job, "--ranks", "all"}).out, "Step time per rank"), 40u);
+  EXPECT_EQ(rows(lens({"report", job, "--ranks", "all"}).out, "Waits at the collectives"), 41u);
 }
 
 }  // namespace
