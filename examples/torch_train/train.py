@@ -92,6 +92,11 @@ def parse_args(argv):
     p.add_argument("--die-at-step", type=int, default=-1,
                    help="with --die-rank: that rank exits abruptly (os._exit) at this step")
     p.add_argument("--die-rank", type=int, default=-1)
+    p.add_argument("--slow-rank", type=int, default=-1, metavar="R",
+                   help="make rank R a straggler: its forward and backward take --slow-factor "
+                        "times as long, so the others wait for it in the all-reduces")
+    p.add_argument("--slow-factor", type=float, default=2.0, metavar="F",
+                   help="how much longer the slow rank computes, >= 1 (default 2)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda when torch sees a GPU, else cpu")
     p.add_argument("--cuda-events", default="", metavar="PATH",
@@ -278,6 +283,14 @@ def generate(model, prompt, n):
     return tokens[:, prompt.shape[1]:]
 
 
+def straggle(args, rank, compute_seconds):
+    """On the --slow-rank, waits (F - 1) times `compute_seconds`: as if its device were slower.
+    Called before the last microbatch, whose backward starts the all-reduces, so that its
+    gradients are late and the other ranks wait for them."""
+    if rank == args.slow_rank and args.slow_factor > 1 and compute_seconds > 0:
+        time.sleep((args.slow_factor - 1) * compute_seconds)
+
+
 def train(args, rank, world, handle, summary, device):
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = TinyLM(args.dim, args.layers, args.seq).to(device)
@@ -299,6 +312,7 @@ def train(args, rank, world, handle, summary, device):
     tracer = handle.tracer
     durations = []
     loss_value = float("nan")
+    compute_seconds = 0.0  # the previous step's forward and backward, for --slow-rank
     for it in range(1, args.steps + 1):
         if it == args.die_at_step and rank == args.die_rank:
             os._exit(3)  # a crash: nothing flushed, no goodbye to the process group
@@ -309,13 +323,18 @@ def train(args, rank, world, handle, summary, device):
             with managed_span(G.FORWARD_BACKWARD, "forward_backward"), \
                     events.timed(it, "forward_backward"):
                 total = 0.0
+                fb_start = time.perf_counter()
                 for i, (x, y) in enumerate(micro):
                     last = i == len(micro) - 1
+                    if last:
+                        straggle(args, rank, compute_seconds)
                     sync = contextlib.nullcontext() if last else ddp.no_sync()
                     with sync, managed_span(G.MICROBATCH, "microbatch", microbatch=i):
                         loss = F.cross_entropy(ddp(x).reshape(-1, VOCAB), y.reshape(-1))
                         (loss / len(micro)).backward()  # the last one all-reduces the buckets
                     total += loss.item() / len(micro)
+                compute_seconds = time.perf_counter() - fb_start - (
+                    (args.slow_factor - 1) * compute_seconds if rank == args.slow_rank else 0)
             with managed_span(G.OPTIMIZER, "optimizer_step"), events.timed(it, "optimizer"):
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -362,6 +381,11 @@ def train(args, rank, world, handle, summary, device):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     rank, world = rank_and_world()
+    if args.slow_rank >= world or args.slow_factor < 1:
+        if rank == 0:
+            print(f"train.py: --slow-rank {args.slow_rank} --slow-factor {args.slow_factor}: "
+                  f"the rank must be below the {world} ranks and the factor >= 1", file=sys.stderr)
+        return 2
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # ranks share the cores
     config = NemoLensConfig.from_env(span_group_cls=G)
     handle = setup_telemetry(config, rank, world)  # before CUDA starts: GPU time sees it all

@@ -25,7 +25,8 @@ check_steps() {  # check_steps REPORT N: every rank has N train_step spans in RE
 }
 files="report.html report.json trace.json spans.jsonl"
 if [ "$torch" = torch ]; then
-  check_steps report.txt 11  # both jobs
+  check_steps report.txt 8  # both jobs, one section each
+  check_steps report.txt 3
   check_steps report-cpp.txt 8
   check_steps report-torch.txt 3
   grep -q "allreduce_bucket" "$out/report-torch.txt" || { echo "FAIL: no DDP bucket spans"; status=1; }

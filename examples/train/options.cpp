@@ -90,6 +90,10 @@ std::string usage_text() {
   option("--log-every N",
          with_default("print the training loss every N steps", std::to_string(d.log_every)));
   option("--hidden W", with_default("width of the three hidden layers", std::to_string(d.hidden)));
+  option("--slow-rank R", "make rank R a straggler: its forward_backward takes F times as long");
+  char factor[32];
+  std::snprintf(factor, sizeof(factor), "%g", d.slow_factor);
+  option("--slow-factor F", with_default("how much longer the slow rank computes, >= 1", factor));
   option("--help", "print this text");
   return text;
 }
@@ -105,6 +109,13 @@ ParsedOptions parse_options(int argc, const char* const* argv) {
       {"--checkpoint-every", int_flag(o.checkpoint_every, 0, kMaxSteps)},
       {"--log-every", int_flag(o.log_every, 1, kMaxSteps)},
       {"--hidden", int_flag(o.hidden, 1, 4096)},
+      {"--slow-rank", int_flag(o.slow_rank, 0, 1 << 20)},
+      {"--slow-factor",
+       [&o](std::string_view value) -> std::string {
+         return parse_positive_double(value, o.slow_factor) && o.slow_factor >= 1
+                    ? ""
+                    : "must be a number >= 1";
+       }},
       {"--checkpoint-dir",
        [&o](std::string_view value) -> std::string {
          if (value.empty()) return "must not be empty";

@@ -25,6 +25,8 @@ struct TrainOptions {
   std::uint64_t seed = 1234;  // defines the task, the initial weights and the data order
   int log_every = 5;          // print the training loss every N steps
   int hidden = 128;           // width of the three hidden layers
+  int slow_rank = -1;         // this rank's forward_backward takes slow_factor as long (-1: none)
+  double slow_factor = 2;     // for a straggler the report should name (docs/report.md)
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };

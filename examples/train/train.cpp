@@ -287,6 +287,14 @@ int main(int argc, char** argv) {
   }
   MPI_Init(&argc, &argv);
   const World world = World::from_mpi();
+  if (parsed.options.slow_rank >= world.size) {  // every rank sees it: all leave alike
+    if (world.is_root()) {
+      std::fprintf(stderr, "lens_train: --slow-rank %d: the job has %d rank%s (see --help)\n",
+                   parsed.options.slow_rank, world.size, world.size == 1 ? "" : "s");
+    }
+    MPI_Finalize();
+    return 2;
+  }
   int status = 1;
   try {
     status = run(parsed.options, world);

@@ -7,7 +7,8 @@ ctest by examples/train/CMakeLists.txt, one test per scenario:
 
   train_test.py --mpirun mpirun --lens-train lens_train --lens lens SCENARIO
 
-Scenarios: per_step, all_groups, default_groups, default_layer, tracing_neutral, resume, cli.
+Scenarios: per_step, all_groups, default_groups, default_layer, tracing_neutral, resume, cli,
+straggler.
 """
 
 import argparse
@@ -202,13 +203,14 @@ def check_steps_share_rank0_trace(spans, steps):
     check(len(trace_ids) == 1, "rank 0's steps are in %d traces" % len(trace_ids))
 
 
-def traced_run(args, workdir, name, groups, train_args):
+def traced_run(args, workdir, name, groups, train_args, ranks=RANKS, env_extra=None):
     """Runs a traced job; returns (job, spans). The span queue holds a whole run, so that a busy
     machine, where the exporter thread gets little time, cannot make the counts below vary."""
     collector = Collector(args.lens, os.path.join(workdir, name + ".jsonl"))
+    env = {"NEMO_LENS_SPAN_GROUPS": groups, "OTEL_BSP_MAX_QUEUE_SIZE": "65536"}
+    env.update(env_extra or {})
     try:
-        job = run_job(args, train_args, {"NEMO_LENS_SPAN_GROUPS": groups,
-                                         "OTEL_BSP_MAX_QUEUE_SIZE": "65536"}, collector)
+        job = run_job(args, train_args, env, collector, ranks)
         spans = collector.stop()
     finally:
         collector.kill()
@@ -488,6 +490,40 @@ def scenario_resume(args, workdir):
           "final parameters differ between the resumed and the uninterrupted run")
 
 
+def scenario_straggler(args, workdir):
+    """4 ranks, one of them (--slow-rank 2) computing 2.5 times as long: every rank's step lasts
+    about as long, but `lens report` names rank 2, slow in forward_backward and last into the
+    all-reduce; the same job without a slow rank names none. Wide layers, so that compute, not
+    the scheduling of 4 ranks on a small machine, makes up the step."""
+    shape = ["--steps", "30", "--hidden", "256", "--checkpoint-every", "0", "--eval-every", "0"]
+    for name, extra, expected in (("slow", ["--slow-rank", "2", "--slow-factor", "2.5"], [2]),
+                                  ("balanced", [], [])):
+        # Spans only: no metrics for a receiver that takes none.
+        _, spans = traced_run(args, workdir, name, "per_step", shape + extra, ranks=4,
+                              env_extra={"NEMO_LENS_METRICS_ENABLED": "0"})
+        check(spans, "%s: no spans" % name)
+        report = subprocess.run(
+            [args.lens, "report", "--json", os.path.join(workdir, name + ".jsonl")],
+            capture_output=True, text=True, timeout=60)
+        check(report.returncode == 0, "lens report: %s" % report.stderr)
+        j = json.loads(report.stdout)
+        flagged = sorted(s["rank"] for s in j["stragglers"]["ranks"])
+        lateness = [(r["rank"], r["last_count"], round(r["late_ns"] / 1e6, 2))
+                    for c in j["collectives"] for r in c["ranks"]]
+        check(flagged == expected, "%s: stragglers %s, expected %s (rank, last, late ms: %s)"
+              % (name, flagged, expected, lateness))
+        if expected:
+            s = j["stragglers"]["ranks"][0]
+            check("arrival" in s["flagged_by"], "rank 2 flagged by %s" % s["flagged_by"])
+            check(s["groups"][0]["group"] == "forward_backward",
+                  "rank 2's slowest group: %s" % s["groups"][:2])
+            check(s["last_into"][0]["name"] == "allreduce_gradients"
+                  and s["last_into"][0]["last"] >= 25,
+                  "rank 2 last into %s" % s["last_into"])
+            check(s["wait_caused_share"] > 0.1, "the others waited only %s of their step time"
+                  % s["wait_caused_share"])
+
+
 def run_direct(args, argv, env_extra=None):
     env = clean_environment()
     env.update(env_extra or {})
@@ -511,6 +547,8 @@ def scenario_cli(args, workdir):
         ("--lr", "0"): "--lr",
         ("--lr", "nan"): "--lr",
         ("--seed", "1.5"): "--seed",
+        ("--slow-rank", "-1"): "--slow-rank",
+        ("--slow-factor", "0.5"): "--slow-factor",
         ("--steps",): "--steps",
         ("--frobnicate",): "--frobnicate",
     }
@@ -523,6 +561,9 @@ def scenario_cli(args, workdir):
     job = run_job(args, ["--steps", "-3"])
     check(job.returncode == 2, "mpirun with --steps -3: exit %d" % job.returncode)
     check(job.stderr.count("lens_train: --steps") == 1, "stderr:\n" + job.stderr)
+    job = run_job(args, ["--slow-rank", "5"])
+    check(job.returncode == 2 and job.stderr.count("--slow-rank 5: the job has 2 ranks") == 1,
+          "mpirun with --slow-rank 5: exit %d, stderr:\n%s" % (job.returncode, job.stderr))
 
     # A lens problem never stops training: a misspelt group, then a receiver that is not there.
     quick = ["--steps", "4", "--checkpoint-every", "0"]
@@ -561,6 +602,7 @@ SCENARIOS = {
     "tracing_neutral": scenario_tracing_neutral,
     "resume": scenario_resume,
     "cli": scenario_cli,
+    "straggler": scenario_straggler,
 }
 
 

@@ -1,9 +1,11 @@
 #include "trainer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "checkpoint.hpp"
@@ -135,6 +137,7 @@ float Trainer::train_step(std::int64_t step) {
 float Trainer::forward_backward(std::int64_t step) {
   LENS_SPAN(span, MegatronSpanGroup::FORWARD_BACKWARD, "forward_backward", {"iteration", step},
             {"microbatches", options_.microbatches});
+  const auto started = std::chrono::steady_clock::now();
   model_.zero_gradients();
   const int rows = options_.batch / options_.microbatches;
   const float grad_scale = 1.0f / static_cast<float>(options_.batch);  // mean over the batch
@@ -153,6 +156,13 @@ float Trainer::forward_backward(std::int64_t step) {
   }
   const auto loss = static_cast<float>(loss_sum / options_.batch);
   span.set_attribute("loss", loss);
+  if (world_.rank == options_.slow_rank) {
+    // A straggler (--slow-rank): as if this rank's device were slower, its compute takes
+    // slow_factor as long; the other ranks wait for it in the all-reduce.
+    const auto took = std::chrono::steady_clock::now() - started;
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        took * (options_.slow_factor - 1)));
+  }
   return loss;
 }
 

@@ -166,6 +166,38 @@ def test_the_report_tells_hidden_from_exposed_all_reduce_time(job):
     assert comm["overlapped_share"] <= 1 and comm["exposed_share"] <= 1
 
 
+@pytest.mark.parametrize("slow_rank", [2, None])
+def test_the_report_names_the_slow_rank_and_nobody_in_a_balanced_job(tmp_path, slow_rank):
+    """Issue 47: rank 2 computing twice as long (--slow-rank) does not take longer steps, every
+    rank waits for it in the DDP all-reduces; lens report names it, slow in forward_backward and
+    last into the buckets' all-reduces. Without a slow rank it names none."""
+    lens_binary = os.environ.get("LENS_BINARY")
+    if not lens_binary:
+        pytest.skip("LENS_BINARY (the built lens command) is not set")
+    args = ["--steps", "12", "--microbatches", "2", "--checkpoint-every", "0", "--eval-every",
+            "0", "--generate-tokens", "0"]
+    if slow_rank is not None:
+        args += ["--slow-rank", str(slow_rank), "--slow-factor", "2"]
+    run_job(tmp_path, *args)
+    files = sorted(str(p) for p in tmp_path.glob("traces-rank*.jsonl"))
+    report = subprocess.run([lens_binary, "report", "--json", *files], capture_output=True,
+                            text=True, timeout=120, check=True)
+    r = json.loads(report.stdout)
+    ranks = [(x["rank"], x["last_count"], x["late_ns"])
+             for c in r["collectives"] for x in c["ranks"]]
+    flagged = [s["rank"] for s in r["stragglers"]["ranks"]]
+    if slow_rank is None:
+        assert flagged == [], ranks
+        return
+    assert flagged == [slow_rank], ranks
+    (s,) = r["stragglers"]["ranks"]
+    assert "arrival" in s["flagged_by"]
+    assert s["groups"][0]["group"] in ("forward_backward", "microbatch"), s["groups"]
+    assert s["last_into"][0]["name"] == "allreduce_bucket", s["last_into"]
+    assert s["last_into"][0]["last"] >= 0.8 * s["last_into"][0]["of"], s["last_into"]
+    assert 0 < s["wait_caused_share"] <= 1
+
+
 def test_phases_metrics_and_linked_stages(job):
     tmp, _, spans, summaries = job
     root = next(s for s in spans[0] if s["name"] == "torch_train")

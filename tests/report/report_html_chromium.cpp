@@ -9,7 +9,7 @@
 // fourth, of GPU-timed steps, must draw a GPU row under the steps of the rank that has GPU times,
 // one box per leaf GPU-timed span, to scale and in its group's colour. A fifth, of 1,024 ranks
 // of a synchronous job with one slow rank, must draw a rank x step heat map whose reddest row,
-// in a screenshot, is that rank's, named beside it. Exits
+// in a screenshot, is that rank's, named beside it; and a page of two runs a section each. Exits
 // 77 (ctest: skipped) when no Chromium is installed; the CHROMIUM variable names one explicitly.
 //
 //   report_html_chromium LENS_BINARY SYNC_JOB WORK_DIR
@@ -628,5 +628,36 @@ int main(int argc, char** argv) {
     expect(false, "the heat map lies inside the screenshot (" + box + ")");
   }
   if (failures > 0) std::printf("the DOM of 1,024 ranks is in %s/sync-dom.html\n", dir.c_str());
+
+  // Two runs in one input (the fixture's run-42 and a small synchronous job's sync-run): a
+  // section each, in run id order, whose ids do not clash.
+  const std::string small = dir + "/small.jsonl", runs_html = dir + "/runs.html";
+  std::vector<std::string> runs_report = {lens, "report", "--html", runs_html, small};
+  runs_report.insert(runs_report.end(), fixture.files.begin(), fixture.files.end());
+  if (run_with_timeout({sync_job, "--ranks", "4", "--steps", "5"}, small, dir + "/small.err",
+                       std::chrono::seconds(60)) != 0 ||
+      run_with_timeout(runs_report, dir + "/runs.txt", dir + "/runs.err",
+                       std::chrono::seconds(60)) != 0) {
+    std::printf("FAIL: the report of two runs: %s\n",
+                report_test::read_file(dir + "/runs.err").c_str());
+    return 1;
+  }
+  const int runs_status =
+      run_chromium(chromium, dir + "/profile8", {"--dump-dom", "file://" + runs_html},
+                   dir + "/runs-dom.html", dir + "/runs-chromium.err");
+  const std::string runs_dom = report_test::read_file(dir + "/runs-dom.html");
+  expect(runs_status == 0 && runs_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the page of two runs rendered");
+  expect(attribute_after(runs_dom, "id=\"lens-rendered\"", "data-runs") == "2" &&
+             attribute_after(runs_dom, "id=\"lens-rendered\"", "data-ranks") == "7",
+         "two runs, 3 + 4 ranks");
+  const std::size_t first = runs_dom.find("class=\"run-title\">Run run-42<");
+  const std::size_t second = runs_dom.find("class=\"run-title\">Run sync-run<");
+  expect(first != std::string::npos && second != std::string::npos && first < second,
+         "a section per run, run-42 first");
+  expect(count(runs_dom, "id=\"timeline\"") == 1 && count(runs_dom, "id=\"timeline-run1\"") == 1,
+         "each run's timeline has an id of its own");
+  expect(count(runs_dom, "class=\"rank-row\"") == 7, "7 timeline rows");
+  if (failures > 0) std::printf("the DOM of two runs is in %s/runs-dom.html\n", dir.c_str());
   return failures == 0 ? 0 : 1;
 }

@@ -40,6 +40,15 @@ double median_of(std::vector<double>& values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+double trimmed_mean(std::vector<double>& values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t cut = values.size() / 10;
+  if (values.size() <= 2 * cut) return 0;
+  double sum = 0;
+  for (std::size_t i = cut; i < values.size() - cut; ++i) sum += values[i];
+  return sum / static_cast<double>(values.size() - 2 * cut);
+}
+
 std::vector<bool> robust_outliers(std::span<const double> values, double floor) {
   std::vector<bool> out(values.size(), false);
   if (values.size() < 3) return out;
@@ -259,7 +268,7 @@ std::vector<StepNameFindings> StragglerAnalysis::finish(const NameTables& tables
       for (std::size_t i = ranges[k].first; i < ranges[k].second; ++i) {
         if (!std::isnan(late[indices[i]])) lates.push_back(late[indices[i]]);
       }
-      f.ranks[k].late_ns = median_of(lates);
+      f.ranks[k].late_ns = trimmed_mean(lates);
       for (auto& [name, counts] : last_into[k]) {
         counts.name = name;
         f.ranks[k].last_into.push_back(counts);

@@ -52,6 +52,10 @@ std::vector<bool> robust_outliers(std::span<const double> values, double floor);
 /// 0 for none.
 double median_of(std::vector<double>& values);
 
+/// The mean of `values` (sorted in place) without its floor(n / 10) lowest and highest; 0 for
+/// none.
+double trimmed_mean(std::vector<double>& values);
+
 /// One group's time per step on a rank, beside the median over the ranks of its role.
 struct GroupPerStep {
   std::string group;
@@ -84,8 +88,10 @@ struct RankFigures {
   std::uint64_t caused_ns = 0;        // the others' waits for it (it arrived last), summed
   std::uint64_t caused_waits = 0;     // (step, other rank) pairs in its matched steps
   std::uint64_t others_step_ns = 0;   // those other ranks' step time in those steps
-  /// The median over its matched steps of (the median wait of its role's ranks in that step −
-  /// its wait): how late it arrives, per step. 0 without matched steps.
+  /// How late it arrives, per step: (the median wait of its role's ranks in a step − its wait),
+  /// averaged over its matched steps but the tenth highest and the tenth lowest (trimmed_mean()),
+  /// so that a one-off hiccup does not make a straggler and a rank late in most steps stands out
+  /// of noise even when it is not late in every one. 0 without matched steps.
   double late_ns = 0;
   std::vector<GroupPerStep> groups;          // own time per step per group (on the step's thread)
   std::vector<GroupPerStep> gpu_groups;      // GPU busy per step per group (leaf GPU-timed spans)
