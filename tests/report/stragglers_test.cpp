@@ -69,6 +69,16 @@ TEST(RobustOutliers, MedianMadAndTheFloor) {
   EXPECT_EQ(robust_outliers(std::vector<double>{1, 100}, 0), (std::vector<bool>(2, false)));
 }
 
+TEST(TrimmedMean, LeavesOutTheTenthAtEachEnd) {
+  std::vector<double> none;
+  EXPECT_EQ(trimmed_mean(none), 0.0);
+  std::vector<double> few = {3, 1, 2};  // under 10 values: all of them
+  EXPECT_DOUBLE_EQ(trimmed_mean(few), 2.0);
+  // 20 values: the 2 lowest and the 2 highest are left out (a 1000 ms hiccup among them).
+  std::vector<double> steps = {1000, -50, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3};
+  EXPECT_DOUBLE_EQ(trimmed_mean(steps), (1.0 * 7 + 2.0 * 8 + 3.0 * 1) / 16);  // -50, 1, 3, 1000 out
+}
+
 TEST(StragglerAnalysis, WhoArrivedLastAndWhoWaitedForWhom) {
   // Two steps of 50 ms on three ranks, one all-reduce each, ending at 35 and 95 ms.
   //   step 1: arrivals r0 10, r1 30, r2 20: r1 last; r0 waits 20, r2 10; r1 caused 30.
@@ -102,7 +112,7 @@ TEST(StragglerAnalysis, WhoArrivedLastAndWhoWaitedForWhom) {
   EXPECT_EQ(r2.last_into[0].name, "allreduce");
   EXPECT_EQ(r2.last_into[0].last, 1u);
   EXPECT_EQ(r2.last_into[0].of, 2u);
-  // Lateness: the median over a rank's steps (of -10 and 0: -5).
+  // Lateness: the mean over a rank's steps (of -10 and 0: -5; too few steps to trim).
   EXPECT_DOUBLE_EQ(r0.late_ns, -5.0 * kMs);
   EXPECT_DOUBLE_EQ(r1.late_ns, 5.0 * kMs);
   EXPECT_DOUBLE_EQ(r2.late_ns, 10.0 * kMs);

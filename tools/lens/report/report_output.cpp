@@ -447,13 +447,6 @@ std::string gpu_steps_text(const Report& r, std::size_t limit) {
   for (const RankRow& rank : r.ranks) {
     for (const RankGpuRow& g : rank.gpu_steps) rows.push_back({&rank, &g});
   }
-  std::vector<double> busy;
-  for (const auto& [rank, g] : rows) busy.push_back(g->busy_p50_ns);
-  const double median = median_of(busy);
-  const Listing l = list_rows(
-      r.ranks.size() <= limit ? 0 : rows.size(), limit,
-      [&](std::size_t i) { return rows[i].second->straggler; },
-      [&](std::size_t i) { return std::fabs(rows[i].second->busy_p50_ns - median); });
   TextTable t = indented_table({{"rank", false},
                                 {"name", false},
                                 {"steps", true},
@@ -469,10 +462,16 @@ std::string gpu_steps_text(const Report& r, std::size_t limit) {
            format_duration(static_cast<double>(g.exposed_comm_ns)),
            g.straggler ? "straggler" : ""});
   };
-  if (!l.summarised) {
+  if (rows.size() <= limit) {
     for (const auto& [rank, g] : rows) add(*rank, *g);
     return out + ")\n" + t.str();
   }
+  std::vector<double> busy;
+  for (const auto& [rank, g] : rows) busy.push_back(g->busy_p50_ns);
+  const double median = median_of(busy);
+  const Listing l = list_rows(
+      rows.size(), limit, [&](std::size_t i) { return rows[i].second->straggler; },
+      [&](std::size_t i) { return std::fabs(rows[i].second->busy_p50_ns - median); });
   std::vector<std::vector<double>> values(5);
   for (const auto& [rank, g] : rows) {
     values[0].push_back(static_cast<double>(g->count));
@@ -498,17 +497,17 @@ std::string waits_text(const Report& r, std::size_t limit) {
       "order; last: collectives it arrived last into; late: how much less than the median rank "
       "it waited, per step; waited: its own wait per step; caused: what each other rank waited "
       "for it per step, and the share of their step time";
-  std::string tables, notes;
+  std::string tables;
   std::string note;
   for (const StepNameFindings& f : r.findings) {
     if (f.matched_collectives == 0) continue;
-    notes += "  " + escape_control(f.name) + ": " + std::to_string(f.matched_collectives) +
-             " collectives matched by " + (f.by_iteration ? "iteration" : "order of the steps");
+    tables += "  " + escape_control(f.name) + ": " + std::to_string(f.matched_collectives) +
+              " collectives matched by " + (f.by_iteration ? "iteration" : "order of the steps");
     if (f.roles.size() > 1) {
-      notes += "; " + std::to_string(f.roles.size()) +
-               " roles (ranks that run other spans), each compared within itself";
+      tables += "; " + std::to_string(f.roles.size()) +
+                " roles (ranks that run other spans), each compared within itself";
     }
-    notes += "\n";
+    tables += "\n";
     std::vector<const RankFigures*> rows;
     for (const RankFigures& x : f.ranks) {
       if (x.matched_steps > 0) rows.push_back(&x);
@@ -562,7 +561,7 @@ std::string waits_text(const Report& r, std::size_t limit) {
     }
     tables += t.str();
   }
-  return out + note + ")\n" + notes + tables;
+  return out + note + ")\n" + tables;
 }
 
 // One flagged rank in words: what flagged it, where its time went instead, and what it cost.
