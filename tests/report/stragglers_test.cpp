@@ -254,6 +254,8 @@ TEST(StragglerAnalysis, TheHeatMapHasARowPerRankAndBinsTheSteps) {
   EXPECT_DOUBLE_EQ(*h.step_ns[0][0], 12.0 * kMs);  // mean of 11, 12, 13
   EXPECT_DOUBLE_EQ(*h.step_ns[0][1], 14.5 * kMs);  // mean of 14, 15
   EXPECT_TRUE(h.late_ns.empty());                  // no collectives
+  options.heatmap = false;                         // only the HTML page draws it
+  EXPECT_TRUE(a.finish({kNames, kGroups, kKinds}, options)[0].heatmap.ranks.empty());
 }
 
 }  // namespace

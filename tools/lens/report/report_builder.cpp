@@ -545,6 +545,7 @@ Report ReportBuilder::Run::finish(const ReportOptions& options) const {
   for (const GroupStats& g : groups_) group_strings.push_back(g.group);
   StragglerOptions straggler_options;
   straggler_options.floor_pct = options.straggler_threshold_pct;
+  straggler_options.heatmap = options.heatmaps;
   report.findings = stragglers_.finish({name_strings, group_strings, kinds_}, straggler_options);
   std::vector<std::pair<double, StragglerRow>> flagged;
   for (const StepNameFindings& f : report.findings) {

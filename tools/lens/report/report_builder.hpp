@@ -195,6 +195,7 @@ struct MalformedRow {
 struct ReportOptions {
   /// The rule's floor, in percent of the role's median step time (stragglers.hpp).
   double straggler_threshold_pct = 5;
+  bool heatmaps = false;                 // fill StepNameFindings::heatmap (for the HTML page)
   std::size_t timeline_per_rank = 1000;  // at most this many steps per rank on the timeline
   std::size_t timeline_total = 200000;   // and this many in all (but at least 50 per rank)
 };

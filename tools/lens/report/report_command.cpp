@@ -100,6 +100,7 @@ int run_report(std::span<const std::string_view> args) {
     }
   }
   const std::optional<std::string> html_path = flags.value("--html");
+  options.heatmaps = html_path.has_value();
   if (html_path && html_path->empty()) throw UsageError("--html requires a file name");
   const std::string run = flags.value("--run").value_or("");
   if (flags.has("--run") && run.empty()) throw UsageError("--run requires a run id");

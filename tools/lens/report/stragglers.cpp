@@ -358,51 +358,59 @@ std::vector<StepNameFindings> StragglerAnalysis::finish(const NameTables& tables
           [](const RankFigures& x) { return x.gpu_busy_p50_ns; });
     }
 
-    // The heat map: a row per rank, the step keys binned into columns.
-    Heatmap& h = f.heatmap;
-    std::vector<std::int64_t> keys;
-    for (const std::uint32_t i : indices) keys.push_back(key[i]);
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    h.steps = keys.size();
-    const std::size_t rows = f.ranks.size();
-    const std::size_t columns = std::max<std::size_t>(
-        1, std::min({keys.size(), options.max_heatmap_columns,
-                     std::max<std::size_t>(
-                         1, options.max_heatmap_cells / std::max<std::size_t>(rows, 1))}));
-    h.per_column = (keys.size() + columns - 1) / columns;
-    const bool any_late = f.matched_collectives > 0;
-    for (std::size_t k = 0; k < rows; ++k) {
-      h.ranks.push_back(f.ranks[k].rank);
-      std::vector<double> step_sum(columns, 0), late_sum(columns, 0);
-      std::vector<std::uint32_t> step_n(columns, 0), late_n(columns, 0);
-      for (std::size_t i = ranges[k].first; i < ranges[k].second; ++i) {
-        const std::uint32_t s = indices[i];
-        const auto at = static_cast<std::size_t>(
-            std::lower_bound(keys.begin(), keys.end(), key[s]) - keys.begin());
-        const std::size_t column = at / h.per_column;
-        step_sum[column] += static_cast<double>(samples_[s].duration_ns);
-        ++step_n[column];
-        if (!std::isnan(late[s])) {
-          late_sum[column] += late[s];
-          ++late_n[column];
-        }
-      }
-      auto cells = [&](const std::vector<double>& sum, const std::vector<std::uint32_t>& n) {
-        std::vector<std::optional<double>> row(columns);
-        for (std::size_t c = 0; c < columns; ++c) {
-          if (n[c] > 0) row[c] = sum[c] / n[c];
-        }
-        return row;
-      };
-      h.step_ns.push_back(cells(step_sum, step_n));
-      if (any_late) h.late_ns.push_back(cells(late_sum, late_n));
-    }
+    if (options.heatmap) fill_heatmap(f, indices, ranges, key, late, options);
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(),
             [](const StepNameFindings& a, const StepNameFindings& b) { return a.name < b.name; });
   return out;
+}
+
+void StragglerAnalysis::fill_heatmap(StepNameFindings& f, const std::vector<std::uint32_t>& indices,
+                                     const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
+                                     const std::vector<std::int64_t>& key,
+                                     const std::vector<double>& late,
+                                     const StragglerOptions& options) const {
+  // A row per rank, the step keys binned into columns.
+  Heatmap& h = f.heatmap;
+  std::vector<std::int64_t> keys;
+  for (const std::uint32_t i : indices) keys.push_back(key[i]);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  h.steps = keys.size();
+  const std::size_t rows = f.ranks.size();
+  const std::size_t columns = std::max<std::size_t>(
+      1, std::min({keys.size(), options.max_heatmap_columns,
+                   std::max<std::size_t>(
+                       1, options.max_heatmap_cells / std::max<std::size_t>(rows, 1))}));
+  h.per_column = (keys.size() + columns - 1) / columns;
+  const bool any_late = f.matched_collectives > 0;
+  for (std::size_t k = 0; k < rows; ++k) {
+    h.ranks.push_back(f.ranks[k].rank);
+    std::vector<double> step_sum(columns, 0), late_sum(columns, 0);
+    std::vector<std::uint32_t> step_n(columns, 0), late_n(columns, 0);
+    for (std::size_t i = ranges[k].first; i < ranges[k].second; ++i) {
+      const std::uint32_t s = indices[i];
+      const auto at = static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), key[s]) -
+                                               keys.begin());
+      const std::size_t column = at / h.per_column;
+      step_sum[column] += static_cast<double>(samples_[s].duration_ns);
+      ++step_n[column];
+      if (!std::isnan(late[s])) {
+        late_sum[column] += late[s];
+        ++late_n[column];
+      }
+    }
+    auto cells = [&](const std::vector<double>& sum, const std::vector<std::uint32_t>& n) {
+      std::vector<std::optional<double>> row(columns);
+      for (std::size_t c = 0; c < columns; ++c) {
+        if (n[c] > 0) row[c] = sum[c] / n[c];
+      }
+      return row;
+    };
+    h.step_ns.push_back(cells(step_sum, step_n));
+    if (any_late) h.late_ns.push_back(cells(late_sum, late_n));
+  }
 }
 
 }  // namespace nemo::lens::cli

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/step_breakdown.hpp"
@@ -133,6 +134,8 @@ struct StragglerOptions {
   /// A rank is named only when its excess is above this share of its role's median step time
   /// (percent): a floor under the MAD rule, so that a job of nearly equal ranks names none.
   double floor_pct = 5;
+  /// Whether to fill StepNameFindings::heatmap (the HTML page draws it).
+  bool heatmap = true;
   /// The heat map's columns: at most this many, and at most max_heatmap_cells / rows.
   std::size_t max_heatmap_columns = 400;
   std::size_t max_heatmap_cells = 400000;
@@ -179,6 +182,13 @@ class StragglerAnalysis {
     std::map<std::uint32_t, std::uint64_t> own;       // group id -> own time
     std::map<std::uint32_t, std::uint64_t> gpu_busy;  // group id -> GPU busy
   };
+  // Fills f.heatmap from the samples `indices` (by rank, each rank's range in `ranges`), with
+  // each sample's step key and lateness (NaN: not matched).
+  void fill_heatmap(StepNameFindings& f, const std::vector<std::uint32_t>& indices,
+                    const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
+                    const std::vector<std::int64_t>& key, const std::vector<double>& late,
+                    const StragglerOptions& options) const;
+
   std::vector<Sample> samples_;
   std::vector<Collective> collectives_;
   std::map<std::pair<std::uint32_t, std::int64_t>, RankSteps> ranks_;  // (step name, rank)
