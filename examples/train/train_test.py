@@ -517,8 +517,9 @@ def scenario_straggler(args, workdir):
             check("arrival" in s["flagged_by"], "rank 2 flagged by %s" % s["flagged_by"])
             check(s["groups"][0]["group"] == "forward_backward",
                   "rank 2's slowest group: %s" % s["groups"][:2])
+            # Last into most of them: the machine's noise makes it so in 23 to 30 of 30.
             check(s["last_into"][0]["name"] == "allreduce_gradients"
-                  and s["last_into"][0]["last"] >= 25,
+                  and s["last_into"][0]["last"] >= 0.6 * s["last_into"][0]["of"],
                   "rank 2 last into %s" % s["last_into"])
             check(s["wait_caused_share"] > 0.1, "the others waited only %s of their step time"
                   % s["wait_caused_share"])
