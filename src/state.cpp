@@ -1,10 +1,14 @@
 // The enabled-group state. Every group name a site or a set ever mentioned is interned once into
-// an append-only, lock-free hash table (entries are never removed or moved) and owns four flags
+// an append-only, lock-free hash table (entries are never removed or moved) and owns five flags
 // in statically initialised arrays: enabled; nvtx (its spans open NVTX ranges, nvtx/nvtx.hpp);
-// site (enabled, nvtx, or every group's open spans are tracked, TRACK_OPEN=all; see gate.hpp);
-// and record (enabled without NVTX: an enabled span's start reads one flag).
+// site (enabled, recorded by the flight recorder, nvtx, or every group's open spans are tracked,
+// TRACK_OPEN=all; see gate.hpp); record (enabled or flight-recorded, without NVTX: such a span's
+// start reads one flag); and mode (flight-recorded rather than exported, and watched by the
+// flight recorder's triggers: record/recorder.hpp).
 // Sites cache a pointer to their flag; lookups by name probe the table. Writers serialise on one
 // mutex; readers never take it.
+#include "nemo/lens/state.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -14,7 +18,6 @@
 #include <vector>
 
 #include "nemo/lens/detail/gate.hpp"
-#include "nemo/lens/state.hpp"
 #include "strings.hpp"
 #include "tracing/open_spans.hpp"
 
@@ -27,6 +30,7 @@ constinit std::atomic<bool> g_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_nvtx_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_record_flags[kMaxGroups] = {};
+constinit std::atomic<std::uint8_t> g_span_modes[kMaxGroups] = {};
 
 namespace {
 
@@ -45,8 +49,11 @@ constinit std::atomic<const GroupSet*> g_snapshot{nullptr};  // null: nothing pu
 // not export, the groups it would export. Written under g_writer_mu only.
 constinit std::atomic<const GroupSet*> g_nvtx_snapshot{nullptr};
 constinit std::atomic<bool> g_nvtx_emitting{false};  // written under g_writer_mu
+// The groups the flight recorder records (those of them not enabled); null or empty: none.
+// Written under g_writer_mu only.
+constinit std::atomic<const GroupSet*> g_flight_snapshot{nullptr};
 constinit std::atomic<bool> g_table_full{false};  // some enabled name could not be interned
-constinit std::mutex g_writer_mu;                  // guards everything below
+constinit std::mutex g_writer_mu;                 // guards everything below
 
 // Never destroyed: readers on other threads may still use them during exit.
 std::vector<const InternedGroup*>& interned() {
@@ -58,7 +65,8 @@ std::vector<const GroupSet*>& published_sets() {
   return *v;
 }
 
-[[gnu::always_inline]] inline const InternedGroup* find(std::string_view name, std::uint64_t h) noexcept {
+[[gnu::always_inline]] inline const InternedGroup* find(std::string_view name,
+                                                        std::uint64_t h) noexcept {
   for (std::size_t i = h & kTableMask, n = 0; n < kTableSize; i = (i + 1) & kTableMask, ++n) {
     // Acquire pairs with the release in intern_locked(): the entry's fields are visible.
     const InternedGroup* e = g_table[i].load(std::memory_order_acquire);
@@ -92,15 +100,26 @@ void store_if_changed(std::atomic<bool>& flag, bool value) noexcept {
   if (flag.load(std::memory_order_relaxed) != value) flag.store(value, std::memory_order_relaxed);
 }
 
+void store_if_changed(std::atomic<std::uint8_t>& flag, std::uint8_t value) noexcept {
+  if (flag.load(std::memory_order_relaxed) != value) flag.store(value, std::memory_order_relaxed);
+}
+
 // Requires g_writer_mu.
 void update_flags_locked(const InternedGroup& e) noexcept {
   const bool on = snapshot_contains(e.name);
   const bool nvtx =
       g_nvtx_emitting.load(std::memory_order_relaxed) && contains(g_nvtx_snapshot, e.name);
+  const GroupSet* recorded = g_flight_snapshot.load(std::memory_order_relaxed);
+  const bool recording = recorded != nullptr && !recorded->empty();
+  const bool flight = !on && recording && recorded->find(e.name) != recorded->end();
+  // The triggers watch the ends of step spans (slow_step, error) and job spans (error).
+  const bool watch = recording && (e.name == SpanGroup::STEP || e.name == SpanGroup::JOB);
   store_if_changed(g_flags[e.index], on);
   store_if_changed(g_nvtx_flags[e.index], nvtx);
-  store_if_changed(g_record_flags[e.index], on && !nvtx);
-  store_if_changed(g_site_flags[e.index], on || nvtx || tracked_by_mode());
+  store_if_changed(g_span_modes[e.index], static_cast<std::uint8_t>((flight ? kModeFlight : 0) |
+                                                                    (watch ? kModeWatch : 0)));
+  store_if_changed(g_record_flags[e.index], (on || flight) && !nvtx);
+  store_if_changed(g_site_flags[e.index], on || flight || nvtx || tracked_by_mode());
 }
 
 void update_all_flags_locked() noexcept {
@@ -200,6 +219,20 @@ void set_nvtx_span_groups(GroupSet groups) {
   g_nvtx_snapshot.store(publish_locked(std::move(groups)), std::memory_order_release);
   update_all_flags_locked();
   for (const auto& name : *g_nvtx_snapshot.load(std::memory_order_relaxed)) intern_locked(name);
+}
+
+void set_recorded_span_groups(GroupSet groups) {
+  std::lock_guard lock(g_writer_mu);
+  g_flight_snapshot.store(publish_locked(std::move(groups)), std::memory_order_release);
+  for (const auto& name : *g_flight_snapshot.load(std::memory_order_relaxed)) intern_locked(name);
+  intern_locked(SpanGroup::STEP);  // watched: their sites resolve to flags that say so
+  intern_locked(SpanGroup::JOB);
+  update_all_flags_locked();
+}
+
+GroupSet recorded_span_groups() {
+  const GroupSet* s = g_flight_snapshot.load(std::memory_order_acquire);
+  return s != nullptr ? *s : GroupSet{};
 }
 
 void set_nvtx_emitting(bool on) {

@@ -19,6 +19,8 @@
 #include "nemo/lens/sampling.hpp"
 #include "nemo/lens/state.hpp"
 #include "nvtx/settings.hpp"
+#include "record/recorder.hpp"
+#include "record/settings.hpp"
 #include "resources/resource.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
@@ -164,6 +166,7 @@ void print_summary(const TelemetryState& s, const TelemetryStats& st) {
 bool stop_locked(TelemetryState& s, std::chrono::steady_clock::time_point deadline) noexcept {
   if (s.control) s.control->stop();  // first: it may switch groups
   if (active_state().get() == &s) {
+    stop_flight_recorder();  // before the pipeline stops: no span is recorded any more
     try {
       set_enabled_span_groups({});
       set_open_span_tracking(TrackOpen::kOff);
@@ -341,6 +344,7 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   GroupSet groups = config.resolved_span_groups();
   const detail::ControlSettings control = detail::control_settings(config);
   const detail::GpuSettings gpu = detail::gpu_settings(config);
+  const detail::RecordSettings record = detail::record_settings(config);
   const bool nvtx = detail::nvtx_emits(detail::nvtx_mode(config));
   detail::InheritedContext inherited = detail::read_inherited_context();
   ExportStrategy strategy =
@@ -419,6 +423,8 @@ TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank, int worl
   detail::set_inherited_context(std::move(inherited));
   detail::g_active_pipeline.store(state->pipeline, std::memory_order_release);
   set_enabled_span_groups(tracing ? groups : GroupSet{});
+  // The flight recorder records on a rank that exports spans (docs/flight-recorder.md).
+  if (tracing) detail::start_flight_recorder(record);
   // NVTX ranges follow the span groups on every rank, exporting or not.
   if (!tracing) detail::set_nvtx_span_groups(groups);
   detail::set_nvtx_emitting(nvtx);

@@ -618,6 +618,77 @@ TEST_F(Control, HangWatchdogReportsEachStuckSpanOnce) {
   EXPECT_EQ(logged, (std::multiset<std::string>{"communication/all_reduce", "checkpoint/save"}));
 }
 
+// The flight recorder (docs/flight-recorder.md): a stuck step's recorded spans leave with the
+// watchdog's report, those that ended and the one still open (as a truncated copy).
+TEST_F(Control, TheHangWatchdogCapturesWhatTheStuckStepRecorded) {
+  env_.set("NEMO_LENS_HANG_TIMEOUT", "0.2");
+  env_.set("NEMO_LENS_RECORD_GROUPS", "all");
+  StderrCapture err;
+  start("step");
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inside = false, released = false;
+  std::thread stuck([&] {
+    auto step = managed_span("step", "train_step", {{"iteration", 7}});
+    for (int i = 0; i < 3; ++i) auto mb = managed_span("microbatch", "microbatch");
+    auto layer = managed_span("layer", "stuck_layer");
+    std::unique_lock lock(mu);
+    inside = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return inside; });
+  }
+  ASSERT_TRUE(err.wait_for("the flight recorder captured 4 spans since the stuck step began", 1))
+      << err.text();
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  stuck.join();
+  ASSERT_TRUE(handle_.force_flush());
+  std::multiset<std::string> captured;
+  for (const auto& s : memory_->spans()) {
+    for (const auto& kv : s.attributes) {
+      if (kv.key == semconv::kLensCaptureReason) {
+        EXPECT_EQ(std::get<std::string>(kv.value), "hang");
+        captured.insert(s.name);
+      }
+    }
+  }
+  EXPECT_EQ(captured,
+            (std::multiset<std::string>{"microbatch", "microbatch", "microbatch", "stuck_layer"}));
+  EXPECT_EQ(handle_.stats().record_spans_held, 0u) << "the open layer's own end went nowhere";
+}
+
+// `capture [reason]` over the control socket: the rings' spans leave, marked; a process whose
+// recorder is off refuses, saying how to turn it on.
+TEST_F(Control, ACaptureRequestExportsTheRecordedSpans) {
+  env_.set("NEMO_LENS_RECORD_GROUPS", "all");
+  start("step");
+  for (int i = 0; i < 4; ++i) auto mb = managed_span("microbatch", "microbatch");
+  json reply = request("lens-ctl/1 capture loss spike");
+  EXPECT_EQ(reply["ok"], true) << reply;
+  EXPECT_EQ(reply["captured"], 4);
+  EXPECT_EQ(reply["reason"], "loss spike");
+  EXPECT_EQ(exported_names(),
+            (std::multiset<std::string>{"microbatch", "microbatch", "microbatch", "microbatch"}));
+  reply = request("lens-ctl/1 dump");
+  EXPECT_EQ(reply["stats"]["spans_recorded"], 4) << reply["stats"];
+  EXPECT_EQ(reply["stats"]["spans_captured"], 4);
+  EXPECT_EQ(reply["stats"]["record_captures"], 1);
+
+  env_.set("NEMO_LENS_RECORD_GROUPS", "");
+  start("step");
+  reply = request("lens-ctl/1 capture");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_NE(reply["error"].get<std::string>().find("RECORD_GROUPS"), std::string::npos) << reply;
+  EXPECT_FALSE(request("lens-ctl/1 dump")["stats"].contains("spans_recorded"));
+}
+
 TEST_F(Control, AForkedChildNeverAnswersForItsParent) {
   start("default");
   const std::string path = socket();

@@ -828,13 +828,14 @@ TEST(CtlCommandLine, MissingDirectory) {
   EXPECT_EQ(list.err, "lens ctl: no lens processes found in /nonexistent/lens-ctl\n");
   EXPECT_EQ(run_ctl({"dump", "--dir", "/nonexistent/lens-ctl"}).status, 3);
   EXPECT_EQ(run_ctl({"groups", "all", "--dir", "/nonexistent/lens-ctl"}).status, 3);
+  EXPECT_EQ(run_ctl({"capture", "--dir", "/nonexistent/lens-ctl"}).status, 3);
 }
 
 TEST(CtlCommandLine, UsageErrors) {
   EXPECT_EQ(run_ctl({}).err,
-            "UsageError: no sub-command given: expected one of list, groups, dump");
+            "UsageError: no sub-command given: expected one of list, groups, dump, capture");
   EXPECT_EQ(run_ctl({"frob"}).err,
-            "UsageError: unknown sub-command 'frob': expected one of list, groups, dump");
+            "UsageError: unknown sub-command 'frob': expected one of list, groups, dump, capture");
   EXPECT_EQ(run_ctl({"groups"}).err,
             "UsageError: no SPEC given: expected a span-group spec (e.g. all) or --reset");
   EXPECT_EQ(run_ctl({"groups", "all", "--reset"}).err,
@@ -845,6 +846,14 @@ TEST(CtlCommandLine, UsageErrors) {
             "UsageError: invalid SPEC: it must not contain line breaks or control characters");
   EXPECT_EQ(
       run_ctl({"groups", std::string(5000, 'a')}).err.rfind("UsageError: SPEC is too long", 0), 0u);
+  EXPECT_EQ(run_ctl({"capture", "a", "b"}).err.rfind("UsageError: unexpected argument 'b'", 0), 0u);
+  EXPECT_EQ(run_ctl({"capture", "x\ty"}).err,
+            "UsageError: invalid REASON: it must not be empty or contain control characters");
+  EXPECT_EQ(run_ctl({"capture", ""}).err,
+            "UsageError: invalid REASON: it must not be empty or contain control characters");
+  EXPECT_EQ(
+      run_ctl({"capture", std::string(5000, 'a')}).err.rfind("UsageError: REASON is too long", 0),
+      0u);
   EXPECT_EQ(run_ctl({"list", "extra"}).err, "UsageError: unexpected argument 'extra'");
   EXPECT_EQ(run_ctl({"list", "--reset"}).err, "UsageError: unknown option '--reset'");
   EXPECT_EQ(run_ctl({"dump", "--rank", "0,,1"}).err,

@@ -1,9 +1,11 @@
 // `lens ctl` against a live multi-threaded program (tests/ctl/ctl_target.cpp): the dump puts the
-// thread blocked in communication first while another thread steps, and a group switch reaches
-// the running program and is undone by --reset; an invalid spec changes nothing.
+// thread blocked in communication first while another thread steps, a group switch reaches
+// the running program and is undone by --reset (an invalid spec changes nothing), and a capture
+// exports what the flight recorder holds.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,18 +50,25 @@ class CtlLive : public ::testing::Test {
     return lens_test::run_lens_ctl(dir_.path(), std::move(args));
   }
 
-  // The exported spans named `name`.
-  int exported(const std::string& name) {
+  // The exported spans (OTLP/JSON).
+  std::vector<Json> exported_spans() {
     std::ifstream in(spans_path_);
-    int n = 0;
+    std::vector<Json> spans;
     for (std::string line; std::getline(in, line);) {
       const Json request = Json::parse(line);
       for (const auto& rs : request["resourceSpans"]) {
         for (const auto& ss : rs["scopeSpans"]) {
-          for (const auto& s : ss["spans"]) n += s["name"] == name;
+          for (const auto& s : ss["spans"]) spans.push_back(s);
         }
       }
     }
+    return spans;
+  }
+
+  // The exported spans named `name`.
+  int exported(const std::string& name) {
+    int n = 0;
+    for (const Json& s : exported_spans()) n += s["name"] == name;
     return n;
   }
 
@@ -136,6 +145,90 @@ TEST_F(CtlLive, GroupSwitchReachesTheRunningProgramAndResetUndoesIt) {
   ASSERT_NE(text.find("dropped 0\n"), std::string::npos) << text;
   EXPECT_EQ(exported("layer_forward"), recorded);
   EXPECT_GT(exported("train_step"), recorded);
+}
+
+// The target with the flight recorder on: per_step exported, every group recorded.
+class CtlLiveRecording : public CtlLive {
+ protected:
+  void SetUp() override {
+    env_.set("NEMO_LENS_RECORD_GROUPS", "all");
+    CtlLive::SetUp();
+  }
+};
+
+// An OTLP/JSON span's attribute `key` as JSON ("stringValue" or "intValue"), or null.
+Json attribute(const Json& span, const std::string& key) {
+  for (const auto& a : span["attributes"]) {
+    if (a["key"] != key) continue;
+    const Json& v = a["value"];
+    if (v.contains("stringValue")) return v["stringValue"];
+    if (v.contains("intValue")) return v["intValue"];
+  }
+  return nullptr;
+}
+
+TEST_F(CtlLiveRecording, CaptureExportsTheRecordedSpansMarkedWithReasonAndId) {
+  ASSERT_TRUE(target_->wait_for_line("layer on")) << "recorded spans record";
+  const auto first = ctl({"capture", "incident 7", "--json"});
+  ASSERT_EQ(first.status, 0) << first.out << first.err;
+  const Json reply = Json::parse(first.out.substr(0, first.out.find('\n')));
+  ASSERT_TRUE(reply.value("ok", false)) << first.out;
+  const std::uint64_t captured = reply["captured"];
+  const std::int64_t id = reply["capture_id"];
+  EXPECT_GT(captured, 0u) << first.out;
+  EXPECT_EQ(reply["reason"], "incident 7");
+  EXPECT_GT(id, 0);
+
+  // A second capture, in text: the spans recorded since, with a later id (the target's steps
+  // of a quarter of a millisecond are now and then twice their median: slow_step captures
+  // may come between).
+  const auto second = ctl({"capture"});
+  ASSERT_EQ(second.status, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("rank 0 pid "), std::string::npos) << second.out;
+  const auto at = second.out.find("captured ");
+  const auto id_at = second.out.find(", reason manual, lens.capture.id ");
+  ASSERT_TRUE(at != std::string::npos && id_at != std::string::npos) << second.out;
+  const std::uint64_t captured_again = std::stoull(second.out.substr(at + 9));
+  const std::int64_t second_id = std::stoll(second.out.substr(id_at + 33));
+  EXPECT_GT(second_id, id);
+  ASSERT_EQ(finish(), 0) << target_->stderr_text();
+  ASSERT_NE(target_->stderr_text().find("dropped 0\n"), std::string::npos)
+      << target_->stderr_text();
+
+  // Exactly the captured spans left (those two captures' and slow steps'), all layer spans
+  // (per_step exports the steps and the communication span), each under an exported step span.
+  std::set<std::string> step_ids;
+  std::uint64_t first_capture = 0, second_capture = 0;
+  std::vector<Json> layers;
+  for (const Json& s : exported_spans()) {
+    if (s["name"] == "train_step") step_ids.insert(s["spanId"].get<std::string>());
+    if (s["name"] == "layer_forward") layers.push_back(s);
+    if (s["name"] != "layer_forward") {
+      EXPECT_TRUE(attribute(s, "lens.capture.reason").is_null()) << s.dump();
+    }
+  }
+  for (const Json& s : layers) {
+    const Json reason = attribute(s, "lens.capture.reason");
+    const Json capture_id = attribute(s, "lens.capture.id");
+    if (reason == "incident 7" && capture_id == std::to_string(id)) {
+      ++first_capture;
+    } else if (reason == "manual" && capture_id == std::to_string(second_id)) {
+      ++second_capture;
+    } else if (reason != "slow_step") {
+      ADD_FAILURE() << "a layer span outside the captures: " << s.dump();
+    }
+    EXPECT_EQ(step_ids.count(s["parentSpanId"].get<std::string>()), 1u) << s.dump();
+  }
+  EXPECT_EQ(first_capture, captured);
+  EXPECT_EQ(second_capture, captured_again);
+}
+
+TEST_F(CtlLive, CaptureIsRefusedWhereTheFlightRecorderIsOff) {
+  const auto out = ctl({"capture"});
+  EXPECT_EQ(out.status, 1) << out.out << out.err;
+  EXPECT_NE(out.out.find("refused: the flight recorder is off in this process"), std::string::npos)
+      << out.out;
+  EXPECT_EQ(finish(), 0) << target_->stderr_text();
 }
 
 }  // namespace

@@ -117,6 +117,19 @@ TEST(CtlOutput, GroupsLineRefusedWithoutAStringMessage) {
   EXPECT_EQ(groups_line(reply), "run 4711 rank 3 pid 12345: refused: {\"code\":7}");
 }
 
+TEST(CtlOutput, CaptureLineSaysHowManySpansWithWhichReasonAndId) {
+  Json reply = {{"protocol", 1},   {"ok", true},          {"process", process("4711", 3, 12345)},
+                {"captured", 120}, {"reason", "oom\x1b"}, {"capture_id", 2}};
+  EXPECT_EQ(capture_line(reply),
+            "run 4711 rank 3 pid 12345: captured 120 spans, reason oom\\x1b, lens.capture.id 2");
+  reply = {{"protocol", 1},
+           {"ok", false},
+           {"process", process("4711", 3, 12345)},
+           {"error", "the flight recorder is off in this process"}};
+  EXPECT_EQ(capture_line(reply),
+            "run 4711 rank 3 pid 12345: refused: the flight recorder is off in this process");
+}
+
 TEST(CtlOutput, DumpSortsByInnermostOpenTimeLongestFirst) {
   const std::vector<Json> replies = {
       dump_reply(process("4711", 0, 100),

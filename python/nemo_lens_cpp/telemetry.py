@@ -228,6 +228,15 @@ def _shutdown_at_exit() -> None:
     _setups.handles.clear()
 
 
+def capture(reason: str = "manual") -> int:
+    """Exports what the flight recorder holds now (``NEMO_LENS_RECORD_GROUPS``,
+    docs/flight-recorder.md): every recorded span of every thread, C++ and Python alike, and the
+    recorded spans open now as truncated copies, each marked ``lens.capture.reason`` = `reason`
+    and one new ``lens.capture.id``. Returns how many spans; 0 when the recorder is off. Never
+    waits for the export."""
+    return _core.capture(str(reason) or "manual")
+
+
 def set_enabled_span_groups(groups: Iterable[str]) -> None:
     """Replaces the enabled span groups, for Python and C++ sites alike (lock-protected writer)."""
     if isinstance(groups, str):

@@ -150,6 +150,12 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["gpu_launches_dropped"] = s.gpu_launches_dropped;
   d["gpu_activities_dropped"] = s.gpu_activities_dropped;
   d["gpu_spans_waiting"] = s.gpu_spans_waiting;
+  d["spans_recorded"] = s.spans_recorded;
+  d["spans_record_overwritten"] = s.spans_record_overwritten;
+  d["spans_captured"] = s.spans_captured;
+  d["record_captures"] = s.record_captures;
+  d["record_spans_held"] = s.record_spans_held;
+  d["record_memory_bytes"] = s.record_memory_bytes;
   return d;
 }
 
@@ -181,6 +187,18 @@ void bind_setup(py::module_& m) {
       PyErr_SetString(g_config_error, e.what());
     }
   });
+
+  // The flight recorder.
+  m.def(
+      "capture",
+      [](const std::string& reason) {
+        py::gil_scoped_release release;  // takes every thread's lock in turn
+        return lens::capture(reason);
+      },
+      py::arg("reason") = "manual",
+      "Exports what the flight recorder holds now (NEMO_LENS_RECORD_GROUPS): every recorded span "
+      "and the recorded spans open now, marked lens.capture.reason; returns how many (0 when it "
+      "is off).");
 
   // Catalogs.
   m.def(

@@ -26,6 +26,7 @@
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "private_dir.hpp"
+#include "record/recorder.hpp"
 #include "strings.hpp"
 #include "tracing/engine.hpp"
 
@@ -158,10 +159,21 @@ void append_stats(std::string& out, const TelemetryStats& s, bool gpu) {
       {"gpu_activities_late", s.gpu_activities_late},
       {"gpu_activities_unattributed", s.gpu_activities_unattributed},
   };
+  const std::pair<std::string_view, std::uint64_t> record_fields[] = {
+      {"spans_recorded", s.spans_recorded},
+      {"spans_record_overwritten", s.spans_record_overwritten},
+      {"spans_captured", s.spans_captured},
+      {"record_captures", s.record_captures},
+      {"record_spans_held", s.record_spans_held},
+      {"record_memory_bytes", s.record_memory_bytes},
+  };
   json::JsonObject o(out);
   for (const auto& [key, value] : fields) json::append_uint(o.key(key), value);
   if (gpu) {
     for (const auto& [key, value] : gpu_fields) json::append_uint(o.key(key), value);
+  }
+  if (flight_recorder_on() || s.spans_recorded != 0) {  // where the flight recorder runs
+    for (const auto& [key, value] : record_fields) json::append_uint(o.key(key), value);
   }
   o.close();
 }
@@ -348,6 +360,23 @@ struct ControlEndpoint::Impl {
     });
   }
 
+  // The flight recorder's rings, exported now (docs/flight-recorder.md).
+  std::string capture_reply(std::string_view reason) const {
+    if (!flight_recorder_on()) {
+      return error_reply(
+          "the flight recorder is off in this process (set <PREFIX>_RECORD_GROUPS, on a rank "
+          "that exports spans)");
+    }
+    CaptureWindow everything;
+    everything.include_open = true;
+    const Capture captured = capture_window(reason, everything);
+    return reply(true, [&](json::JsonObject& o) {
+      json::append_uint(o.key("captured"), captured.spans);
+      json::append_string(o.key("reason"), reason);
+      json::append_int(o.key("capture_id"), captured.id);
+    });
+  }
+
   std::string switch_groups(const GroupSet& groups, int peer_pid) {
     const GroupSet before = current;
     apply_groups(groups);
@@ -363,7 +392,7 @@ struct ControlEndpoint::Impl {
     if (tag != kProtocolTag) {
       return error_reply(
           "not a lens-ctl/1 request: a request is 'lens-ctl/1 <verb> [argument]' "
-          "with verb info, dump, groups <spec> or groups-reset");
+          "with verb info, dump, groups <spec>, groups-reset or capture [reason]");
     }
     std::string_view rest =
         space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
@@ -385,8 +414,9 @@ struct ControlEndpoint::Impl {
       }
       return switch_groups(groups, peer_pid);
     }
+    if (verb == "capture") return capture_reply(arg.empty() ? kCaptureManual : arg);
     return error_reply("unknown request '" + std::string(rest.substr(0, 64)) +
-                       "': expected info, dump, groups <spec> or groups-reset");
+                       "': expected info, dump, groups <spec>, groups-reset or capture [reason]");
   }
 
   // ----- connections
@@ -526,6 +556,27 @@ struct ControlEndpoint::Impl {
                     {semconv::kHangTimeoutSeconds, target.settings.hang_timeout_s},
                     {semconv::kThreadId, t.tid}},
                    "nemo.lens", s.context);
+    }
+    // The flight recorder: what it recorded since the stuck step (the thread's outermost open
+    // step span) began, and its spans open now.
+    if (flight_recorder_on()) {
+      CaptureWindow window;
+      window.from_unix_nano = s.start_unix_nano;
+      window.include_open = true;
+      for (const auto& o : t.spans) {
+        if (o.group == SpanGroup::STEP) {
+          window.from_unix_nano = o.start_unix_nano;
+          break;
+        }
+      }
+      const Capture captured = capture_window(kCaptureHang, window);
+      if (captured.spans != 0) {
+        const std::string line = "lens:   the flight recorder captured " +
+                                 std::to_string(captured.spans) +
+                                 " spans since the stuck step began (lens.capture.id " +
+                                 std::to_string(captured.id) + ")\n";
+        text += line;
+      }
     }
     std::fwrite(text.data(), 1, text.size(), stderr);
     if (tracing()) target.pipeline->current()->flush(Clock::now() + std::chrono::seconds(5));

@@ -45,6 +45,7 @@ struct ThreadState;
 class GpuTiming;
 struct SpanRing;
 struct EhGlobals;
+struct FlightRing;
 
 /// ThreadState::mu: an OwnerLock whose owner is the thread the state belongs to. lock(), unlock()
 /// and try_lock() take the owner's side on that thread and the guests' side on any other; code
@@ -142,6 +143,9 @@ struct alignas(64) SpanRecord {
   /// Started with SpanStartOptions::current = false: never the parent of a span started on its
   /// thread (OpenTelemetry's tracer.start_span); attached contexts and other spans are.
   bool not_current = false;
+  /// Its group's mode bits when it started (kModeFlight: recorded for the flight recorder, not
+  /// exported; kModeWatch: its end runs the recorder's triggers); 0 for nearly every span.
+  std::uint8_t mode = 0;
   std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
   /// New attributes go inline while inline_used < inline_room: the slots the count limit allows,
   /// until an attribute goes to the cold list (then every later one does too, to keep the order).
@@ -310,7 +314,7 @@ struct SiteAddressEntry {
   const char* group = nullptr;
   const char* name = nullptr;
   const SpanSite* site = nullptr;
-  std::string_view off_group;    // site null: the group's interned name
+  std::string_view off_group;     // site null: the group's interned name
   std::uint32_t group_index = 0;  // site null: its index in the group flags
 };
 
@@ -329,6 +333,9 @@ struct ThreadState {
   SpanRing* ring = nullptr;
   Pipeline* ring_pipeline = nullptr;
   std::size_t until_wake = 0;
+  /// The flight recorder's ring of this thread's recorded spans (record/recorder.hpp), made at its
+  /// first; guarded by `mu`.
+  FlightRing* flight = nullptr;
   std::int64_t tid = 0;
   /// The owner thread's exception globals (lookup_eh_globals()), set when a thread acquires the
   /// state: what a span reads std::uncaught_exceptions() from, with no thread-local lookup.
@@ -519,6 +526,11 @@ struct Pipeline {
   /// and counts it when that ring is full. Never blocks. Inline: a push to the thread's ring when
   /// the pipeline runs and the ring is the thread's current one.
   void enqueue(SpanRecord* rec, ThreadState* current) noexcept;
+  /// Queues the flight recorder's captured spans (record/recorder.cpp) for export, all of them
+  /// (the recorder's rings bound how many), and wakes the exporter thread. Any thread; never
+  /// blocks beyond a short lock. Once shutdown began they are dropped and counted. Leaves
+  /// `records` empty.
+  void enqueue_captured(std::vector<SpanRecord*>& records) noexcept;
   /// Exports everything queued before the call; false when `deadline` passed first.
   bool flush(std::chrono::steady_clock::time_point deadline) noexcept;
   /// Asks for everything queued now to be exported, without waiting; the ticket is for
@@ -656,6 +668,11 @@ struct Pipeline {
   std::atomic<SpanRing*> rings_{nullptr};  // a list, pushed to at its head, never shortened
   // Spans of threads without a state, and shutdown's truncated copies.
   MpmcQueue<SpanRecord*> shared_queue_;
+  // The flight recorder's captured spans (enqueue_captured()), and how many: the exporter thread
+  // takes the lock only when there are some.
+  std::mutex captured_mu_;
+  std::vector<SpanRecord*> captured_;
+  std::atomic<std::size_t> captured_count_{0};
 
   // Written by producers once a batch and by the exporter thread once a drain: a line of their
   // own, away from what every span reads.
@@ -748,6 +765,7 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   r.orphaned = false;
   r.truncated = false;
   r.not_current = false;
+  r.mode = 0;
   r.inline_used = 0;
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }

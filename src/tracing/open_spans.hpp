@@ -39,13 +39,22 @@ extern std::atomic<TrackOpen> g_track_mode;
 /// flags of every group go on), or nothing (kOff). Implemented in state.cpp next to the flags.
 void set_open_span_tracking(TrackOpen mode);
 
+/// A group's mode bits (g_span_modes): its spans go to the flight recorder's rings rather than
+/// the export queue (recorded, not exported); their ends are watched by its triggers (step and
+/// job spans while it records).
+inline constexpr std::uint8_t kModeFlight = 1, kModeWatch = 2;
+
 /// What a group's flags say: enabled for export; tracked (enabled, or its open spans are tracked);
-/// its spans open NVTX ranges. `index` is its place in the interned table (its NVTX category).
+/// its spans open NVTX ranges; its mode bits (flight-recorded, watched). `index` is its place in
+/// the interned table (its NVTX category).
 struct GroupState {
   bool enabled = false;
   bool tracked = false;
   bool nvtx = false;
+  std::uint8_t mode = 0;
   std::uint32_t index = 0;
+  /// Recorded for the flight recorder instead of exported.
+  bool flight() const noexcept { return (mode & kModeFlight) != 0; }
 };
 /// How many groups the interned table holds, and each one's flags by its index there (state.cpp):
 /// enabled for export; a LENS_SPAN site of it starts something (enabled, tracked or NVTX); its
@@ -54,8 +63,11 @@ inline constexpr std::uint32_t kMaxGroups = 4096;
 extern std::atomic<bool> g_flags[kMaxGroups];
 extern std::atomic<bool> g_site_flags[kMaxGroups];
 extern std::atomic<bool> g_nvtx_flags[kMaxGroups];
-/// Enabled and without NVTX ranges, in one flag: what an enabled span's start reads first.
+/// Enabled or flight-recorded, and without NVTX ranges, in one flag: what a recorded span's start
+/// reads first.
 extern std::atomic<bool> g_record_flags[kMaxGroups];
+/// Each group's mode bits (kModeFlight, kModeWatch).
+extern std::atomic<std::uint8_t> g_span_modes[kMaxGroups];
 
 /// Whether the open spans of groups that are off are tracked too (TRACK_OPEN=all).
 inline bool tracked_by_mode() noexcept {
@@ -68,6 +80,7 @@ inline GroupState state_at(std::uint32_t index) noexcept {
   g.enabled = g_flags[index].load(std::memory_order_relaxed);
   g.tracked = g.enabled || tracked_by_mode();
   g.nvtx = g_nvtx_flags[index].load(std::memory_order_relaxed);
+  g.mode = g_span_modes[index].load(std::memory_order_relaxed);
   g.index = index;
   return g;
 }
@@ -89,12 +102,22 @@ inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
          reinterpret_cast<std::uintptr_t>(g_site_flags);
 }
 
-/// Whether spans of a resolved site's group are recorded and open no NVTX range: what an enabled
-/// span's start checks first (the site's flag pointer and one load). False for an unresolved
-/// site (the table is full), which span_site_state() then looks up by name.
+/// Whether spans of a resolved site's group are recorded (exported or flight-recorded) and open no
+/// NVTX range: what such a span's start checks first (the site's flag pointer and one load).
+/// False for an unresolved site (the table is full), which span_site_state() then looks up by
+/// name.
 inline bool records_without_range(const SiteGate& site) noexcept {
   const std::uintptr_t index = site_group_index(site);
   return index < kMaxGroups && g_record_flags[index].load(std::memory_order_relaxed);
+}
+
+/// The mode bits of the group of a LENS_SPAN or interned site: one load when it is resolved.
+inline std::uint8_t span_site_mode(const SiteGate& site) noexcept {
+  const std::uintptr_t index = site_group_index(site);
+  if (NEMO_LENS_LIKELY(index < kMaxGroups)) {
+    return g_span_modes[index].load(std::memory_order_relaxed);
+  }
+  return group_state(site.group).mode;  // unresolved: the table is full
 }
 
 /// The state of the group of a LENS_SPAN site resolved by resolve_span_site(): three loads when
@@ -109,6 +132,12 @@ inline GroupState span_site_state(const SiteGate& site) noexcept {
 /// rank that does not export shows the ranges of the groups it would export.
 /// set_enabled_span_groups() sets this set too. Implemented in state.cpp.
 void set_nvtx_span_groups(GroupSet groups);
+/// The groups the flight recorder records (record/recorder.hpp): those of them not enabled for
+/// export become flight-recorded, and step and job spans become watched; empty: none (off).
+/// Implemented in state.cpp.
+void set_recorded_span_groups(GroupSet groups);
+/// The set set_recorded_span_groups() set last.
+GroupSet recorded_span_groups();
 /// Whether spans of the NVTX groups open NVTX ranges (set-up decides, from <PREFIX>_NVTX).
 void set_nvtx_emitting(bool on);
 /// The value set_nvtx_emitting() set last.

@@ -16,6 +16,7 @@
 #include "nemo/lens/metrics.hpp"
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
+#include "record/recorder.hpp"
 #include "tracing/engine.hpp"
 
 namespace nemo::lens::detail {
@@ -161,8 +162,29 @@ void Pipeline::enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept {
   }
 }
 
+void Pipeline::enqueue_captured(std::vector<SpanRecord*>& records) noexcept {
+  if (records.empty()) return;
+  if (!accepting.load(std::memory_order_acquire)) {
+    dropped_at_shutdown_.fetch_add(records.size(), std::memory_order_relaxed);
+    recycle_batch(records);
+    return;
+  }
+  ensure_thread();
+  try {
+    std::lock_guard lock(captured_mu_);
+    captured_.insert(captured_.end(), records.begin(), records.end());
+    captured_count_.store(captured_.size(), std::memory_order_release);
+  } catch (...) {
+    dropped_at_shutdown_.fetch_add(records.size(), std::memory_order_relaxed);  // out of memory
+    recycle_batch(records);
+    return;
+  }
+  records.clear();
+  wake_.release();
+}
+
 std::size_t Pipeline::queued_estimate() const noexcept {
-  std::size_t n = shared_queue_.size_estimate();
+  std::size_t n = shared_queue_.size_estimate() + captured_count_.load(std::memory_order_relaxed);
   for (SpanRing* r = rings_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
     n += r->queue.size_estimate();
   }
@@ -209,6 +231,19 @@ std::size_t Pipeline::take_queued(std::vector<SpanRecord*>& out, std::size_t max
     if (r == start) break;
   }
   next_ring_ = r;
+  // The flight recorder's captures (acquire pairs with enqueue_captured()'s release).
+  if (out.size() + lost < max && captured_count_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard lock(captured_mu_);
+    const std::size_t n = std::min(captured_.size(), max - out.size() - lost);
+    try {
+      out.insert(out.end(), captured_.begin(), captured_.begin() + static_cast<std::ptrdiff_t>(n));
+    } catch (...) {
+      lost += n;  // out of memory
+      for (std::size_t i = 0; i < n; ++i) delete captured_[i];
+    }
+    captured_.erase(captured_.begin(), captured_.begin() + static_cast<std::ptrdiff_t>(n));
+    captured_count_.store(captured_.size(), std::memory_order_relaxed);
+  }
   // Last: shutdown's truncated copies come after the spans that ended before it.
   take_from(shared_queue_);
   return out.size() + lost - before;
@@ -464,6 +499,13 @@ TelemetryStats Pipeline::stats() const noexcept {
     s.gpu_activities_dropped = g.activities_dropped;
     s.gpu_spans_waiting = g.spans_waiting;
   }
+  const FlightStats f = flight_stats();
+  s.spans_recorded = f.recorded;
+  s.spans_record_overwritten = f.overwritten;
+  s.spans_captured = f.captured;
+  s.record_captures = f.captures;
+  s.record_spans_held = f.held;
+  s.record_memory_bytes = f.bytes;
   return s;
 }
 

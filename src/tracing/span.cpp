@@ -10,6 +10,7 @@
 #include "nemo/lens/semconv.hpp"
 #include "nemo/lens/state.hpp"
 #include "nvtx/ranges.hpp"
+#include "record/recorder.hpp"
 #include "tracing/engine.hpp"
 #include "tracing/exception_info.hpp"
 
@@ -202,6 +203,12 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
       rec->start_ticks = now_ticks();
     }
     rec->not_current = req.not_current;
+    // Flight-recorded or watched (record/recorder.hpp): read where the span is named.
+    if (req.site != nullptr) {
+      rec->mode = span_site_mode(req.site->gate);
+    } else if (!req.group.empty()) {
+      rec->mode = group_state(req.group).mode;
+    }
     ts->stack.push_back(rec);
   } catch (...) {
     recycle(rec);  // out of memory: this span is not recorded
@@ -313,7 +320,7 @@ namespace {
 [[gnu::noinline]] Span start_site_span_slow(const SpanSite& site, GroupState g, Pipeline* p,
                                             std::initializer_list<Attribute> attributes) noexcept {
   auto start = [&]() noexcept -> Span {
-    if (p != nullptr && g.enabled && p->sampler.records_anything) {
+    if (p != nullptr && (g.enabled || g.flight()) && p->sampler.records_anything) {
       StartRequest req;
       req.site = &site;
       req.own_site = true;
@@ -413,6 +420,8 @@ namespace {
   rec->orphaned = false;
   rec->truncated = false;
   rec->not_current = false;
+  // The caller checked records_without_range(): the site points into the flags.
+  rec->mode = g_span_modes[site_group_index(site.gate)].load(std::memory_order_relaxed);
   rec->inline_used = static_cast<std::uint8_t>(count);
   rec->inline_room = p.inline_room;
   rec->start_ticks = tsc_ticks();
@@ -483,12 +492,13 @@ Span start_span_slow(std::string_view name, const SpanStartOptions& options,
   const bool nvtx = detail::nvtx_emitting();
   if (p == nullptr && !tracking && !nvtx) return Span();
   // An ungated span is on whenever something records; its NVTX range has no category.
-  detail::GroupState g{true, true, nvtx, detail::kNoGroupIndex};
+  detail::GroupState g{true, true, nvtx, 0, detail::kNoGroupIndex};
   if (!options.group.empty()) {
     g = site != nullptr ? detail::span_site_state(site->gate) : detail::group_state(options.group);
   }
   // A span that is not exported may still be tracked as open, for `lens ctl dump`.
-  const bool exported = p != nullptr && p->sampler.records_anything && g.enabled;
+  // Exported, or recorded for the flight recorder: a record either way.
+  const bool exported = p != nullptr && p->sampler.records_anything && (g.enabled || g.flight());
   const bool light = !exported && g.tracked && tracking;
   if (!exported && !light && !g.nvtx) {
     // A group that is off (not enabled, tracked or NVTX): the thread's cache remembers it, so that
@@ -533,8 +543,7 @@ enum class CachedStart : std::uint8_t {
 // (kOff). kSlow: `site` is the pair's site if the thread's cache has it, else null, and `p` and
 // `ts` are as start_span_slow() takes them.
 [[gnu::always_inline]] inline CachedStart start_cached(std::string_view group,
-                                                       std::string_view name,
-                                                       detail::Pipeline*& p,
+                                                       std::string_view name, detail::Pipeline*& p,
                                                        detail::ThreadState*& ts,
                                                        const detail::SpanSite*& site) noexcept {
   p = detail::g_active_pipeline.load(std::memory_order_acquire);
@@ -788,7 +797,11 @@ namespace {
     detail::recycle(rec);
     return;
   }
-  rec->pipeline->enqueue(rec, current);
+  if (NEMO_LENS_UNLIKELY(rec->mode != 0)) {
+    detail::end_span_with_mode(rec, current);  // flight-recorded, or watched by its triggers
+  } else {
+    rec->pipeline->enqueue(rec, current);
+  }
   if (current != nullptr) detail::prefetch_next_record(*current);
 }
 
@@ -861,6 +874,7 @@ void Span::finish_scope() noexcept {
     // The handle is not cleared: only its destructor calls this, and nothing reads it after.
     current->count(current->ended);
     detail::prefetch_next_record(*current);
+    if (NEMO_LENS_UNLIKELY(rec->mode != 0)) return detail::end_span_with_mode(rec, current);
     return rec->pipeline->enqueue(rec, current);  // its calls are tail calls
   }
   return finish_general(*this, detail::uncaught_exceptions_now() > uncaught_);

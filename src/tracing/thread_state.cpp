@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "record/recorder.hpp"
 #include "tracing/engine.hpp"
 #include "tracing/exception_info.hpp"
 
@@ -184,6 +185,9 @@ void reset_thread_states_in_child() noexcept {
   const bool biased = register_owner_locks();  // a new process: register it for membarrier
   for (ThreadState* s : registry()) {
     for (SpanRecord* r : s->stack) r->orphaned = true;
+    // The flight recorder's spans are the parent's to capture: its rings are emptied here, their
+    // records leaked rather than reused (as the other threads' caches are).
+    if (s->flight != nullptr) s->flight->head = s->flight->size = 0;
     if (s == self) {
       s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));  // the child's own thread id
     } else {

@@ -20,7 +20,8 @@ NEMO_LENS_NAMES = [
 
 def test_every_nemo_lens_name_is_exported_and_documented():
     for name in NEMO_LENS_NAMES + ["MegatronSpanGroup", "bridge_opentelemetry",
-                                   "InMemorySpanExporter", "SpanGroupError", "ConfigError"]:
+                                   "InMemorySpanExporter", "SpanGroupError", "ConfigError",
+                                   "capture"]:
         assert name in lens.__all__, name
         obj = getattr(lens, name)
         if callable(obj) and name != "ExportStrategy":

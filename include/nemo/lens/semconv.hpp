@@ -133,6 +133,12 @@ inline constexpr std::string_view kThreadId = "thread.id";
 /// Span attribute (true) and span event: the span was still open at shutdown and was ended
 /// then; its end time is the shutdown's, so leave it out of duration statistics.
 inline constexpr std::string_view kNemoSpanTruncated = "nemo.span.truncated";
+/// Span attribute of a span the flight recorder captured (docs/flight-recorder.md): why
+/// (string: "slow_step", "hang", "error", "manual", or the reason given to capture()).
+inline constexpr std::string_view kLensCaptureReason = "lens.capture.reason";
+/// Span attribute of a span the flight recorder captured: the capture it came with (int, unique
+/// within a process: with the rank, it tells captures apart).
+inline constexpr std::string_view kLensCaptureId = "lens.capture.id";
 /// Span event of record_exception() and of a span left by an exception.
 inline constexpr std::string_view kExceptionEvent = "exception";
 /// Attribute of kExceptionEvent: the exception's type.

@@ -5,6 +5,7 @@
 //   auto telemetry = nemo::lens::setup_telemetry(cfg, rank, world_size);
 //   if (telemetry.is_exporting()) std::printf("rank %d exports\n", rank);
 //   /* ... the job ... */
+//   nemo::lens::capture("loss spike");   // the flight recorder's spans, if it records
 //   telemetry.shutdown();
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -127,6 +129,20 @@ struct TelemetryStats {
   /// Ended GPU-timed spans held now, waiting for their activity records (at most
   /// <PREFIX>_GPU_TIME_WAIT_MS each): exported once those came. A gauge, not a running count.
   std::uint64_t gpu_spans_waiting = 0;
+  /// The flight recorder (<PREFIX>_RECORD_GROUPS, docs/flight-recorder.md): spans of recorded
+  /// groups kept in its per-thread rings instead of exported.
+  std::uint64_t spans_recorded = 0;
+  /// Of spans_recorded, those overwritten by newer ones before a capture took them.
+  std::uint64_t spans_record_overwritten = 0;
+  /// Recorded spans that captures handed to export (spans_exported counts them once exported).
+  std::uint64_t spans_captured = 0;
+  /// Captures made (slow_step, hang, error, manual): each marks its spans with one
+  /// lens.capture.id.
+  std::uint64_t record_captures = 0;
+  /// Recorded spans in the rings now (a gauge, not a running count).
+  std::uint64_t record_spans_held = 0;
+  /// Memory the rings and the spans they hold take now, in bytes (a gauge).
+  std::uint64_t record_memory_bytes = 0;
 };
 
 namespace detail {
@@ -200,5 +216,14 @@ class NEMO_LENS_API TelemetryHandle {
 /// options.allow_reinit); on a throw nothing changes.
 NEMO_LENS_API TelemetryHandle setup_telemetry(const NemoLensConfig& config, int rank = 0,
                                               int world_size = 1, SetupOptions options = {});
+
+/// Exports what the flight recorder holds now (<PREFIX>_RECORD_GROUPS, docs/flight-recorder.md):
+/// every recorded span in every thread's ring, and the recorded spans open now as truncated
+/// copies, each marked lens.capture.reason = `reason` and one new lens.capture.id. They join the
+/// trace as if they had been exported (their ids and parents are theirs). Returns how many spans
+/// it captured; 0 when the recorder is off (tracing not set up, not on this rank, or no record
+/// groups). Thread-safe; never throws; takes each thread's lock briefly, and never waits for the
+/// export, which the exporter thread does.
+NEMO_LENS_API std::uint64_t capture(std::string_view reason = "manual") noexcept;
 
 }  // namespace nemo::lens

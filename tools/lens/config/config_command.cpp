@@ -19,6 +19,7 @@
 #include "nemo/lens/ranks.hpp"
 #include "nemo/lens/strategies.hpp"
 #include "nvtx/settings.hpp"
+#include "record/settings.hpp"
 #include "strings.hpp"
 
 namespace nemo::lens::cli {
@@ -40,7 +41,9 @@ for `lens ctl dump`, and the hang watchdog's timeout (0: off); then the NVTX set
 (docs/nvtx.md): the mode, whether an NVTX tool is attached (NVTX_INJECTION64_PATH, as under
 Nsight Systems) and whether span sites open NVTX ranges; then GPU time of spans (docs/gpu.md):
 the groups whose spans carry it (off: none) and how long an ended span waits for its GPU
-activity (default: twice OTEL_BSP_SCHEDULE_DELAY); last, the context this process would
+activity (default: twice OTEL_BSP_SCHEDULE_DELAY); then the flight recorder
+(docs/flight-recorder.md): the groups it records (off: none), the spans each thread's ring keeps
+and the slow_step trigger's factor; last, the context this process would
 continue from TRACEPARENT/TRACESTATE (docs/distributed.md; empty when unset). R and W default to what the launcher's
 variables give: OpenMPI's, else torchrun's, else PMI's, else SLURM's, else rank 0 of 1.
 rank_source names where the rank came from: openmpi, torchrun, pmi, slurm, default or
@@ -58,7 +61,8 @@ options:
 variables: <P>_ENABLED, <P>_EXPORT_STRATEGY, <P>_EXPORT_RANK, <P>_EXPORT_SAMPLE_RATE,
 <P>_SAMPLER_ENABLED, <P>_TRACES_ENABLED, <P>_METRICS_ENABLED, <P>_LOGS_ENABLED, <P>_SPAN_GROUPS,
 <P>_EXPORTER, <P>_RUN_ID, <P>_USER_ID, <P>_CONTROL, <P>_CONTROL_DIR, <P>_TRACK_OPEN,
-<P>_HANG_TIMEOUT, <P>_NVTX, <P>_GPU_TIME, <P>_GPU_TIME_WAIT_MS, NVTX_INJECTION64_PATH,
+<P>_HANG_TIMEOUT, <P>_NVTX, <P>_GPU_TIME, <P>_GPU_TIME_WAIT_MS, <P>_RECORD_GROUPS,
+<P>_RECORD_SPANS, <P>_RECORD_SLOW_FACTOR, NVTX_INJECTION64_PATH,
 TRACEPARENT, TRACESTATE, XDG_RUNTIME_DIR, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED, WANDB_ENTITY, WANDB_PROJECT, LOCAL_RANK for the
 first_rank_per_node strategy, and the launcher variables OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK},
 RANK, WORLD_SIZE, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, PMI_LOCAL_RANK, SLURM_PROCID, SLURM_NTASKS
@@ -164,6 +168,7 @@ int run(std::span<const std::string_view> args) {
   const detail::ControlSettings control = detail::control_settings(config);
   const detail::NvtxMode nvtx = detail::nvtx_mode(config);
   const detail::GpuSettings gpu = detail::gpu_settings(config);
+  const detail::RecordSettings record = detail::record_settings(config);
 
   std::vector<Field> fields_before = {
       {"enabled", config.enabled},
@@ -200,6 +205,10 @@ int run(std::span<const std::string_view> args) {
       // OTEL_BSP_SCHEDULE_DELAY).
       {"gpu_time", gpu.on() ? gpu.spec : std::string("off")},
       {"gpu_time_wait_ms", gpu.wait ? std::to_string(gpu.wait->count()) : std::string("default")},
+      // The flight recorder: its groups' spec ("off" when none), ring size and trigger factor.
+      {"record_groups", record.on() ? record.spec : std::string("off")},
+      {"record_spans", static_cast<std::uint64_t>(record.spans)},
+      {"record_slow_factor", record.slow_factor},
       {"inherited_context", inherited_context()},
   };
   std::vector<Field> fields = std::move(fields_before);

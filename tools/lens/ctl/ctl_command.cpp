@@ -28,6 +28,8 @@ constexpr std::string_view kHelp =
        lens ctl groups (SPEC | --reset) [--run RUN_ID] [--rank R]... [--pid P] [--dir DIR]
                        [--timeout S] [--json]
        lens ctl dump [--run RUN_ID] [--rank R]... [--pid P] [--dir DIR] [--timeout S] [--json]
+       lens ctl capture [REASON] [--run RUN_ID] [--rank R]... [--pid P] [--dir DIR]
+                        [--timeout S] [--json]
 
 Talks to the lens processes running on this machine as you. Every process that set up telemetry
 listens on a control endpoint, a Unix socket in the control directory (docs/control.md); lens
@@ -47,6 +49,10 @@ sub-commands:
                   collective is on top): OPEN (seconds), RANK, PID, TID, then GROUP, NAME and
                   EXPORTED of the innermost span, STACK (outermost > ... > innermost) and the
                   innermost span's ATTRIBUTES; then each process's span counters
+  capture         the flight recorder's spans, exported now by every matching process that
+                  records (<PREFIX>_RECORD_GROUPS, docs/flight-recorder.md): what its rings hold
+                  and its recorded spans open now, marked lens.capture.reason = REASON (default
+                  manual); one line per process with how many spans it captured, or why not
 
 options:
   --run RUN_ID  only the processes of this run (the run_id they report)
@@ -76,10 +82,10 @@ next to the job's own, which holds the CPUs):
 
 exit status: 0 on success; 1 when a process refused the request or could not be reached; 2 for
 a bad command line, an unreadable or untrusted control directory, or groups matching several
-runs without --run; 3 (groups, dump) when no process matched.
+runs without --run; 3 (groups, dump, capture) when no process matched.
 )help";
 
-constexpr std::string_view kSubCommands = "expected one of list, groups, dump";
+constexpr std::string_view kSubCommands = "expected one of list, groups, dump, capture";
 
 /// What every sub-command takes besides its own flags.
 struct Options {
@@ -421,6 +427,59 @@ int run_dump(std::span<const std::string_view> args) {
   });
 }
 
+int run_capture(std::span<const std::string_view> args) {
+  const Options o = parse_options(args, false);
+  if (o.positionals.size() > 1) {
+    throw UsageError("unexpected argument '" + o.positionals[1] +
+                     "' (give one REASON: quote it when it has spaces)");
+  }
+  const std::string reason = o.positionals.empty() ? "manual" : o.positionals.front();
+  if (reason.empty() || std::any_of(reason.begin(), reason.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    throw UsageError("invalid REASON: it must not be empty or contain control characters");
+  }
+  const std::string request = "capture " + reason;
+  if (std::string_view("lens-ctl/1 \n").size() + request.size() > ctl::kMaxRequestLine) {
+    throw UsageError("REASON is too long: the endpoint takes requests of at most " +
+                     std::to_string(ctl::kMaxRequestLine) + " bytes");
+  }
+  return with_directory([&] {
+    std::set<std::string> removed;
+    const Gathered g = gather(o, "info", removed);
+    std::vector<Live> matched = matching(g, o.filter);
+    if (matched.empty()) {
+      report_no_match(o, g);
+      return no_match_status(g);
+    }
+    std::vector<std::string> sockets;
+    for (const Live& l : matched) sockets.push_back(l.exchange.socket);
+    const std::vector<Exchange> results = ctl::exchange_all(sockets, request, o.timeout);
+    std::size_t failed = 0;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const Exchange& e = results[i];
+      if (e.status != ExchangeStatus::ok) {
+        report_problem(e, removed);
+        ++failed;
+        if (!o.json) {
+          std::cout << ctl::process_label(matched[i].process) << ": not reached: "
+                    << (e.status == ExchangeStatus::unreachable ? e.problem
+                                                                : "the process has exited")
+                    << '\n';
+        }
+        continue;
+      }
+      if (!e.reply.value("ok", false)) ++failed;
+      if (o.json) {
+        std::cout << reply_line(e) << '\n';
+      } else {
+        std::cout << ctl::capture_line(e.reply) << '\n';
+      }
+    }
+    return failed > 0 || g.unreachable > 0 ? 1 : 0;
+  });
+}
+
 int run_ctl(std::span<const std::string_view> args) {
   if (args.empty()) throw UsageError("no sub-command given: " + std::string(kSubCommands));
   const std::string_view sub = args.front();
@@ -428,6 +487,7 @@ int run_ctl(std::span<const std::string_view> args) {
   if (sub == "list") return run_list(rest);
   if (sub == "groups") return run_groups(rest);
   if (sub == "dump") return run_dump(rest);
+  if (sub == "capture") return run_capture(rest);
   if (sub.starts_with("-")) {
     throw UsageError("no sub-command given before '" + std::string(sub) +
                      "': " + std::string(kSubCommands));
@@ -439,7 +499,9 @@ int run_ctl(std::span<const std::string_view> args) {
 
 const Command& ctl_command() {
   static constexpr Command kCommand{
-      "ctl", "talk to running lens processes: list them, switch span groups, dump open spans",
+      "ctl",
+      "talk to running lens processes: list them, switch span groups, dump open spans, capture "
+      "the flight recorder's spans",
       kHelp, run_ctl};
   return kCommand;
 }

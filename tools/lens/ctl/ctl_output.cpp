@@ -195,6 +195,19 @@ std::string groups_line(const Json& reply) {
   return out + joined(reply, "previous", "(none)") + " -> " + joined(reply, "groups", "(none)");
 }
 
+std::string capture_line(const Json& reply) {
+  static const Json kNoProcess = Json::object();
+  const Json* process = member(reply, "process");
+  std::string out = process_label(process != nullptr ? *process : kNoProcess) + ": ";
+  const Json* ok = member(reply, "ok");
+  if (ok == nullptr || !ok->is_boolean() || !ok->get<bool>()) {
+    return out + "refused: " + error_text(reply);
+  }
+  return out + "captured " + integer_text(reply, "captured") + " spans, reason " +
+         escape_control(reply.value("reason", std::string())) + ", lens.capture.id " +
+         integer_text(reply, "capture_id");
+}
+
 std::string attribute_value_text(const Json& value) {
   if (!value.is_string()) return json_line(value);
   const std::string& s = value.get_ref<const std::string&>();
@@ -320,6 +333,15 @@ std::string dump_text(std::vector<Json> replies) {
              integer_text(stats, "gpu_activities_dropped") + " late " +
              integer_text(stats, "gpu_activities_late") + " unattributed " +
              integer_text(stats, "gpu_activities_unattributed");
+    }
+    // The flight recorder: its counters are there only where it records.
+    if (member(stats, "spans_recorded") != nullptr) {
+      out += "; recorded " + integer_text(stats, "spans_recorded") + " overwritten " +
+             integer_text(stats, "spans_record_overwritten") + " held " +
+             integer_text(stats, "record_spans_held") + " (" +
+             integer_text(stats, "record_memory_bytes") + " bytes) captured " +
+             integer_text(stats, "spans_captured") + " in " +
+             integer_text(stats, "record_captures") + " captures";
     }
     out += '\n';
   }

@@ -62,6 +62,11 @@ std::string list_text(std::vector<Json> processes);
 /// "run 4711 rank 3 pid 12345: refused: <error>" for a refused one. No newline.
 std::string groups_line(const Json& reply);
 
+/// `lens ctl capture`: "run 4711 rank 3 pid 12345: captured 120 spans, reason manual,
+/// lens.capture.id 2" for an accepted `capture` reply, or "run 4711 rank 3 pid 12345: refused:
+/// <error>" (the flight recorder is off there). No newline.
+std::string capture_line(const Json& reply);
+
 /// `lens ctl dump`: one table of every thread with open spans in the `dump` replies (ok ones),
 /// sorted by its innermost span's start time, earliest (longest open) first, else by open_s (then
 /// run, rank, pid, tid): OPEN, RANK,

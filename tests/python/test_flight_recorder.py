@@ -1,0 +1,110 @@
+"""The flight recorder from Python (NEMO_LENS_RECORD_GROUPS, docs/flight-recorder.md): Python spans
+go to the same rings as C++ ones, a C++ span inside a recorded Python span is captured with it,
+and each trigger (capture(), an exception in a step, a slow step) exports exactly its spans."""
+
+import time
+
+import pytest
+
+import nemo_lens_cpp as lens
+
+
+@pytest.fixture
+def recording(monkeypatch, tracing):
+    """`step` exported, every group recorded (Megatron catalog)."""
+    monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
+    tracing.start("step")
+    return tracing
+
+
+def capture_marks(span):
+    return span.attributes.get("lens.capture.reason"), span.attributes.get("lens.capture.id")
+
+
+def test_recorded_spans_leave_only_with_capture_with_their_parents_and_marks(recording):
+    with lens.managed_span("step", "train_step") as step:
+        with lens.managed_span("microbatch", "microbatch", index=0):
+            with lens.managed_span("layer", "layer_forward"):
+                pass
+    assert [s.name for s in recording.spans()] == ["train_step"]
+    stats = recording.handle.stats()
+    assert stats["spans_recorded"] == 2 and stats["record_spans_held"] == 2
+
+    assert lens.capture("looked at it") == 2
+    spans = {s.name: s for s in recording.spans()}
+    assert set(spans) == {"train_step", "microbatch", "layer_forward"}
+    assert capture_marks(spans["train_step"]) == (None, None)
+    reason, capture_id = capture_marks(spans["microbatch"])
+    assert reason == "looked at it" and capture_id > 0
+    assert capture_marks(spans["layer_forward"]) == (reason, capture_id)
+    assert spans["microbatch"].parent_span_id == step.get_span_context().span_id_hex
+    assert spans["layer_forward"].parent_span_id == spans["microbatch"].span_id
+    assert spans["microbatch"].attributes["index"] == 0
+    assert lens.capture() == 0, "nothing is left"
+    assert recording.handle.stats()["spans_captured"] == 2
+
+
+def test_a_cpp_span_inside_a_recorded_python_span_is_captured_with_it(recording):
+    lens_demo = pytest.importorskip("lens_demo", reason="the examples' C++ extension is not built")
+    with lens.managed_span("step", "train_step"):
+        with lens.managed_span("microbatch", "microbatch"):
+            lens_demo.forward(2)  # forward_backward > 2 layers, in C++
+    assert [s.name for s in recording.spans()] == ["train_step"]
+    assert lens.capture() == 4
+    spans = recording.spans()
+    by_name = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    microbatch, forward = by_name["microbatch"][0], by_name["forward"][0]
+    assert forward.parent_span_id == microbatch.span_id
+    assert {s.parent_span_id for s in by_name["layer"]} == {forward.span_id}
+    assert {capture_marks(s)[0] for s in spans if s.name != "train_step"} == {"manual"}
+    assert len({s.trace_id for s in spans}) == 1
+
+
+def test_an_exception_in_a_step_captures_that_steps_recorded_spans(recording):
+    for i in range(3):
+        try:
+            with lens.managed_span("step", "train_step", iteration=i):
+                with lens.managed_span("forward_backward", "forward_backward", iteration=i):
+                    if i == 1:
+                        raise RuntimeError("nan loss")
+        except RuntimeError:
+            pass
+    captured = [s for s in recording.spans() if s.name == "forward_backward"]
+    assert [(s.attributes["iteration"], capture_marks(s)[0]) for s in captured] == [(1, "error")]
+    assert recording.handle.stats()["record_spans_held"] == 2, "steps 0 and 2 stay recorded"
+
+
+def test_a_slow_step_captures_its_spans_and_no_other_steps(monkeypatch, tracing):
+    # Steps of ~2 ms and one of 200 ms, against a factor of 10: margins a loaded machine keeps.
+    monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
+    monkeypatch.setenv("NEMO_LENS_RECORD_SLOW_FACTOR", "10")
+    tracing.start("step")
+    for i in range(12):
+        with lens.managed_span("step", "train_step", iteration=i):
+            with lens.managed_span("forward_backward", "forward_backward", iteration=i):
+                until = time.monotonic() + (0.2 if i == 8 else 0.002)
+                while time.monotonic() < until:
+                    pass
+    captured = [s for s in tracing.spans() if s.name == "forward_backward"]
+    assert [(s.attributes["iteration"], capture_marks(s)[0]) for s in captured] == [
+        (8, "slow_step")]
+
+
+def test_without_the_variable_capture_exports_nothing(tracing):
+    tracing.start("step")
+    with lens.managed_span("step", "train_step"):
+        with lens.managed_span("microbatch", "microbatch") as mb:
+            assert mb is None, "a group neither exported nor recorded opens no span"
+    assert lens.capture() == 0
+    assert [s.name for s in tracing.spans()] == ["train_step"]
+    assert tracing.handle.stats()["spans_recorded"] == 0
+
+
+def test_a_bad_record_variable_is_a_config_error_naming_it(monkeypatch, tracing):
+    monkeypatch.setenv("NEMO_LENS_RECORD_SPANS", "lots")
+    monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
+    with pytest.raises(lens.ConfigError, match="NEMO_LENS_RECORD_SPANS.*lots"):
+        tracing.start("step")
+
