@@ -9,7 +9,9 @@
 // fourth, of GPU-timed steps, must draw a GPU row under the steps of the rank that has GPU times,
 // one box per leaf GPU-timed span, to scale and in its group's colour. A fifth, of 1,024 ranks
 // of a synchronous job with one slow rank, must draw a rank x step heat map whose reddest row,
-// in a screenshot, is that rank's, named beside it; and a page of two runs a section each. Exits
+// in a screenshot, is that rank's, named beside it; a sixth, of a job whose step the flight
+// recorder captured on every rank, must mark it on the timeline and draw each rank's spans of it,
+// the stalled rank first; and a page of two runs a section each. Exits
 // 77 (ctest: skipped) when no Chromium is installed; the CHROMIUM variable names one explicitly.
 //
 //   report_html_chromium LENS_BINARY SYNC_JOB WORK_DIR
@@ -628,6 +630,86 @@ int main(int argc, char** argv) {
     expect(false, "the heat map lies inside the screenshot (" + box + ")");
   }
   if (failures > 0) std::printf("the DOM of 1,024 ranks is in %s/sync-dom.html\n", dir.c_str());
+
+  // Captured steps (the flight recorder): a job of 4 ranks whose rank 2 stalls 80 ms in step 8,
+  // every rank's step 8 carrying the captured detail. The step is marked on each rank's timeline
+  // row, and the captured-steps section draws the 4 ranks' spans, rank 2 first, whose widest
+  // span is the stalled layer_forward, captured; the others' widest is the all-reduce they
+  // waited in, exported as it ended.
+  const std::string caught = dir + "/captured.jsonl", caught_html = dir + "/captured.html";
+  if (run_with_timeout(
+          {sync_job, "--ranks", "4", "--steps", "12", "--stall", "2:8:80", "--captured", "8"},
+          caught, dir + "/captured.err", std::chrono::seconds(60)) != 0 ||
+      run_with_timeout({lens, "report", "--html", caught_html, caught}, dir + "/captured.txt",
+                       dir + "/captured-report.err", std::chrono::seconds(60)) != 0) {
+    std::printf("FAIL: the job with a captured step or its report: %s%s\n",
+                report_test::read_file(dir + "/captured.err").c_str(),
+                report_test::read_file(dir + "/captured-report.err").c_str());
+    return 1;
+  }
+  const int caught_status =
+      run_chromium(chromium, dir + "/profile9", {"--dump-dom", "file://" + caught_html},
+                   dir + "/captured-dom.html", dir + "/captured-chromium.err");
+  const std::string caught_dom = report_test::read_file(dir + "/captured-dom.html");
+  expect(caught_status == 0 && caught_dom.find("data-lens-rendered=\"ok\"") != std::string::npos,
+         "the page with captured steps rendered");
+  expect(attribute_after(caught_dom, "id=\"lens-rendered\"", "data-captured-steps") == "4" &&
+             count(caught_dom, "class=\"captured-marker\"") == 4,
+         "4 captured steps, each marked on its rank's timeline row");
+  // 21 spans a rank: the step, get_batch, forward_backward, 4 microbatches of 3 layers, the
+  // all-reduce and the optimizer.
+  expect(count(caught_dom, "class=\"captured-rank\"") == 4 &&
+             attribute_after(caught_dom, "class=\"captured-rank\"", "data-rank") == "2" &&
+             attribute_after(caught_dom, "class=\"captured-rank\"", "data-boxes") == "21" &&
+             attribute_after(caught_dom, "id=\"lens-rendered\"", "data-captured-boxes") == "84",
+         "4 ranks' spans drawn, rank 2's first, 21 each");
+  // The widest box of a rank's row below the step (depth > 0), of the name `only` when given: its
+  // name, whether it was captured, and its width.
+  struct Widest {
+    std::string what;
+    double width = -1;
+  };
+  auto widest = [&](const std::string& rank, const std::string& only) {
+    Widest out{"(no row)"};
+    const std::string row_marker = "class=\"captured-rank\" data-rank=\"" + rank + "\"";
+    const std::size_t from = caught_dom.find(row_marker);
+    const std::size_t to = caught_dom.find("</g>", from);
+    if (from == std::string::npos || to == std::string::npos) return out;
+    const std::string row = caught_dom.substr(from, to - from);
+    const std::string step_y = attribute_after(row, "class=\"captured-box\"", "y");
+    for (std::size_t at = row.find("<rect class=\"captured-box\""); at != std::string::npos;
+         at = row.find("<rect class=\"captured-box\"", at + 1)) {
+      const std::string tag = row.substr(at, row.find('>', at) - at);
+      const std::string name = attribute_after(tag, "captured-box", "data-name");
+      if (attribute_after(tag, "captured-box", "y") == step_y) continue;  // the step itself
+      if (!only.empty() && name != only) continue;
+      const double w = std::atof(attribute_after(tag, "captured-box", "width").c_str());
+      if (w > out.width) {
+        out.width = w;
+        out.what = name + "/" + attribute_after(tag, "captured-box", "data-captured");
+      }
+    }
+    return out;
+  };
+  expect(widest("2", "").what == "forward_backward/false",
+         "rank 2's widest span is its forward_backward (" + widest("2", "").what + ")");
+  const Widest stalled = widest("2", "layer_forward");
+  expect(stalled.what == "layer_forward/true", "rank 2's layer spans were captured");
+  for (const char* rank : {"0", "1", "3"}) {
+    expect(
+        widest(rank, "").what == "allreduce_gradients/false",
+        std::string("rank ") + rank + " waited in its all-reduce (" + widest(rank, "").what + ")");
+    const Widest layer = widest(rank, "layer_forward");
+    expect(layer.width > 0 && stalled.width > 5 * layer.width,
+           std::string("rank 2's stalled layer is drawn over 5 times as wide as rank ") + rank +
+               "'s widest layer (" + std::to_string(stalled.width) + ", " +
+               std::to_string(layer.width) + ")");
+  }
+  expect(count(caught_dom,
+               "data-captured=\"true\" data-group=\"layer\" data-name=\"layer_forward\"") == 48,
+         "12 captured layer_forward spans per rank");
+  expect(count(caught_dom, "class=\"captured-row\"") == 4, "a table row per rank");
+  if (failures > 0) std::printf("the captured-steps DOM is in %s/captured-dom.html\n", dir.c_str());
 
   // Two runs in one input (the fixture's run-42 and a small synchronous job's sync-run): a
   // section each, in run id order, whose ids do not clash.

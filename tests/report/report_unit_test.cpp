@@ -29,6 +29,7 @@
 namespace nemo::lens::cli {
 namespace {
 
+using report_test::Attr;
 using report_test::make_span;
 using report_test::request_line;
 using report_test::SpanSpec;
@@ -612,6 +613,101 @@ TEST(ReportBuilder, StragglersAreStrictlyAboveTheFloorAndTheMads) {
             std::vector<StragglerMeasure>{StragglerMeasure::kStepTime});
   EXPECT_TRUE(r.ranks[4].steps[0].straggler);
   EXPECT_FALSE(r.ranks[0].steps[0].straggler);
+}
+
+// Rank `rank`'s steps 1..7 of 10 ms (step 5 of 50 ms), each with forward_backward; step 5's
+// carries captured spans: two layers (the second 40 ms long on rank 1: the stall, 5 ms on rank 0,
+// which waits in its all-reduce instead), captured by capture `id` with reason slow_step.
+std::vector<SpanSpec> captured_job(int rank, std::int64_t id) {
+  std::vector<SpanSpec> spans;
+  const std::vector<Attr> marks = {{"lens.capture.reason", std::string("slow_step")},
+                                   {"lens.capture.id", id}};
+  for (std::int64_t i = 1; i <= 7; ++i) {
+    const std::uint64_t t = kT0 + static_cast<std::uint64_t>(i) * 100 * kMs, sid = 10 * i;
+    const std::uint64_t length = (i == 5 ? 50 : 10) * kMs;
+    spans.push_back(make_span(sid, 0, "train_step", "step", t, t + length, 1, {{"iteration", i}}));
+    if (i != 5) {
+      spans.push_back(make_span(sid + 1, sid, "forward_backward", "forward_backward", t,
+                                t + 8 * kMs, 1, {{"iteration", i}}));
+      continue;
+    }
+    const std::uint64_t fb = rank == 1 ? 48 * kMs : 13 * kMs;
+    spans.push_back(make_span(sid + 1, sid, "forward_backward", "forward_backward", t, t + fb, 1,
+                              {{"iteration", i}}));
+    spans.push_back(
+        make_span(sid + 2, sid + 1, "layer_forward", "layer", t + 1 * kMs, t + 4 * kMs, 1, marks));
+    spans.push_back(make_span(sid + 3, sid + 1, "layer_forward", "layer", t + 4 * kMs,
+                              t + (rank == 1 ? 44 : 9) * kMs, 1, marks));
+    spans.push_back(make_span(sid + 4, sid, "all_reduce", "communication", t + fb, t + 50 * kMs, 1,
+                              {{"iteration", i}}));
+  }
+  // A manual capture's span outside any step.
+  spans.push_back(
+      make_span(99, 0, "save", "checkpoint", kT0, kT0 + kMs, 1,
+                {{"lens.capture.reason", std::string("manual")}, {"lens.capture.id", id + 1}}));
+  return spans;
+}
+
+TEST(ReportBuilder, CapturedStepsAreListedAgainstTheRanksMedianStepTheStalledRankFirst) {
+  const Report r = build({{0, captured_job(0, 3)}, {1, captured_job(1, 7)}});
+  const CapturedSummary& c = r.captured;
+  EXPECT_EQ(c.spans, 6u);
+  EXPECT_EQ(c.by_reason,
+            (std::vector<std::pair<std::string, std::uint64_t>>{{"manual", 2}, {"slow_step", 4}}));
+  EXPECT_EQ(c.outside_steps, 2u);
+  EXPECT_EQ(c.steps_total, 2u);
+  ASSERT_EQ(c.steps.size(), 2u);
+  const CapturedStepRow& lead = c.steps[0];
+  EXPECT_EQ(lead.rank, 1) << "the stalled rank first: the least time in communication";
+  EXPECT_EQ(c.steps[1].rank, 0);
+  EXPECT_EQ(lead.name, "train_step");
+  EXPECT_EQ(lead.iteration, 5);
+  EXPECT_EQ(lead.duration_ns, 50 * kMs);
+  EXPECT_DOUBLE_EQ(lead.median_ns, 10.0 * kMs);
+  EXPECT_EQ(lead.reasons, std::vector<std::string>{"slow_step"});
+  EXPECT_EQ(lead.capture_ids, std::vector<std::int64_t>{7});
+  EXPECT_EQ(lead.captured_spans, 2u);
+  EXPECT_EQ(lead.spans, 5u);
+  EXPECT_EQ(lead.communication_ns, 2 * kMs);
+  EXPECT_EQ(c.steps[1].communication_ns, 37 * kMs);
+  // Own time adds up to the step: the layers 43 ms, forward_backward 5, the all-reduce 2.
+  ASSERT_FALSE(lead.names.empty());
+  EXPECT_EQ(lead.names[0].name, "layer_forward");
+  EXPECT_EQ(lead.names[0].spans, 2u);
+  EXPECT_EQ(lead.names[0].own_ns, 43 * kMs);
+  EXPECT_EQ(lead.names[0].within_ns, 43 * kMs);
+  EXPECT_EQ(lead.names[0].longest_ns, 40 * kMs);
+  std::uint64_t own = 0;
+  for (const CapturedTime& t : lead.groups) own += t.own_ns;
+  EXPECT_EQ(own, lead.duration_ns);
+  EXPECT_EQ(lead.groups[0].group, "layer");
+  // The steps the rank captured nothing of are in no captured row; the boxes name their spans.
+  ASSERT_EQ(lead.boxes.size(), 5u);
+  EXPECT_EQ(c.box_names[lead.boxes[0].name_id],
+            (std::pair<std::string, std::string>{"step", "train_step"}));
+  EXPECT_EQ(std::count_if(lead.boxes.begin(), lead.boxes.end(),
+                          [](const StepBox& b) { return b.captured; }),
+            2);
+  // Text: the step, its ranks and where the lead rank's time went; JSON: the same figures.
+  const std::string text = report_text(r);
+  EXPECT_NE(text.find("Captured steps (the flight recorder's detail, exported only for these "
+                      "steps; 6 captured spans: manual 2, slow_step 4)\n"
+                      "  2 captured spans are in no top-level step\n"
+                      "  train_step iteration 5: 2 ranks (slow_step), 50.00ms\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("layer_forward 43.00ms"), std::string::npos) << text;
+  const auto j = report_json(r);
+  ASSERT_TRUE(j.contains("captured")) << j.dump();
+  EXPECT_EQ(j["captured"]["steps"][0]["rank"], 1);
+  EXPECT_EQ(j["captured"]["steps"][0]["names"][0]["longest_ns"], 40 * kMs);
+  EXPECT_FALSE(j["captured"]["steps"][0].contains("boxes")) << "only for the HTML page";
+  JsonOptions page;
+  page.step_boxes = true;
+  EXPECT_EQ(report_json(r, page)["captured"]["steps"][0]["boxes"].size(), 5u);
+  EXPECT_FALSE(report_json(build({{0, {make_span(1, 0, "s", "step", kT0, kT0 + kMs)}}}))
+                   .contains("captured"))
+      << "no captured spans, no key";
 }
 
 TEST(ReportBuilder, TimelineIsThinnedEvenly) {
@@ -1494,6 +1590,30 @@ TEST(ChromeTrace, MicrosecondsAreExactDecimalText) {
   EXPECT_EQ(micros_text(2000), "2");
   EXPECT_EQ(micros_text(1'718'000'000'000'000'001ull), "1718000000000000.001");
   EXPECT_EQ(micros_text(18'446'744'073'709'551'615ull), "18446744073709551.615");
+}
+
+TEST(ChromeTrace, ACapturedSpanIsInTheCapturedCategoryWithItsMarks) {
+  SpanLineReader reader({.details = true, .threads = 1});
+  ParsedRequest request;
+  ASSERT_EQ(
+      reader.parse_line(request_line(report_test::rank_resource(0), captured_job(0, 3)), request),
+      "");
+  const nlohmann::json trace = chrome_trace_of({request});
+  int captured = 0, spans = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++spans;
+    if (e["name"] == "layer_forward") {
+      EXPECT_EQ(e["cat"], "layer,captured");
+      EXPECT_EQ(e["args"]["lens.capture.reason"], "slow_step");
+      EXPECT_EQ(e["args"]["lens.capture.id"], 3);
+      ++captured;
+    } else if (e["name"] == "forward_backward") {
+      EXPECT_EQ(e["cat"], "forward_backward");
+    }
+  }
+  EXPECT_EQ(captured, 2);
+  EXPECT_EQ(spans, 18) << "every span, captured or not";
 }
 
 TEST(ChromeTrace, SpansWithoutRankOrThreadStillGetAProcessAndAThread) {

@@ -499,6 +499,90 @@ TEST(StepGpu, GpuRecordsComeBackWithTheirTraceThroughTheSpill) {
   EXPECT_EQ(seen.size(), 20u);
 }
 
+// Names of the capture tests: 0 the step, 1 forward_backward, 2 an all-reduce (communication),
+// 3 a layer.
+const std::vector<NameKind> kCaptureKinds = {
+    {0, true, false}, {1, false, false}, {2, false, true}, {3, false, false}};
+
+SpanFacts captured(SpanFacts s, std::int64_t capture_id, std::uint32_t reason) {
+  return capture_facts(s, {capture_id, reason});
+}
+
+TEST(StepAnalyzer, CapturedSpansBringTheirCapturesAndBoxesButNoCollectives) {
+  // Step 1 [0,100): forward_backward [0,60) with two captured layers [10,50) and [50,58) (capture
+  // 7, reason 0); the all-reduce [60,90), exported; a captured all-reduce [92,98) (capture 8,
+  // reason 1), which only this step has, so it is no collective. Step 2 [100,200) has no
+  // captured span.
+  std::vector<SpanFacts> facts = {span(1, 0, 0, 0, 100),    span(2, 1, 1, 0, 60),
+                                  span(3, 2, 3, 10, 50),    span(4, 2, 3, 50, 58),
+                                  span(5, 1, 2, 60, 90),    span(6, 1, 2, 92, 98, 3),
+                                  span(11, 0, 0, 100, 200), span(12, 11, 2, 150, 190)};
+  facts.push_back(captured(facts[2], 7, 0));
+  facts.push_back(captured(facts[3], 7, 0));
+  facts.push_back(captured(facts[5], 8, 1));
+  std::mt19937_64 rng(3);
+  for (int order = 0; order < 4; ++order) {  // whatever the order the records come in
+    std::shuffle(facts.begin(), facts.end(), rng);
+    StepAnalyzer analyzer(kCaptureKinds);
+    std::map<std::uint64_t, StepResult> steps;
+    analyzer.analyze(facts, [&](const StepResult& r) { steps[r.span_id] = r; });
+    ASSERT_EQ(steps.size(), 2u);
+    const StepResult& s = steps.at(1);
+    EXPECT_EQ(s.captured_spans, 3u);
+    EXPECT_EQ(s.captures, (std::vector<CaptureMark>{{7, 0}, {8, 1}}));
+    EXPECT_EQ(as_map(s.spans_by_name),
+              (std::map<std::uint32_t, std::uint64_t>{{0, 1}, {1, 1}, {2, 2}, {3, 2}}));
+    EXPECT_EQ(as_map(s.longest_by_name),
+              (std::map<std::uint32_t, std::uint64_t>{{0, 100}, {1, 60}, {2, 30}, {3, 40}}));
+    EXPECT_EQ(s.boxes, (std::vector<StepBox>{{{0, 100}, 0, 0, false},
+                                             {{0, 60}, 1, 1, false},
+                                             {{10, 50}, 3, 2, true},
+                                             {{50, 58}, 3, 2, true},
+                                             {{60, 90}, 2, 1, false},
+                                             {{92, 98}, 2, 1, true}}));
+    EXPECT_EQ(s.boxes_dropped, 0u);
+    EXPECT_EQ(s.collectives, (std::vector<Collective>{{2, 60, 90}}));
+    // The captured layers are the step's own time inside forward_backward.
+    EXPECT_EQ(as_map(s.own_by_name),
+              (std::map<std::uint32_t, std::uint64_t>{{0, 10}, {1, 10 + 2}, {2, 30}, {3, 40 + 8}}));
+    const StepResult& plain = steps.at(11);
+    EXPECT_EQ(plain.captured_spans, 0u);
+    EXPECT_TRUE(plain.captures.empty() && plain.boxes.empty() && plain.spans_by_name.empty() &&
+                plain.longest_by_name.empty());
+    EXPECT_EQ(plain.collectives, (std::vector<Collective>{{2, 150, 190}}));
+  }
+}
+
+TEST(StepAnalyzer, ACapturedStepKeepsItsLongestSpansToDraw) {
+  // A step of kMaxStepBoxes + 500 captured layers, the i-th lasting i ns: the longest are kept.
+  std::vector<SpanFacts> facts = {span(1, 0, 0, 0, 1'000'000)};
+  const std::size_t n = kMaxStepBoxes + 500;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    facts.push_back(span(10 + i, 1, 3, 100 * i, 100 * i + i % 100));
+    facts.push_back(captured(facts.back(), 1, 0));
+  }
+  StepAnalyzer analyzer(kCaptureKinds);
+  std::vector<StepResult> steps;
+  analyzer.analyze(facts, [&](const StepResult& r) { steps.push_back(r); });
+  ASSERT_EQ(steps.size(), 1u);
+  const StepResult& s = steps[0];
+  EXPECT_EQ(s.captured_spans, n);
+  ASSERT_EQ(s.boxes.size(), kMaxStepBoxes);
+  EXPECT_EQ(s.boxes_dropped, n + 1 - kMaxStepBoxes);
+  EXPECT_EQ(s.boxes.front(), (StepBox{{0, 1'000'000}, 0, 0, false})) << "the step, the longest";
+  std::vector<std::uint64_t> lengths = {1'000'000}, kept;
+  for (std::uint64_t i = 0; i < n; ++i) lengths.push_back(i % 100);
+  std::sort(lengths.rbegin(), lengths.rend());
+  lengths.resize(kMaxStepBoxes);
+  for (const StepBox& b : s.boxes) kept.push_back(b.interval.end_ns - b.interval.start_ns);
+  std::sort(kept.rbegin(), kept.rend());
+  EXPECT_EQ(kept, lengths) << "the longest kept";
+  EXPECT_TRUE(
+      std::is_sorted(s.boxes.begin(), s.boxes.end(), [](const StepBox& a, const StepBox& b) {
+        return a.interval.start_ns < b.interval.start_ns;
+      }));
+}
+
 TEST(Intervals, MergeAndIntersect) {
   std::vector<Interval> a{{5, 9}, {0, 3}, {2, 4}, {9, 10}};
   merge_intervals(a);

@@ -8,6 +8,7 @@
 //
 //   report_sync_job [--ranks N] [--steps S] [--seed X] [--noise PCT] [--buckets B]
 //                   [--slow RANK:FACTOR[:GROUP]]... [--last-stage K] [--no-iteration]
+//                   [--stall RANK:STEP:MS] [--captured STEP]
 //
 //   --ranks N         ranks (default 4)
 //   --steps S         steps per rank (default 30)
@@ -21,6 +22,12 @@
 //   --last-stage K    the last K ranks are a pipeline's last stage: a longer forward_backward
 //                     with a compute_loss span in it, and their own all-reduce among themselves
 //   --no-iteration    no iteration attributes (the report matches steps by their order)
+//   --stall R:S:MS    rank R's forward_backward of step S (1-based) takes MS ms longer, in its
+//                     second microbatch's last layer
+//   --captured S      every rank's step S carries the flight recorder's detail, as a capture
+//                     of the slow step exports it: 4 microbatch spans in forward_backward, 3
+//                     layer_forward spans in each, marked lens.capture.reason = slow_step and
+//                     lens.capture.id = 1 (each rank's first capture)
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -67,7 +74,8 @@ struct Slow {
 [[noreturn]] void usage(const std::string& error) {
   std::cerr << "report_sync_job: " << error
             << "\nusage: report_sync_job [--ranks N] [--steps S] [--seed X] [--noise PCT] "
-               "[--buckets B] [--slow RANK:FACTOR[:GROUP]]... [--last-stage K] [--no-iteration]\n";
+               "[--buckets B] [--slow RANK:FACTOR[:GROUP]]... [--last-stage K] [--no-iteration] "
+               "[--stall RANK:STEP:MS] [--captured STEP]\n";
   std::exit(2);
 }
 
@@ -75,6 +83,8 @@ struct Slow {
 
 int main(int argc, char** argv) {
   int ranks = 4, steps = 30, buckets = 1, last_stage = 0;
+  int stall_rank = -1, stall_step = -1, captured_step = -1;
+  double stall_ms = 0;
   std::uint64_t seed = 1;
   double noise = 2;
   bool iteration = true;
@@ -99,6 +109,17 @@ int main(int argc, char** argv) {
       last_stage = std::stoi(value());
     } else if (arg == "--no-iteration") {
       iteration = false;
+    } else if (arg == "--stall") {
+      const std::string v = value();
+      const std::size_t a = v.find(':'), b = v.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos) {
+        usage("--stall wants RANK:STEP:MS, got '" + v + "'");
+      }
+      stall_rank = std::stoi(v.substr(0, a));
+      stall_step = std::stoi(v.substr(a + 1, b - a - 1));
+      stall_ms = std::stod(v.substr(b + 1));
+    } else if (arg == "--captured") {
+      captured_step = std::stoi(value());
     } else if (arg == "--slow") {
       const std::string v = value();
       const std::size_t a = v.find(':'), b = v.find(':', a + 1);
@@ -156,7 +177,8 @@ int main(int argc, char** argv) {
       x.step_id = next_id[r]++;
       const double load = vary(5) * factor_of(r, "data_loading");
       x.fb_start = x.start + load;
-      const double fb = vary(stage_of(r) == 1 ? 60 : 40) * factor_of(r, "forward_backward");
+      const double stall = r == stall_rank && step == stall_step ? stall_ms : 0;
+      const double fb = vary(stage_of(r) == 1 ? 60 : 40) * factor_of(r, "forward_backward") + stall;
       x.fb_end = x.fb_start + fb;
       pending[r].push_back(make_span(next_id[r]++, x.step_id, "get_batch", "data_loading",
                                      at(x.start), at(x.fb_start), 1, it));
@@ -166,6 +188,31 @@ int main(int argc, char** argv) {
       if (stage_of(r) == 1) {
         pending[r].push_back(make_span(next_id[r]++, fb_id, "compute_loss", "forward_backward",
                                        at(x.fb_end - fb * 0.2), at(x.fb_end), 1, it));
+      }
+      if (step == captured_step) {
+        // The detail the flight recorder captured: microbatches of three layers and a gap, the
+        // stall in the second microbatch's last layer (no noise: the other spans stay the same).
+        const std::vector<Attr> marks = {{"lens.capture.reason", std::string("slow_step")},
+                                         {"lens.capture.id", std::int64_t{1}}};
+        const double quarter = (fb - stall) / 4;
+        double t = x.fb_start;
+        for (int m = 0; m < 4; ++m) {
+          const std::uint64_t mb_id = next_id[r]++;
+          const double mb_start = t;
+          for (int l = 0; l < 3; ++l) {
+            const double d = quarter * 0.3 + (m == 1 && l == 2 ? stall : 0);
+            std::vector<Attr> attrs = marks;
+            attrs.push_back({"layer", std::int64_t{l}});
+            pending[r].push_back(make_span(next_id[r]++, mb_id, "layer_forward", "layer", at(t),
+                                           at(t + d), 1, attrs));
+            t += d;
+          }
+          t += quarter * 0.1;
+          std::vector<Attr> attrs = marks;
+          attrs.push_back({"microbatch", std::int64_t{m}});
+          pending[r].push_back(make_span(mb_id, fb_id, "microbatch", "microbatch", at(mb_start),
+                                         at(m == 3 ? x.fb_end : t), 1, attrs));
+        }
       }
       for (int b = 0; b < buckets; ++b) {
         x.arrivals.push_back(buckets == 1 ? x.fb_end : x.fb_start + fb * (b + 1) / buckets);

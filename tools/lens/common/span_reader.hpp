@@ -99,8 +99,12 @@ struct SpanRecord {
   std::optional<std::int64_t> thread_id;  // the thread.id attribute
   std::optional<std::int64_t> iteration;  // the iteration attribute (an intValue)
   bool truncated = false;                 // nemo.span.truncated is true
-  SpanGpu gpu;                            // the gpu.* attributes (none: not GPU-timed)
-  std::size_t resource = 0;               // index into ParsedRequest::resources
+  /// lens.capture.reason (a stringValue): the flight recorder captured it
+  /// (docs/flight-recorder.md); empty for a span exported as it ended.
+  std::string capture_reason;
+  std::optional<std::int64_t> capture_id;  // lens.capture.id (an intValue)
+  SpanGpu gpu;                             // the gpu.* attributes (none: not GPU-timed)
+  std::size_t resource = 0;                // index into ParsedRequest::resources
 
   // Read only with ReaderOptions::details:
   std::string trace_id;  // as written (32 hex digits, checked)

@@ -177,7 +177,9 @@ void ChromeTraceWriter::add(const ParsedRequest& request) {
     }
     const std::string_view group =
         span.has_group && !span.group.empty() ? std::string_view(span.group) : kNoGroup;
-    const std::string category = json_string(group);
+    // A span the flight recorder captured is in a second category too, to filter on.
+    const std::string category = json_string(
+        span.capture_reason.empty() ? std::string(group) : std::string(group) + ",captured");
     // Kept for the GPU tracks (the leaves need each trace whole).
     const SpanFacts facts{pid,           span.trace_key, span.span_id, span.parent_span_id,
                           span.start_ns, span.end_ns,    tid,          name_id(group, span.name)};

@@ -1,6 +1,8 @@
 // Spans as a Chrome Trace Event Format file (`{"traceEvents":[...]}`), which chrome://tracing and
 // the Perfetto UI open: each span a complete event ("X"), each span event an instant event
-// ("i"), one process per rank and one thread per thread.id, named by metadata events ("M"); and
+// ("i"), one process per rank and one thread per thread.id, named by metadata events ("M"), a
+// span's group its category (and "captured" a second one for a span the flight recorder
+// captured, whose lens.capture.* attributes are in its args like the others); and
 // each metric series of a rank as a counter track ("C") of that rank's process; each log record
 // as a process-scoped instant event. Span events are
 // written as requests arrive; the metrics' points (at most MetricAggregator::kMaxSeriesPoints per

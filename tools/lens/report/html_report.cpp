@@ -50,6 +50,7 @@ canvas.heatmap-canvas { image-rendering: pixelated; border: 1px solid var(--line
 .heatmap-modes button { font: inherit; margin-right: 6px; }
 .heatmap-modes button.on { font-weight: 600; }
 h2.run-title { font-size: 20px; border-bottom: 2px solid var(--fg); }
+h3.captured-title { font-size: 14px; margin: 16px 0 4px; }
 </style>
 </head>
 <body>
@@ -494,6 +495,28 @@ constexpr std::string_view kTail = R"html(</script>
                                           axis.label(at) + ": " + l.body));
       row.g.appendChild(mark);
     });
+    // The steps the flight recorder captured detail of: a mark over the step, its detail in the
+    // "Captured steps" section.
+    var marks = 0;
+    (d.captured ? d.captured.steps : []).forEach(function (c) {
+      var row = rowOf[rankLabel(c.rank)];
+      if (!row) return;
+      var at = c.start_unix_ns - axis.origin;
+      var w = Math.max(3, x(at + c.duration_ns) - x(at));
+      var mark = svgEl("rect", {"class": "captured-marker", "data-rank": rankLabel(c.rank), x: x(at),
+                                y: row.y - 3, width: w, height: 3, fill: "#7b3fb0"});
+      mark.appendChild(svgEl("title", {}, "rank " + rankLabel(c.rank) + ": " + c.name +
+                                          (c.iteration !== null ? " iteration " + c.iteration : "") +
+                                          " captured (" + c.reasons.join(", ") + "), " +
+                                          fmt(c.duration_ns) + "; see Captured steps"));
+      row.g.appendChild(mark);
+      marks += 1;
+    });
+    if (marks) {
+      s.appendChild(el("p", {"class": "note"},
+          "A purple mark over a step: the flight recorder captured its detail (Captured steps, " +
+          "below)."));
+    }
     s.appendChild(svg);
     return gpuStats;
   }
@@ -797,6 +820,113 @@ constexpr std::string_view kTail = R"html(</script>
     }));
   }
 
+  // The steps the flight recorder captured detail of: per step (name and iteration), its ranks
+  // (the least time in communication first: the one the others waited for), and their spans
+  // drawn on the step's own axis, one lane per depth below the step (captured spans solid,
+  // exported ones pale).
+  function captured(d) {
+    var c = d.captured;
+    if (!c) return {steps: 0, boxes: 0};
+    var s = section("Captured steps", "captured");
+    var reasons = Object.keys(c.by_reason).sort().map(function (k) { return k + " " + c.by_reason[k]; });
+    s.appendChild(el("p", {"class": "note"},
+        "The flight recorder's detail, exported only for these steps: " + c.spans +
+        " captured spans (" + reasons.join(", ") + ")" +
+        (c.outside_steps ? ", " + c.outside_steps + " of them in no top-level step" : "") +
+        (c.steps.length < c.steps_total ? "; " + c.steps.length + " of " + c.steps_total +
+         " captured steps kept, the longest" : "") +
+        ". Per step, its ranks with the least time in communication first (the one the others " +
+        "waited for); the chart draws " +
+        "the spans of the first ranks on the step's own time axis, one lane per depth (solid: " +
+        "captured; pale: exported as they ended). Hover a span for its name and duration."));
+    var groups = [];
+    c.steps.forEach(function (x) {
+      var last = groups[groups.length - 1];
+      if (last && x.iteration !== null && last.rows[0].iteration === x.iteration &&
+          last.rows[0].name === x.name) {
+        last.rows.push(x);
+      } else {
+        groups.push({rows: [x]});
+      }
+    });
+    var colors = groupColors(d), drawnBoxes = 0;
+    groups.forEach(function (g) {
+      var lead = g.rows[0], why = {};
+      g.rows.forEach(function (x) { x.reasons.forEach(function (r) { why[r] = true; }); });
+      s.appendChild(el("h3", {"class": "captured-title"}, lead.name +
+          (lead.iteration !== null ? " iteration " + lead.iteration : "") + ": " +
+          (g.rows.length === 1 ? "rank " + rankLabel(lead.rank) : g.rows.length + " ranks") +
+          " (" + Object.keys(why).sort().join(", ") + ")"));
+      s.appendChild(table([
+        {title: "rank", text: function (x) { return rankLabel(x.rank); }},
+        {title: "reason", text: function (x) { return x.reasons.join(", "); }},
+        {title: "step", num: true, text: function (x) { return fmt(x.duration_ns); }, sort: function (x) { return x.duration_ns; }},
+        {title: "x median", num: true, text: function (x) { return x.median_ns ? (x.duration_ns / x.median_ns).toFixed(1) + "x" : "-"; },
+         sort: function (x) { return x.median_ns ? x.duration_ns / x.median_ns : 0; }},
+        {title: "spans", num: true, text: function (x) { return String(x.spans); }, sort: function (x) { return x.spans; }},
+        {title: "captured", num: true, text: function (x) { return String(x.captured_spans); }, sort: function (x) { return x.captured_spans; }},
+        {title: "communication", num: true, text: function (x) { return fmt(x.communication_ns); },
+         sort: function (x) { return x.communication_ns; }},
+        {title: "most own time", text: function (x) {
+          var n = x.names[0];
+          return n ? n.name + " (" + n.group + ") " + fmt(n.own_ns) : "-";
+        }}
+      ], g.rows, function (x) { return {"class": "captured-row", "data-rank": rankLabel(x.rank)}; },
+      g.rows.length > 20));
+      var drawn = g.rows.filter(function (x) { return x.boxes; });
+      if (!drawn.length) return;
+      var lo = Infinity, hi = -Infinity, depth = 0;
+      drawn.forEach(function (x) {
+        lo = Math.min(lo, x.start_unix_ns);
+        hi = Math.max(hi, x.start_unix_ns + x.duration_ns);
+        x.boxes.forEach(function (b) { depth = Math.max(depth, b[2]); });
+      });
+      var laneH = 12, laneGap = 1, rankGap = 10, top = 4;
+      var rankH = (depth + 1) * (laneH + laneGap);
+      var height = top + drawn.length * (rankH + rankGap) + 18;
+      var svg = svgEl("svg", {viewBox: "0 0 " + WIDTH + " " + height, width: "100%", role: "img",
+                              "class": "captured-svg", "aria-label": "captured step"});
+      var span = Math.max(1, hi - lo);
+      var cx = function (t) { return LEFT + (t - lo) / span * PLOT; };
+      [0, 0.25, 0.5, 0.75, 1].forEach(function (f) {
+        var t = lo + f * span;
+        svg.appendChild(svgEl("line", {x1: cx(t), x2: cx(t), y1: top, y2: height - 16, stroke: "#e3e7ee"}));
+        svg.appendChild(svgEl("text", {x: cx(t), y: height - 4,
+                                       "text-anchor": f === 0 ? "start" : f === 1 ? "end" : "middle"},
+                              "+" + fmt(t - lo)));
+      });
+      var y = top;
+      drawn.forEach(function (x) {
+        var row = svgEl("g", {"class": "captured-rank", "data-rank": rankLabel(x.rank),
+                              "data-boxes": String(x.boxes.length)});
+        row.appendChild(svgEl("text", {"class": "rank-label", x: LEFT - 8, y: y + laneH - 2,
+                                       "text-anchor": "end"}, "rank " + rankLabel(x.rank)));
+        x.boxes.forEach(function (b) {
+          var name = c.box_names[b[3]], start = x.start_unix_ns + b[0];
+          var bx = cx(start), w = Math.max(0.5, cx(start + b[1]) - bx);
+          var r = svgEl("rect", {"class": "captured-box", "data-captured": b[4] ? "true" : "false",
+                                 "data-group": name[0], "data-name": name[1], x: bx,
+                                 y: y + b[2] * (laneH + laneGap), width: w, height: laneH,
+                                 fill: colors[name[0]] || "#999999",
+                                 "fill-opacity": b[4] ? "0.95" : "0.35"});
+          r.appendChild(svgEl("title", {}, "rank " + rankLabel(x.rank) + ": " + name[1] + " (" +
+                                           name[0] + ") " + fmt(b[1]) + " at +" + fmt(start - lo) +
+                                           (b[4] ? ", captured" : ", exported")));
+          row.appendChild(r);
+          drawnBoxes += 1;
+        });
+        if (x.boxes_dropped) {
+          row.appendChild(svgEl("text", {x: LEFT + PLOT, y: y + laneH - 2, "text-anchor": "end"},
+                                x.boxes_dropped + " shorter spans not drawn"));
+        }
+        svg.appendChild(row);
+        y += rankH + rankGap;
+      });
+      s.appendChild(svg);
+    });
+    return {steps: c.steps.length, boxes: drawnBoxes};
+  }
+
   // The collectives matched across ranks: per rank, how often it was last, how late it arrived,
   // its own wait and what it made the others wait.
   function waits(d) {
@@ -881,7 +1011,9 @@ constexpr std::string_view kTail = R"html(</script>
         "for self time." + (d.gpu ? " gpu busy: the spans' GPU busy time added up; gpu step%: " +
         "the part within the steps, as a share of the step time; gpu util: busy within their " +
         "GPU intervals." : "") + " Click a numeric header to sort." +
-        (d.names.length < d.names_total ? " Showing " + d.names.length + " of " + d.names_total + " rows." : "")));
+        (d.names.length < d.names_total ? " Showing " + d.names.length + " of " + d.names_total + " rows." : "") +
+        (d.captured ? " With the " + d.captured.spans + " spans the flight recorder captured, " +
+                      "which only the captured steps have." : "")));
     s.appendChild(table([
       {title: "group", text: function (n) { return n.group; }},
       {title: "name", text: function (n) { return n.name; }},
@@ -928,7 +1060,7 @@ constexpr std::string_view kTail = R"html(</script>
     var runs = Array.isArray(data) ? data : [data];
     document.getElementById("summary").textContent = inputSummary(runs[0], runs.length);
     var totals = {ranks: 0, stragglers: 0, names: 0, steps: 0, charts: 0, points: 0, gpuRows: 0,
-                  gpuBoxes: 0, heatmaps: 0, gpu: false};
+                  gpuBoxes: 0, heatmaps: 0, gpu: false, capturedSteps: 0, capturedBoxes: 0};
     runs.forEach(function (d, i) {
       idSuffix = i === 0 ? "" : "-run" + i;
       target = el("div", {"class": "run", "data-run": d.run_ids.length ? d.run_ids[0] : ""});
@@ -943,6 +1075,7 @@ constexpr std::string_view kTail = R"html(</script>
       var charts = metricCharts(d, axis);
       breakdown(d);
       stragglers(d);
+      var caught = captured(d);
       waits(d);
       rankSteps(d);
       gpuSteps(d);
@@ -958,6 +1091,8 @@ constexpr std::string_view kTail = R"html(</script>
       totals.gpuBoxes += gpu.boxes;
       totals.heatmaps += gpu.heatmaps || 0;
       totals.gpu = totals.gpu || !!d.gpu;
+      totals.capturedSteps += caught.steps;
+      totals.capturedBoxes += caught.boxes;
     });
     var rendered = {id: "lens-rendered", hidden: "",
         "data-ranks": String(totals.ranks), "data-stragglers": String(totals.stragglers),
@@ -968,6 +1103,10 @@ constexpr std::string_view kTail = R"html(</script>
       rendered["data-gpu-boxes"] = String(totals.gpuBoxes);
     }
     if (totals.heatmaps) rendered["data-heatmaps"] = String(totals.heatmaps);
+    if (totals.capturedSteps) {
+      rendered["data-captured-steps"] = String(totals.capturedSteps);
+      rendered["data-captured-boxes"] = String(totals.capturedBoxes);
+    }
     if (runs.length > 1) rendered["data-runs"] = String(runs.length);
     document.body.appendChild(el("div", rendered));
     document.documentElement.setAttribute("data-lens-rendered", "ok");

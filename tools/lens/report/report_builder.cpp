@@ -268,6 +268,34 @@ class ReportBuilder::Run {
   std::vector<LogRow> logs_;
   std::size_t logs_below_warn_ = 0;  // of logs_, the ones a warning may replace
   GpuSummary gpu_;
+
+  // The flight recorder's captured spans, and the steps that hold them.
+  struct CapturedStep {
+    std::int64_t rank;  // the report's rank key
+    StepResult step;    // its figures, the fields captured steps need
+  };
+  // Keeps the longest kMaxCapturedSteps of `steps` (then the earliest: the same ones whatever the
+  // order they came in).
+  static void keep_longest_captured(std::vector<CapturedStep>& steps) {
+    if (steps.size() <= kMaxCapturedSteps) return;
+    std::nth_element(steps.begin(), steps.begin() + kMaxCapturedSteps, steps.end(),
+                     [](const CapturedStep& a, const CapturedStep& b) {
+                       return std::tie(b.step.duration_ns, a.step.start_ns, a.rank,
+                                       a.step.span_id) <
+                              std::tie(a.step.duration_ns, b.step.start_ns, b.rank, b.step.span_id);
+                     });
+    steps.resize(kMaxCapturedSteps);
+  }
+  std::uint32_t reason_id(const std::string& reason);
+  CapturedStepRow captured_row(const CapturedStep& c, std::vector<std::uint32_t>& box_ids,
+                               CapturedSummary& out) const;
+  std::vector<std::string> reasons_;  // by reason id
+  std::unordered_map<std::string, std::uint32_t> reason_ids_;
+  std::vector<std::uint64_t> captured_by_reason_;  // by reason id
+  std::uint64_t captured_spans_ = 0;
+  std::uint64_t captured_in_steps_ = 0;
+  std::uint64_t captured_steps_total_ = 0;
+  std::vector<CapturedStep> captured_steps_;  // the longest kMaxCapturedSteps, once finished
 };
 
 std::uint32_t ReportBuilder::Run::name_id(const SpanRecord& span) {
@@ -283,6 +311,16 @@ std::uint32_t ReportBuilder::Run::name_id(const SpanRecord& span) {
   if (new_group) groups_.emplace_back().group = std::string(group);
   kinds_.push_back({group_it->second, group == kStepGroup, group == kCommunicationGroup});
   return id;
+}
+
+std::uint32_t ReportBuilder::Run::reason_id(const std::string& reason) {
+  auto [it, inserted] =
+      reason_ids_.try_emplace(reason, static_cast<std::uint32_t>(reasons_.size()));
+  if (inserted) {
+    reasons_.push_back(reason);
+    captured_by_reason_.push_back(0);
+  }
+  return it->second;
 }
 
 void ReportBuilder::Run::add_log(const LogEntry& log, const SpanResource& resource) {
@@ -333,6 +371,12 @@ void ReportBuilder::Run::add_span(std::int64_t slot, std::int64_t rank, const Sp
                         id};
   spill_.add(facts);
   if (span.iteration && kinds_[id].is_step) spill_.add(iteration_facts(facts, *span.iteration));
+  if (!span.capture_reason.empty()) {
+    ++captured_spans_;
+    const std::uint32_t reason = reason_id(span.capture_reason);
+    ++captured_by_reason_[reason];
+    spill_.add(capture_facts(facts, {span.capture_id.value_or(0), reason}));
+  }
   if (span.gpu.timed()) {
     ++stats.gpu_spans;
     stats.gpu_busy_ns += span.gpu.busy_ns.value_or(0);
@@ -383,6 +427,98 @@ void ReportBuilder::Run::add_step(std::int64_t rank_key, const StepResult& step)
   rank.timeline.add({step.start_ns, step.duration_ns,
                      thin_intervals(step.overlapped, step.duration_ns),
                      thin_intervals(step.exposed, step.duration_ns), std::move(gpu)});
+  if (step.captured_spans > 0) {
+    ++captured_steps_total_;
+    captured_in_steps_ += step.captured_spans;
+    StepResult kept;  // what captured_row() reads
+    kept.rank = step.rank;
+    kept.span_id = step.span_id;
+    kept.name_id = step.name_id;
+    kept.start_ns = step.start_ns;
+    kept.duration_ns = step.duration_ns;
+    kept.iteration = step.iteration;
+    kept.own_by_name = step.own_by_name;
+    kept.within_by_name = step.within_by_name;
+    kept.within_by_group = step.within_by_group;
+    kept.captured_spans = step.captured_spans;
+    kept.captures = step.captures;
+    kept.spans_by_name = step.spans_by_name;
+    kept.longest_by_name = step.longest_by_name;
+    kept.boxes = step.boxes;
+    kept.boxes_dropped = step.boxes_dropped;
+    captured_steps_.push_back({rank_key, std::move(kept)});
+    if (captured_steps_.size() >= 2 * kMaxCapturedSteps) keep_longest_captured(captured_steps_);
+  }
+}
+
+CapturedStepRow ReportBuilder::Run::captured_row(const CapturedStep& c,
+                                                 std::vector<std::uint32_t>& box_ids,
+                                                 CapturedSummary& out) const {
+  const StepResult& s = c.step;
+  CapturedStepRow row;
+  if (c.rank != kNoRank) row.rank = c.rank;
+  row.name = names_[s.name_id].name;
+  row.iteration = s.iteration;
+  row.start_ns = s.start_ns;
+  row.duration_ns = s.duration_ns;
+  const RankState& rank = ranks_.at(c.rank);
+  if (auto it = rank.steps.find(s.name_id); it != rank.steps.end()) {
+    row.median_ns = it->second.quantile(0.5);
+  }
+  for (const CaptureMark& m : s.captures) {
+    row.reasons.push_back(reasons_[m.reason_id]);
+    row.capture_ids.push_back(m.capture_id);
+  }
+  std::sort(row.reasons.begin(), row.reasons.end());
+  row.reasons.erase(std::unique(row.reasons.begin(), row.reasons.end()), row.reasons.end());
+  std::sort(row.capture_ids.begin(), row.capture_ids.end());
+  row.capture_ids.erase(std::unique(row.capture_ids.begin(), row.capture_ids.end()),
+                        row.capture_ids.end());
+  row.captured_spans = s.captured_spans;
+  // Per name, then per group: spans, own and within.
+  std::map<std::uint32_t, CapturedTime> by_name, by_group;
+  for (const auto& [id, n] : s.spans_by_name) {
+    by_name[id].spans += n;
+    by_group[kinds_[id].group_id].spans += n;
+    row.spans += n;
+  }
+  for (const auto& [id, ns] : s.own_by_name) {
+    by_name[id].own_ns += ns;
+    by_group[kinds_[id].group_id].own_ns += ns;
+  }
+  for (const auto& [id, ns] : s.within_by_name) by_name[id].within_ns += ns;
+  for (const auto& [id, ns] : s.longest_by_name) by_name[id].longest_ns = ns;
+  for (const auto& [id, ns] : s.within_by_group) {
+    by_group[id].within_ns += ns;
+    if (groups_[id].group == kCommunicationGroup) row.communication_ns = ns;
+  }
+  auto by_own = [](const CapturedTime& a, const CapturedTime& b) {
+    return std::tie(b.own_ns, b.within_ns, a.group, a.name) <
+           std::tie(a.own_ns, a.within_ns, b.group, b.name);
+  };
+  for (auto& [id, t] : by_name) {
+    t.group = groups_[kinds_[id].group_id].group;
+    t.name = names_[id].name;
+    row.names.push_back(std::move(t));
+  }
+  for (auto& [id, t] : by_group) {
+    t.group = groups_[id].group;
+    row.groups.push_back(std::move(t));
+  }
+  std::sort(row.names.begin(), row.names.end(), by_own);
+  std::sort(row.groups.begin(), row.groups.end(), by_own);
+  // The boxes' names, as indices into out.box_names.
+  for (StepBox b : s.boxes) {
+    std::uint32_t& index = box_ids[b.name_id];
+    if (index == UINT32_MAX) {
+      index = static_cast<std::uint32_t>(out.box_names.size());
+      out.box_names.emplace_back(groups_[kinds_[b.name_id].group_id].group, names_[b.name_id].name);
+    }
+    b.name_id = index;
+    row.boxes.push_back(b);
+  }
+  row.boxes_dropped = s.boxes_dropped;
+  return row;
 }
 
 Report ReportBuilder::Run::finish(const ReportOptions& options) const {
@@ -562,6 +698,30 @@ Report ReportBuilder::Run::finish(const ReportOptions& options) const {
   std::stable_sort(flagged.begin(), flagged.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   for (auto& [score, row] : flagged) report.stragglers.push_back(std::move(row));
+
+  // The flight recorder's captured steps.
+  CapturedSummary& captured = report.captured;
+  captured.spans = captured_spans_;
+  for (std::size_t i = 0; i < reasons_.size(); ++i) {
+    captured.by_reason.emplace_back(reasons_[i], captured_by_reason_[i]);
+  }
+  std::sort(captured.by_reason.begin(), captured.by_reason.end());
+  captured.outside_steps = captured_spans_ - std::min(captured_spans_, captured_in_steps_);
+  captured.steps_total = captured_steps_total_;
+  std::vector<CapturedStep> steps = captured_steps_;
+  keep_longest_captured(steps);
+  std::vector<std::uint32_t> box_ids(names_.size(), UINT32_MAX);
+  for (const CapturedStep& c : steps) captured.steps.push_back(captured_row(c, box_ids, captured));
+  std::sort(captured.steps.begin(), captured.steps.end(),
+            [](const CapturedStepRow& a, const CapturedStepRow& b) {
+              const std::int64_t ia = a.iteration.value_or(INT64_MAX);
+              const std::int64_t ib = b.iteration.value_or(INT64_MAX);
+              const std::uint64_t sa = a.iteration ? 0 : a.start_ns,
+                                  sb = b.iteration ? 0 : b.start_ns;
+              const std::int64_t ra = a.rank.value_or(INT64_MAX), rb = b.rank.value_or(INT64_MAX);
+              return std::tie(a.name, ia, sa, a.communication_ns, b.duration_ns, ra, a.start_ns) <
+                     std::tie(b.name, ib, sb, b.communication_ns, a.duration_ns, rb, b.start_ns);
+            });
   return report;
 }
 

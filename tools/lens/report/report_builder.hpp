@@ -1,12 +1,13 @@
 // What `lens report` computes from the spans it reads, one run (nemo.run.id) at a time: time per
 // span group and name, where each top-level step's time went (on the step's own thread, and what
 // ran beside it on other threads and processes: step_breakdown.hpp), the step time of every rank,
-// who held the others back at the collectives and the stragglers (stragglers.hpp), truncated
-// spans and malformed lines (and the metrics of the metrics lines, report_metrics.hpp). Every
-// figure depends only on the set of spans read, never on their order: durations go into
-// DurationSketch summaries as they come, and the steps are analysed at the end, trace by trace,
-// from the spans kept in a SpanSpill (temporary files once they are many: memory grows with the
-// largest trace of a rank, not with the input). docs/report.md has the rules and the limits.
+// who held the others back at the collectives and the stragglers (stragglers.hpp), the steps the
+// flight recorder captured detail of, truncated spans and malformed lines (and the metrics of the
+// metrics lines, report_metrics.hpp). Every figure depends only on the set of spans read, never on
+// their order: durations go into DurationSketch summaries as they come, and the steps are analysed
+// at the end, trace by trace, from the spans kept in a SpanSpill (temporary files once they are
+// many: memory grows with the largest trace of a rank, not with the input). docs/report.md has the
+// rules and the limits.
 //
 //   ReportBuilder builder;
 //   reader.read(file, [&](const ParsedRequest& r) { builder.add(r); },
@@ -14,6 +15,7 @@
 //   const std::vector<Report> runs = builder.finish({.straggler_threshold_pct = 5}, counts);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -179,6 +181,51 @@ struct StepNameRow {
   double max_ns = 0;     // the largest
 };
 
+/// A captured step's time per group (name empty) or per group and name.
+struct CapturedTime {
+  std::string group;
+  std::string name;
+  std::uint64_t spans = 0;       // the step's spans of it, captured or exported
+  std::uint64_t own_ns = 0;      // on the step's own thread, where it was the innermost span
+  std::uint64_t within_ns = 0;   // the union of its spans' intervals within the step
+  std::uint64_t longest_ns = 0;  // its longest span (names only)
+};
+
+/// A top-level step that held spans the flight recorder captured (docs/flight-recorder.md): the
+/// detail exported only for the steps that went wrong, against the rank's median step.
+struct CapturedStepRow {
+  std::optional<std::int64_t> rank;
+  std::string name;  // the step span's
+  std::optional<std::int64_t> iteration;
+  std::uint64_t start_ns = 0;  // Unix ns
+  std::uint64_t duration_ns = 0;
+  double median_ns = 0;                   // the rank's median top-level step of this name
+  std::vector<std::string> reasons;       // its captures' lens.capture.reason, distinct, sorted
+  std::vector<std::int64_t> capture_ids;  // their lens.capture.id, distinct, sorted
+  std::uint64_t captured_spans = 0;
+  std::uint64_t spans = 0;  // every span of the step, the step included
+  /// The union of its spans of the communication group, on any thread: where a rank waits for
+  /// the others at the collectives.
+  std::uint64_t communication_ns = 0;
+  std::vector<CapturedTime> groups;  // by own time, descending
+  std::vector<CapturedTime> names;   // by own time, descending
+  std::vector<StepBox> boxes;        // name ids index Report::captured_names
+  std::uint64_t boxes_dropped = 0;
+};
+
+/// What the flight recorder's captures brought (Report::captured).
+struct CapturedSummary {
+  std::uint64_t spans = 0;                                       // spans with lens.capture.reason
+  std::vector<std::pair<std::string, std::uint64_t>> by_reason;  // by reason
+  std::uint64_t outside_steps = 0;                               // of them, in no top-level step
+  /// Every top-level step holding captured spans, by step name, then iteration (then start),
+  /// then the least time in communication first (then the longest): the rank the others waited
+  /// for leads its iteration. At most kMaxCapturedSteps, the longest.
+  std::vector<CapturedStepRow> steps;
+  std::uint64_t steps_total = 0;                               // kept or not
+  std::vector<std::pair<std::string, std::string>> box_names;  // (group, name) by StepBox::name_id
+};
+
 struct TruncatedRow {
   std::optional<std::int64_t> rank;
   std::string group;
@@ -254,6 +301,7 @@ struct Report {
   /// Some span carried gpu.* attributes: the report shows GPU time (otherwise nothing of it).
   bool has_gpu = false;
   GpuSummary gpu;
+  CapturedSummary captured;              // the flight recorder's spans (none in most reports)
   std::vector<std::string> group_names;  // by group id, for TimelineGpu::boxes
 };
 
@@ -265,6 +313,8 @@ class ReportBuilder {
   /// Log records kept for the HTML page (the rest are counted): the first ones read, except that
   /// records of severity WARN or above replace lower ones once the list is full.
   static constexpr std::size_t kMaxLogRows = 2000;
+  /// Captured steps kept in a report (the longest; the rest are counted).
+  static constexpr std::size_t kMaxCapturedSteps = 10000;
   ReportBuilder();
   /// Keeps only the spans, metrics and logs whose resource has nemo.run.id `run_id` (empty: all).
   explicit ReportBuilder(std::string run_id);

@@ -132,6 +132,7 @@ int run_report(std::span<const std::string_view> args) {
       page.max_series_points =
           series == 0 ? 0 : std::max<std::size_t>(64, kHtmlSeriesPoints / series);
       page.heatmaps = true;
+      page.step_boxes = true;
       write_text_file(*html_path, html_report(runs_json(reports, page)));
     }
     if (flags.has("--json")) {

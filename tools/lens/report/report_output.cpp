@@ -645,6 +645,152 @@ std::string stragglers_text(const Report& r, std::size_t limit) {
   return out;
 }
 
+// A step's duration against its rank's median step: "33.0x" ("-" without a median).
+std::string times_median(const CapturedStepRow& c) {
+  return c.median_ns > 0 ? printf_string("%.1fx", static_cast<double>(c.duration_ns) / c.median_ns)
+                         : std::string("-");
+}
+
+std::string joined(const std::vector<std::string>& parts, const char* separator) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : separator) + p;
+  return out;
+}
+
+// The rows of report.captured.steps, one range per step (name and iteration; a step without an
+// iteration alone).
+std::vector<std::pair<std::size_t, std::size_t>> captured_groups(const CapturedSummary& c) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    const CapturedStepRow& x = c.steps[i];
+    if (!out.empty()) {
+      const CapturedStepRow& first = c.steps[out.back().first];
+      if (x.iteration && first.iteration == x.iteration && first.name == x.name) {
+        out.back().second = i + 1;
+        continue;
+      }
+    }
+    out.push_back({i, i + 1});
+  }
+  return out;
+}
+
+// The steps the flight recorder captured detail of: per step, its ranks (the least time in
+// communication first: the one the others waited for), then where the first one's time went.
+std::string captured_text(const Report& r, const TextOptions& options) {
+  const CapturedSummary& c = r.captured;
+  if (c.spans == 0) return "";
+  std::vector<std::string> reasons;
+  for (const auto& [reason, n] : c.by_reason) reasons.push_back(reason + " " + std::to_string(n));
+  std::string out =
+      "\nCaptured steps (the flight recorder's detail, exported only for these steps; " +
+      plural(c.spans, "captured span", "captured spans") + ": " +
+      escape_control(joined(reasons, ", ")) + ")\n";
+  if (c.outside_steps > 0) {
+    out += "  " + plural(c.outside_steps, "captured span is", "captured spans are") +
+           " in no top-level step\n";
+  }
+  const auto groups = captured_groups(c);
+  const std::size_t shown = options.top == 0 ? groups.size() : std::min(options.top, groups.size());
+  const std::size_t name_rows = options.top == 0 ? SIZE_MAX : 10;
+  for (std::size_t g = 0; g < shown; ++g) {
+    const auto [begin, end] = groups[g];
+    const CapturedStepRow& lead = c.steps[begin];
+    std::uint64_t lo = UINT64_MAX, hi = 0;
+    std::vector<std::string> step_reasons;
+    for (std::size_t i = begin; i < end; ++i) {
+      lo = std::min(lo, c.steps[i].duration_ns);
+      hi = std::max(hi, c.steps[i].duration_ns);
+      step_reasons.insert(step_reasons.end(), c.steps[i].reasons.begin(), c.steps[i].reasons.end());
+    }
+    std::sort(step_reasons.begin(), step_reasons.end());
+    step_reasons.erase(std::unique(step_reasons.begin(), step_reasons.end()), step_reasons.end());
+    out += "  " + escape_control(lead.name) +
+           (lead.iteration ? " iteration " + std::to_string(*lead.iteration) : std::string()) +
+           ": " +
+           (end - begin == 1 ? "rank " + rank_label(lead.rank)
+                             : plural(end - begin, "rank", "ranks")) +
+           " (" + escape_control(joined(step_reasons, ", ")) + "), " +
+           (lo == hi ? format_duration(static_cast<double>(lo))
+                     : format_duration(static_cast<double>(lo)) + " to " +
+                           format_duration(static_cast<double>(hi))) +
+           "\n";
+    TextTable t({{"rank", false},
+                 {"reason", false},
+                 {"step", true},
+                 {"median", true},
+                 {"x median", true},
+                 {"spans", true},
+                 {"captured", true},
+                 {"communication", true},
+                 {"most own time", false}},
+                4);
+    const std::size_t rows = std::min(end - begin, options.rank_rows);
+    for (std::size_t i = begin; i < begin + rows; ++i) {
+      const CapturedStepRow& x = c.steps[i];
+      const CapturedTime* most = x.names.empty() ? nullptr : &x.names.front();
+      t.add({rank_label(x.rank), joined(x.reasons, ","),
+             format_duration(static_cast<double>(x.duration_ns)),
+             x.median_ns > 0 ? format_duration(x.median_ns) : "-", times_median(x),
+             std::to_string(x.spans), std::to_string(x.captured_spans),
+             format_duration(static_cast<double>(x.communication_ns)),
+             most != nullptr ? most->name + " " + format_duration(static_cast<double>(most->own_ns))
+                             : "-"});
+    }
+    out += t.str();
+    if (rows < end - begin) {
+      out += "    (" + std::to_string(rows) + " of " + std::to_string(end - begin) +
+             " ranks, the least time in communication first; --ranks all lists every one)\n";
+    }
+    // Where the lead rank's step went.
+    out += "    where rank " + rank_label(lead.rank) + "'s step went" +
+           (end - begin > 1 ? " (the least in communication: the others waited for it)"
+                            : std::string()) +
+           ": own, the innermost span on the step's thread (adds up to the step); within, the "
+           "union of the spans; longest, the longest span\n";
+    TextTable groups_table(
+        {{"group", false}, {"spans", true}, {"own", true}, {"share", true}, {"within", true}}, 6);
+    for (const CapturedTime& x : lead.groups) {
+      groups_table.add({x.group, std::to_string(x.spans),
+                        format_duration(static_cast<double>(x.own_ns)),
+                        share_text(x.own_ns, lead.duration_ns),
+                        format_duration(static_cast<double>(x.within_ns))});
+    }
+    out += groups_table.str();
+    TextTable names_table({{"group", false},
+                           {"name", false},
+                           {"spans", true},
+                           {"own", true},
+                           {"share", true},
+                           {"within", true},
+                           {"longest", true}},
+                          6);
+    const std::size_t names_shown = std::min(name_rows, lead.names.size());
+    for (std::size_t i = 0; i < names_shown; ++i) {
+      const CapturedTime& x = lead.names[i];
+      names_table.add({x.group, x.name, std::to_string(x.spans),
+                       format_duration(static_cast<double>(x.own_ns)),
+                       share_text(x.own_ns, lead.duration_ns),
+                       format_duration(static_cast<double>(x.within_ns)),
+                       format_duration(static_cast<double>(x.longest_ns))});
+    }
+    out += names_table.str();
+    if (names_shown < lead.names.size()) {
+      out += "      (" + std::to_string(names_shown) + " of " + std::to_string(lead.names.size()) +
+             " names; --top 0 shows all)\n";
+    }
+  }
+  if (shown < groups.size()) {
+    out += "  and " + std::to_string(groups.size() - shown) +
+           " more captured steps (--top 0 or --json lists every one)\n";
+  }
+  if (c.steps_total > c.steps.size()) {
+    out += "  (" + std::to_string(c.steps.size()) + " of " + std::to_string(c.steps_total) +
+           " captured steps kept, the longest)\n";
+  }
+  return out;
+}
+
 // The first line of a report: the input and this run.
 std::string input_line(const Report& r, std::uint64_t spans, std::size_t ranks) {
   std::string lines_detail = std::to_string(r.input.malformed) + " malformed";
@@ -715,6 +861,11 @@ std::string report_body(const Report& r, const TextOptions& options) {
       out += "  (" + std::to_string(shown) + " of " + std::to_string(r.names.size()) +
              " rows; --top 0 shows all)\n";
     }
+    if (r.captured.spans > 0) {
+      out += "  (with the " + plural(r.captured.spans, "span", "spans") +
+             " the flight recorder captured, which only the captured steps have: see Captured "
+             "steps)\n";
+    }
   }
 
   // The step, broken down by group.
@@ -734,6 +885,7 @@ std::string report_body(const Report& r, const TextOptions& options) {
   if (r.has_gpu) out += gpu_steps_text(r, options.rank_rows);
   out += waits_text(r, options.rank_rows);
   out += stragglers_text(r, options.rank_rows);
+  out += captured_text(r, options);
 
   // Truncated spans.
   if (r.truncated_count == 0) {
@@ -922,6 +1074,76 @@ std::string runs_text(const std::vector<Report>& runs, const TextOptions& option
   return out + malformed_text(runs.front());
 }
 
+// The flight recorder's captured steps (docs/report.md#captured-steps).
+ojson captured_json(const Report& r, bool boxes) {
+  const CapturedSummary& c = r.captured;
+  ojson by_reason = ojson::object();
+  for (const auto& [reason, n] : c.by_reason) by_reason[reason] = n;
+  auto times = [](const std::vector<CapturedTime>& rows, bool names) {
+    ojson out = ojson::array();
+    for (const CapturedTime& t : rows) {
+      ojson row = {{"group", t.group}};
+      if (names) row["name"] = t.name;
+      row["spans"] = t.spans;
+      row["own_ns"] = t.own_ns;
+      row["within_ns"] = t.within_ns;
+      if (names) row["longest_ns"] = t.longest_ns;
+      out.push_back(std::move(row));
+    }
+    return out;
+  };
+  // The page draws the spans of the first kBoxSteps steps' first kBoxRanks ranks (the ones that
+  // held the others back lead): a bounded page whatever the job's size.
+  constexpr std::size_t kBoxSteps = 20, kBoxRanks = 4;
+  std::vector<bool> drawn(c.steps.size(), false);
+  const auto groups = captured_groups(c);
+  for (std::size_t g = 0; g < std::min(groups.size(), kBoxSteps); ++g) {
+    for (std::size_t i = groups[g].first;
+         i < std::min(groups[g].second, groups[g].first + kBoxRanks); ++i) {
+      drawn[i] = true;
+    }
+  }
+  ojson steps = ojson::array();
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    const CapturedStepRow& x = c.steps[i];
+    ojson step = {{"rank", rank_json(x.rank)},
+                  {"name", x.name},
+                  {"iteration", x.iteration ? ojson(*x.iteration) : ojson(nullptr)},
+                  {"start_unix_ns", x.start_ns},
+                  {"duration_ns", x.duration_ns},
+                  {"median_ns", std::llround(x.median_ns)},
+                  {"reasons", x.reasons},
+                  {"capture_ids", x.capture_ids},
+                  {"spans", x.spans},
+                  {"captured_spans", x.captured_spans},
+                  {"communication_ns", x.communication_ns},
+                  {"groups", times(x.groups, false)},
+                  {"names", times(x.names, true)}};
+    if (boxes && drawn[i]) {
+      // [offset from the step's start, duration, depth, index into "box_names", captured 0/1]
+      ojson list = ojson::array();
+      for (const StepBox& b : x.boxes) {
+        list.push_back({b.interval.start_ns - x.start_ns, b.interval.end_ns - b.interval.start_ns,
+                        b.depth, b.name_id, b.captured ? 1 : 0});
+      }
+      step["boxes"] = std::move(list);
+      step["boxes_dropped"] = x.boxes_dropped;
+    }
+    steps.push_back(std::move(step));
+  }
+  ojson out = {{"spans", c.spans},
+               {"by_reason", std::move(by_reason)},
+               {"outside_steps", c.outside_steps},
+               {"steps_total", c.steps_total},
+               {"steps", std::move(steps)}};
+  if (boxes) {
+    ojson names = ojson::array();
+    for (const auto& [group, name] : c.box_names) names.push_back({group, name});
+    out["box_names"] = std::move(names);
+  }
+  return out;
+}
+
 ojson report_json(const Report& r, const JsonOptions& options) {
   ojson j;
   j["format"] = "lens.report";
@@ -1087,6 +1309,7 @@ ojson report_json(const Report& r, const JsonOptions& options) {
                     {"body", l.body}});
   }
   j["logs"] = {{"count", r.log_count}, {"records", std::move(logs)}};
+  if (r.captured.spans > 0) j["captured"] = captured_json(r, options.step_boxes);
   if (r.has_gpu) {
     j["gpu"] = {{"spans", r.gpu.spans},
                 {"steps", r.gpu.steps},

@@ -43,6 +43,8 @@ struct JsonOptions {
   /// last kept), which keeps the HTML page of a job of many ranks small.
   std::size_t max_series_points = 0;
   bool heatmaps = false;  // the rank x step matrices the HTML page draws ("heatmaps")
+  /// The spans of the captured steps, which the HTML page draws ("captured.steps[].boxes").
+  bool step_boxes = false;
 };
 
 /// The JSON report of one run.

@@ -65,13 +65,14 @@ bool facts_less(const SpanFacts& a, const SpanFacts& b) {
          std::tie(b.span_id, b.start_ns, b.end_ns, b.name_id, b.thread_id, b.parent_span_id);
 }
 
-// One trace's records: its spans, its GPU records and its iteration records, each sorted by span
-// id with one record per id (the least by content, so that the same is kept whatever their
-// order).
+// One trace's records: its spans, its GPU records, its iteration records and its capture records,
+// each sorted by span id with one record per id (the least by content, so that the same is kept
+// whatever their order).
 struct SortedTrace {
   std::span<SpanFacts> spans;
   std::span<SpanFacts> gpu;
   std::span<SpanFacts> iterations;
+  std::span<SpanFacts> captures;
   std::uint64_t duplicates = 0;  // span records dropped
 };
 
@@ -95,6 +96,7 @@ SortedTrace sort_trace(std::span<SpanFacts> facts) {
   std::tie(out.spans, span_records) = of_kind(FactsKind::kSpan);
   out.gpu = of_kind(FactsKind::kGpu).first;
   out.iterations = of_kind(FactsKind::kIteration).first;
+  out.captures = of_kind(FactsKind::kCapture).first;
   out.duplicates = span_records - out.spans.size();
   return out;
 }
@@ -148,6 +150,17 @@ SpanFacts iteration_facts(const SpanFacts& span, std::int64_t iteration) {
   r.span_id = span.span_id;
   r.start_ns = static_cast<std::uint64_t>(iteration);
   r.kind = FactsKind::kIteration;
+  return r;
+}
+
+SpanFacts capture_facts(const SpanFacts& span, const CaptureMark& mark) {
+  SpanFacts r;
+  r.rank = span.rank;
+  r.trace_key = span.trace_key;
+  r.span_id = span.span_id;
+  r.start_ns = static_cast<std::uint64_t>(mark.capture_id);
+  r.end_ns = mark.reason_id;
+  r.kind = FactsKind::kCapture;
   return r;
 }
 
@@ -218,6 +231,7 @@ void StepAnalyzer::analyze(std::span<SpanFacts> facts,
   gpu_index_.clear();
   if (!gpu_.empty()) gpu_index_ = gpu_indices(spans, trace.gpu);
   iterations_ = trace.iterations;
+  captures_ = trace.captures;
 
   // Parents, and children in CSR form (each span's children in id order).
   parent_.assign(n, kNone);
@@ -294,6 +308,12 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
   r.gpu_busy_by_group.clear();
   r.gpu_in_step_by_name.clear();
   r.iteration.reset();
+  r.captured_spans = 0;
+  r.captures.clear();
+  r.spans_by_name.clear();
+  r.longest_by_name.clear();
+  r.boxes.clear();
+  r.boxes_dropped = 0;
   if (const std::uint32_t at = index_of(iterations_, s.span_id); at != kNone) {
     r.iteration = static_cast<std::int64_t>(iterations_[at].start_ns);
   }
@@ -356,6 +376,22 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
     node.end_ns = std::max(node.start_ns, std::min(cs.end_ns, bounds.end_ns));
     node.depth = node.own ? nodes_[node.parent].depth + 1 : 0;
   }
+
+  // The spans the flight recorder captured (only some steps have any).
+  captured_.assign(nodes_.size(), false);
+  if (!captures_.empty()) {
+    for (std::uint32_t k = 0; k < nodes_.size(); ++k) {
+      const std::uint32_t at = index_of(captures_, spans[nodes_[k].index].span_id);
+      if (at == kNone) continue;
+      captured_[k] = true;
+      ++r.captured_spans;
+      r.captures.push_back({static_cast<std::int64_t>(captures_[at].start_ns),
+                            static_cast<std::uint32_t>(captures_[at].end_ns)});
+    }
+    std::sort(r.captures.begin(), r.captures.end());
+    r.captures.erase(std::unique(r.captures.begin(), r.captures.end()), r.captures.end());
+  }
+  if (r.captured_spans > 0) boxes_of_step(spans, r);
 
   // The step's thread, instant by instant: the innermost open span (deepest; of two at one
   // depth, the later start, then the larger id) has it.
@@ -434,7 +470,7 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
       const Node& x = nodes_[k];
       const bool communication = kinds_[spans[x.index].name_id].is_communication;
       in_communication[k] = communication || in_communication[x.parent];
-      if (!communication || in_communication[x.parent]) continue;
+      if (!communication || in_communication[x.parent] || captured_[k]) continue;
       const SpanFacts& span = spans[x.index];
       const std::uint64_t start = std::clamp(span.start_ns, s.start_ns, s.end_ns);
       r.collectives.push_back({span.name_id, start, std::clamp(span.end_ns, start, s.end_ns)});
@@ -489,6 +525,42 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
         {name, count_spans(beside_by_name, name), length(list), intersection_ns(list, w->second)});
   }
   (*on_step_)(r);
+}
+
+void StepAnalyzer::boxes_of_step(std::span<const SpanFacts> spans, StepResult& r) {
+  // Depth in the tree below the step (nodes_ is breadth first: a parent comes before its
+  // children).
+  std::vector<std::uint32_t> depth(nodes_.size(), 0);
+  for (std::uint32_t k = 1; k < nodes_.size(); ++k) depth[k] = depth[nodes_[k].parent] + 1;
+  for (std::uint32_t k = 0; k < nodes_.size(); ++k) {
+    const Node& x = nodes_[k];
+    const std::uint32_t name = spans[x.index].name_id;
+    add_to(r.spans_by_name, name, 1);
+    const std::uint64_t length = x.end_ns - x.start_ns;
+    auto longest = std::find_if(r.longest_by_name.begin(), r.longest_by_name.end(),
+                                [&](const auto& p) { return p.first == name; });
+    if (longest == r.longest_by_name.end()) {
+      r.longest_by_name.emplace_back(name, length);
+    } else {
+      longest->second = std::max(longest->second, length);
+    }
+    r.boxes.push_back({{x.start_ns, x.end_ns}, name, depth[k], captured_[k]});
+  }
+  auto by_start = [](const StepBox& a, const StepBox& b) {
+    return std::tie(a.interval.start_ns, a.depth, a.interval.end_ns, a.name_id, a.captured) <
+           std::tie(b.interval.start_ns, b.depth, b.interval.end_ns, b.name_id, b.captured);
+  };
+  if (r.boxes.size() > kMaxStepBoxes) {
+    // The longest, the same ones whatever the order the spans came in.
+    std::sort(r.boxes.begin(), r.boxes.end(), [&](const StepBox& a, const StepBox& b) {
+      const std::uint64_t la = a.interval.end_ns - a.interval.start_ns;
+      const std::uint64_t lb = b.interval.end_ns - b.interval.start_ns;
+      return la != lb ? la > lb : by_start(a, b);
+    });
+    r.boxes_dropped = r.boxes.size() - kMaxStepBoxes;
+    r.boxes.resize(kMaxStepBoxes);
+  }
+  std::sort(r.boxes.begin(), r.boxes.end(), by_start);
 }
 
 void StepAnalyzer::analyze_gpu(std::span<const SpanFacts> spans, StepResult& r) {

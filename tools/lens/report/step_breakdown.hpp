@@ -14,7 +14,9 @@
 //   but the step (it waited, or did nothing else);
 // - per name and group, the union of their spans' intervals within the step ("within");
 // - the step's collectives: its outermost spans of the communication group, on any thread, by
-//   start, which stragglers.hpp matches across ranks (who arrived last, who waited for whom).
+//   start, which stragglers.hpp matches across ranks (who arrived last, who waited for whom);
+//   not those the flight recorder captured: only some steps have them, so they would not match;
+// - for a step with spans the flight recorder captured, its captures and its spans to draw.
 //
 // docs/report.md has the rules with the demo's figures.
 //
@@ -35,14 +37,15 @@ namespace nemo::lens::cli {
 /// SpanFacts::thread_id of a span without a thread.id attribute.
 inline constexpr std::int64_t kNoThread = INT64_MIN;
 
-/// SpanFacts::kind: a span, or the GPU times or the iteration attribute of the span of the same
-/// rank, trace and span id.
-enum class FactsKind : std::uint32_t { kSpan = 0, kGpu = 1, kIteration = 2 };
+/// SpanFacts::kind: a span, or the GPU times, the iteration attribute or the flight recorder's
+/// capture marks of the span of the same rank, trace and span id.
+enum class FactsKind : std::uint32_t { kSpan = 0, kGpu = 1, kIteration = 2, kCapture = 3 };
 
 /// One span as the step analysis needs it: 64 bytes, spilled as they are to a temporary file. A
-/// GPU-timed span adds a second record of kind kGpu (gpu_facts()), and a step span with an
-/// `iteration` attribute one of kind kIteration (iteration_facts()), so that other spans cost
-/// nothing more.
+/// GPU-timed span adds a second record of kind kGpu (gpu_facts()), a step span with an
+/// `iteration` attribute one of kind kIteration (iteration_facts()), and a span the flight
+/// recorder captured one of kind kCapture (capture_facts()), so that other spans cost nothing
+/// more.
 struct SpanFacts {
   std::int64_t rank = 0;  // the report's rank key (dl.rank, or a value for none)
   std::uint64_t trace_key = 0;
@@ -75,6 +78,17 @@ GpuFacts gpu_of(const SpanFacts& record);
 
 /// The kIteration record that carries the `iteration` attribute of `span`.
 SpanFacts iteration_facts(const SpanFacts& span, std::int64_t iteration);
+
+/// A capture of the flight recorder (docs/flight-recorder.md): its lens.capture.id, and its
+/// lens.capture.reason as the caller's index of the reason strings.
+struct CaptureMark {
+  std::int64_t capture_id = 0;
+  std::uint32_t reason_id = 0;
+  auto operator<=>(const CaptureMark&) const = default;
+};
+
+/// The kCapture record that says the flight recorder captured `span` with `mark`.
+SpanFacts capture_facts(const SpanFacts& span, const CaptureMark& mark);
 
 /// A half-open time interval [start_ns, end_ns), Unix ns.
 struct Interval {
@@ -114,6 +128,21 @@ struct StepGpu {
 
 /// Time per name or group id, in ns.
 using IdTimes = std::vector<std::pair<std::uint32_t, std::uint64_t>>;
+
+/// A span of a step the flight recorder captured detail of, as the report draws it: its interval
+/// (cut as for the step's own time: to its parent on the step's thread, to the step beside it),
+/// its name id, its depth below the step (the step 0, its children 1, ...) and whether it was
+/// captured (else exported as it ended).
+struct StepBox {
+  Interval interval;
+  std::uint32_t name_id = 0;
+  std::uint32_t depth = 0;
+  bool captured = false;
+  bool operator==(const StepBox&) const = default;
+};
+
+/// The spans of a captured step kept for drawing: the longest, when it had more.
+inline constexpr std::size_t kMaxStepBoxes = 2000;
 
 /// A collective of a step: one of its outermost spans of the communication group (no ancestor
 /// of that group below the step), on any thread, cut to the step. Its start is the rank's
@@ -157,6 +186,16 @@ struct StepResult {
   /// span of the name on each path only), at most the union of their GPU intervals cut to the
   /// step, so never more than the step.
   IdTimes gpu_in_step_by_name;
+  /// The step's spans (the step included) the flight recorder captured; 0 for nearly every step.
+  std::uint64_t captured_spans = 0;
+  /// Only when captured_spans > 0: their captures (distinct, sorted); the step's spans per name
+  /// id, counted, and the longest of each (cut as the boxes are); and its spans to draw (at most
+  /// kMaxStepBoxes, the longest; by start, then depth).
+  std::vector<CaptureMark> captures;
+  IdTimes spans_by_name;
+  IdTimes longest_by_name;
+  std::vector<StepBox> boxes;
+  std::uint64_t boxes_dropped = 0;  // spans beyond kMaxStepBoxes
 };
 
 /// Counters of the parent links of the traces analysed.
@@ -205,6 +244,7 @@ class StepAnalyzer {
   };
   void analyze_step(std::span<const SpanFacts> spans, std::uint32_t step);
   void analyze_gpu(std::span<const SpanFacts> spans, StepResult& r);
+  void boxes_of_step(std::span<const SpanFacts> spans, StepResult& r);
   std::uint32_t group_of(const SpanFacts& s) const { return kinds_[s.name_id].group_id; }
 
   const std::vector<NameKind>& kinds_;
@@ -215,9 +255,11 @@ class StepAnalyzer {
   std::vector<std::uint32_t> children_;
   std::vector<std::uint32_t> stack_;
   std::vector<Node> nodes_;
+  std::vector<bool> captured_;             // per node: the flight recorder captured it
   std::vector<GpuFacts> gpu_;              // per trace: the GPU records, deduplicated
   std::vector<std::uint32_t> gpu_index_;   // per span: into gpu_, or none (empty: no GPU record)
   std::span<const SpanFacts> iterations_;  // per trace: the kIteration records, by span id
+  std::span<const SpanFacts> captures_;    // per trace: the kCapture records, by span id
   StepResult result_;
   const std::function<void(const StepResult&)>* on_step_ = nullptr;
 };

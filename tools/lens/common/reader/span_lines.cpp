@@ -590,6 +590,8 @@ class OtlpSaxHandler {
     s.thread_id.reset();
     s.iteration.reset();
     s.truncated = false;
+    s.capture_reason.clear();
+    s.capture_id.reset();
     s.gpu = {};
     s.resource = out_.resources.size() - 1;
     if (details_) {
@@ -665,6 +667,11 @@ class OtlpSaxHandler {
         } else if (a.key == semconv::kNemoSpanTruncated &&
                    a.kind == PendingAttribute::Kind::kBool) {
           s.truncated = a.boolean;
+        } else if (a.key == semconv::kLensCaptureReason &&
+                   a.kind == PendingAttribute::Kind::kString) {
+          s.capture_reason = a.text;
+        } else if (a.key == semconv::kLensCaptureId && a.kind == PendingAttribute::Kind::kInt) {
+          s.capture_id = a.integer;
         } else if (a.key.starts_with("gpu.") && a.kind == PendingAttribute::Kind::kInt &&
                    a.integer >= 0) {
           const auto v = static_cast<std::uint64_t>(a.integer);
