@@ -97,6 +97,14 @@ def parse_args(argv):
                         "times as long, so the others wait for it in the all-reduces")
     p.add_argument("--slow-factor", type=float, default=2.0, metavar="F",
                    help="how much longer the slow rank computes, >= 1 (default 2)")
+    p.add_argument("--stall-step", type=int, default=-1, metavar="K",
+                   help="stall step K once on --stall-rank, inside its second microbatch (the "
+                        "host waits, as for a slow copy): a slow step for the flight recorder "
+                        "to capture")
+    p.add_argument("--stall-ms", type=float, default=200.0, metavar="M",
+                   help="how long the stall lasts, in ms (default 200)")
+    p.add_argument("--stall-rank", type=int, default=0, metavar="R",
+                   help="the rank that stalls (default 0)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda when torch sees a GPU, else cpu")
     p.add_argument("--cuda-events", default="", metavar="PATH",
@@ -330,6 +338,9 @@ def train(args, rank, world, handle, summary, device):
                         straggle(args, rank, compute_seconds)
                     sync = contextlib.nullcontext() if last else ddp.no_sync()
                     with sync, managed_span(G.MICROBATCH, "microbatch", microbatch=i):
+                        if (it == args.stall_step and rank == args.stall_rank
+                                and i == min(1, len(micro) - 1)):
+                            time.sleep(args.stall_ms / 1000)  # --stall-step
                         loss = F.cross_entropy(ddp(x).reshape(-1, VOCAB), y.reshape(-1))
                         (loss / len(micro)).backward()  # the last one all-reduces the buckets
                     total += loss.item() / len(micro)
@@ -385,6 +396,11 @@ def main(argv=None):
         if rank == 0:
             print(f"train.py: --slow-rank {args.slow_rank} --slow-factor {args.slow_factor}: "
                   f"the rank must be below the {world} ranks and the factor >= 1", file=sys.stderr)
+        return 2
+    if not 0 <= args.stall_rank < world or args.stall_ms <= 0:
+        if rank == 0:
+            print(f"train.py: --stall-rank {args.stall_rank} --stall-ms {args.stall_ms}: the rank "
+                  f"must be below the {world} ranks and the stall > 0 ms", file=sys.stderr)
         return 2
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # ranks share the cores
     config = NemoLensConfig.from_env(span_group_cls=G)

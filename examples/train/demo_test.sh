@@ -2,7 +2,9 @@
 # The README's first command in a short configuration (label "example"): scripts/demo with this
 # build's binaries on 4 ranks, 8 steps of the C++ job and, with "torch", 3 of the PyTorch job. The
 # report of each job must name every rank with its steps, and the HTML pages and the Chrome trace
-# must be written, the trace with each rank's dl.loss counter track.
+# must be written, the trace with each rank's dl.loss counter track; the C++ job's step 6 (three
+# quarters of 8), stalled on rank 1, must be captured by every rank's flight recorder, rank 1
+# listed first.
 #
 #   demo_test.sh SCRIPTS_DEMO BUILD_DIR OUT_DIR torch|no-torch
 set -u
@@ -31,8 +33,17 @@ if [ "$torch" = torch ]; then
   check_steps report-torch.txt 3
   grep -q "allreduce_bucket" "$out/report-torch.txt" || { echo "FAIL: no DDP bucket spans"; status=1; }
   files="$files report-torch.html torch_train.log"
+  cpp_report=report-cpp.txt
 else
   check_steps report.txt 8
+  cpp_report=report.txt
+fi
+if ! grep -q "^  train_step iteration 6: 4 ranks (slow_step)" "$out/$cpp_report"; then
+  echo "FAIL: the stalled step 6 is not among the captured steps of every rank in $cpp_report"
+  status=1
+elif ! grep -A2 "^  train_step iteration 6: 4 ranks" "$out/$cpp_report" | grep -Eq "^    1 +slow_step"; then
+  echo "FAIL: rank 1, which stalled, is not listed first under the captured step 6"
+  status=1
 fi
 # The metrics as counter tracks beside each rank's spans (docs/report.md#lens-convert).
 for rank in 0 1 2 3; do

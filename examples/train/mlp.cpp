@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "nemo/lens/lens.hpp"
@@ -106,7 +107,8 @@ void Mlp::init(std::uint64_t seed) {
   }
 }
 
-const Matrix& Mlp::forward(const Matrix& input, Activations& acts) const {
+const Matrix& Mlp::forward(const Matrix& input, Activations& acts,
+                           std::chrono::milliseconds stall) const {
   acts.input = &input;
   acts.outputs.resize(layers_.size());
   for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -117,6 +119,7 @@ const Matrix& Mlp::forward(const Matrix& input, Activations& acts) const {
     dense_forward(x, params_.data() + layer.weight, params_.data() + layer.bias, layer.out,
                   acts.outputs[l]);
     if (l + 1 < layers_.size()) relu_inplace(acts.outputs[l]);
+    if (l + 1 == layers_.size() && stall.count() > 0) std::this_thread::sleep_for(stall);
   }
   return acts.outputs.back();
 }

@@ -10,6 +10,7 @@
 //   model.backward(dlogits, acts);   // accumulates into model.gradients()
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -57,7 +58,10 @@ class Mlp {
 
   /// Forward pass of a batch (input.cols == input_dim()). Keeps what backward() needs in `acts`
   /// (which must outlive that call, as must `input`). Returns the logits, owned by `acts`.
-  const Matrix& forward(const Matrix& input, Activations& acts) const;
+  /// `stall`: the last layer's forward sleeps this long too (lens_train --stall-step: a slow
+  /// kernel, for the flight recorder to capture).
+  const Matrix& forward(const Matrix& input, Activations& acts,
+                        std::chrono::milliseconds stall = {}) const;
 
   /// Backward pass for the batch of the last forward() with `acts`: adds d(loss)/d(parameters) to
   /// gradients(), given d(loss)/d(logits).

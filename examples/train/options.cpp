@@ -94,6 +94,12 @@ std::string usage_text() {
   char factor[32];
   std::snprintf(factor, sizeof(factor), "%g", d.slow_factor);
   option("--slow-factor F", with_default("how much longer the slow rank computes, >= 1", factor));
+  option("--stall-step K",
+         "stall step K once on the stall rank, inside its second microbatch's "
+         "last layer_forward: a slow step for the flight recorder to capture");
+  option("--stall-ms M",
+         with_default("how long the stall lasts, in ms", std::to_string(d.stall_ms)));
+  option("--stall-rank R", with_default("the rank that stalls", std::to_string(d.stall_rank)));
   option("--help", "print this text");
   return text;
 }
@@ -110,6 +116,9 @@ ParsedOptions parse_options(int argc, const char* const* argv) {
       {"--log-every", int_flag(o.log_every, 1, kMaxSteps)},
       {"--hidden", int_flag(o.hidden, 1, 4096)},
       {"--slow-rank", int_flag(o.slow_rank, 0, 1 << 20)},
+      {"--stall-step", int_flag(o.stall_step, 1, kMaxSteps)},
+      {"--stall-ms", int_flag(o.stall_ms, 1, 600'000)},
+      {"--stall-rank", int_flag(o.stall_rank, 0, 1 << 20)},
       {"--slow-factor",
        [&o](std::string_view value) -> std::string {
          return parse_positive_double(value, o.slow_factor) && o.slow_factor >= 1

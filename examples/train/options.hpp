@@ -27,6 +27,9 @@ struct TrainOptions {
   int hidden = 128;           // width of the three hidden layers
   int slow_rank = -1;         // this rank's forward_backward takes slow_factor as long (-1: none)
   double slow_factor = 2;     // for a straggler the report should name (docs/report.md)
+  int stall_step = 0;         // this step stalls on stall_rank (0: none), for the flight recorder
+  int stall_ms = 200;         // how long, inside its second microbatch's last layer_forward
+  int stall_rank = 0;
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };

@@ -25,6 +25,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "checkpoint.hpp"
@@ -287,10 +288,13 @@ int main(int argc, char** argv) {
   }
   MPI_Init(&argc, &argv);
   const World world = World::from_mpi();
-  if (parsed.options.slow_rank >= world.size) {  // every rank sees it: all leave alike
+  // Every rank sees these: all leave alike.
+  for (const auto& [flag, rank] : {std::pair{"--slow-rank", parsed.options.slow_rank},
+                                   std::pair{"--stall-rank", parsed.options.stall_rank}}) {
+    if (rank < world.size) continue;
     if (world.is_root()) {
-      std::fprintf(stderr, "lens_train: --slow-rank %d: the job has %d rank%s (see --help)\n",
-                   parsed.options.slow_rank, world.size, world.size == 1 ? "" : "s");
+      std::fprintf(stderr, "lens_train: %s %d: the job has %d rank%s (see --help)\n", flag, rank,
+                   world.size, world.size == 1 ? "" : "s");
     }
     MPI_Finalize();
     return 2;

@@ -8,7 +8,7 @@ ctest by examples/train/CMakeLists.txt, one test per scenario:
   train_test.py --mpirun mpirun --lens-train lens_train --lens lens SCENARIO
 
 Scenarios: per_step, all_groups, default_groups, default_layer, tracing_neutral, resume, cli,
-straggler.
+straggler, flight_recorder.
 """
 
 import argparse
@@ -133,6 +133,8 @@ def run_job(args, train_args, env_extra=None, collector=None, ranks=RANKS):
             "NEMO_LENS_EXPORTER": "otlp",
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.url,
+            # The receiver takes spans only: no metrics to wait for at exit (env_extra may say).
+            "NEMO_LENS_METRICS_ENABLED": "0",
         })
     env.update(env_extra or {})
     # Open MPI's session directory in a base of this job's own: two jobs starting at once where
@@ -525,6 +527,67 @@ def scenario_straggler(args, workdir):
                   % s["wait_caused_share"])
 
 
+def captured_step_of(span, by_id):
+    """The iteration of the train_step a span lies under (its ancestors by parentSpanId on its
+    rank), or None."""
+    while span is not None:
+        if span["name"] == "train_step":
+            return span["attrs"].get("iteration")
+        span = by_id.get((span["rank"], span.get("parentSpanId")))
+    return None
+
+
+def scenario_flight_recorder(args, workdir):
+    """per_step exported and every group recorded, rank 0 stalling 1 s in step 20 of 30: each
+    rank's flight recorder captures that step on its own (the other rank waits for rank 0 in the
+    all-reduce, so its step is as slow): its microbatches and layers, under the exported step
+    span, and no other step's; `lens report` shows it, rank 0 first, its stalled layer_forward
+    the longest span. Without the variable the same job exports what per_step exports. A factor
+    of 20 (steps of a few ms): the noise of a busy machine stays below it."""
+    shape = ["--steps", "30", "--checkpoint-every", "0", "--eval-every", "0",
+             "--stall-step", "20", "--stall-ms", "1000", "--stall-rank", "0"]
+    record = {"NEMO_LENS_RECORD_GROUPS": "all", "NEMO_LENS_RECORD_SLOW_FACTOR": "20"}
+    _, spans = traced_run(args, workdir, "recorded", "per_step", shape, env_extra=record)
+    by_id = {(s["rank"], s["spanId"]): s for s in spans}
+    captured = [s for s in spans if "lens.capture.reason" in s["attrs"]]
+    for rank in range(RANKS):
+        mine = [s for s in captured if s["rank"] == rank]
+        steps = {captured_step_of(s, by_id) for s in mine}
+        reasons = {s["attrs"]["lens.capture.reason"] for s in mine}
+        ids = {s["attrs"]["lens.capture.id"] for s in mine}
+        check(steps == {20} and reasons == {"slow_step"} and len(ids) == 1,
+              "rank %d captured steps %s, reasons %s, capture ids %s" % (rank, steps, reasons, ids))
+        names = sorted(s["name"] for s in mine)
+        # 4 microbatches of a forward and a backward through each of the 4 layers.
+        expected = sorted(["microbatch"] * 4 + ["layer_forward"] * 16 + ["layer_backward"] * 16)
+        check(names == expected, "rank %d captured %s" % (rank, names))
+    exported = {s["attrs"].get("nemo.span.group") for s in spans
+                if "lens.capture.reason" not in s["attrs"]}
+    check(not exported & FINE_GROUPS, "fine groups exported as they ended: %s"
+          % sorted(exported & FINE_GROUPS))
+    stalled = max((s for s in captured if s["rank"] == 0 and s["name"] == "layer_forward"),
+                  key=lambda s: int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"]))
+    took = (int(stalled["endTimeUnixNano"]) - int(stalled["startTimeUnixNano"])) / 1e6
+    check(took >= 1000 and stalled["attrs"]["layer"] == MODEL_LAYERS - 1,
+          "rank 0's longest layer_forward: layer %s, %.1f ms" % (stalled["attrs"]["layer"], took))
+
+    report = subprocess.run([args.lens, "report", "--json", os.path.join(workdir, "recorded.jsonl")],
+                            capture_output=True, text=True, timeout=60)
+    check(report.returncode == 0, "lens report: %s" % report.stderr)
+    rows = json.loads(report.stdout)["captured"]["steps"]
+    check([(r["rank"], r["iteration"]) for r in rows] == [(0, 20), (1, 20)],
+          "captured steps in the report: %s" % [(r["rank"], r["iteration"]) for r in rows])
+    lead = rows[0]["names"][0]
+    check(lead["name"] == "layer_forward" and lead["longest_ns"] >= 1000e6,
+          "rank 0's step went to %s" % rows[0]["names"][:2])
+
+    _, plain = traced_run(args, workdir, "plain", "per_step", shape)
+    check(not any("lens.capture.reason" in s["attrs"] for s in plain), "captures without the "
+          "variable")
+    check(not {s["attrs"].get("nemo.span.group") for s in plain} & FINE_GROUPS,
+          "fine groups without the variable")
+
+
 def run_direct(args, argv, env_extra=None):
     env = clean_environment()
     env.update(env_extra or {})
@@ -550,6 +613,9 @@ def scenario_cli(args, workdir):
         ("--seed", "1.5"): "--seed",
         ("--slow-rank", "-1"): "--slow-rank",
         ("--slow-factor", "0.5"): "--slow-factor",
+        ("--stall-step", "0"): "--stall-step",
+        ("--stall-ms", "0"): "--stall-ms",
+        ("--stall-rank", "x"): "--stall-rank",
         ("--steps",): "--steps",
         ("--frobnicate",): "--frobnicate",
     }
@@ -565,6 +631,9 @@ def scenario_cli(args, workdir):
     job = run_job(args, ["--slow-rank", "5"])
     check(job.returncode == 2 and job.stderr.count("--slow-rank 5: the job has 2 ranks") == 1,
           "mpirun with --slow-rank 5: exit %d, stderr:\n%s" % (job.returncode, job.stderr))
+    job = run_job(args, ["--stall-step", "2", "--stall-rank", "2"])
+    check(job.returncode == 2 and job.stderr.count("--stall-rank 2: the job has 2 ranks") == 1,
+          "mpirun with --stall-rank 2: exit %d, stderr:\n%s" % (job.returncode, job.stderr))
 
     # A lens problem never stops training: a misspelt group, then a receiver that is not there.
     quick = ["--steps", "4", "--checkpoint-every", "0"]
@@ -604,6 +673,7 @@ SCENARIOS = {
     "resume": scenario_resume,
     "cli": scenario_cli,
     "straggler": scenario_straggler,
+    "flight_recorder": scenario_flight_recorder,
 }
 
 

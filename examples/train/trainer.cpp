@@ -148,7 +148,11 @@ float Trainer::forward_backward(std::int64_t step) {
     copy_rows(batch_, m * rows, rows, microbatch_);
     const std::span<const int> labels(labels_.data() + static_cast<std::size_t>(m) * rows,
                                       static_cast<std::size_t>(rows));
-    const Matrix& logits = model_.forward(microbatch_, acts_);
+    // --stall-step: once, on the stall rank, in the second microbatch (the only one if one).
+    const bool stall = step == options_.stall_step && world_.rank == options_.stall_rank &&
+                       m == std::min(1, options_.microbatches - 1);
+    const Matrix& logits = model_.forward(microbatch_, acts_,
+                                          std::chrono::milliseconds(stall ? options_.stall_ms : 0));
     const LossResult result = softmax_cross_entropy(logits, labels, grad_scale, &dlogits_);
     model_.backward(dlogits_, acts_);
     micro.set_attribute("loss", result.loss_sum / rows);
@@ -160,8 +164,8 @@ float Trainer::forward_backward(std::int64_t step) {
     // A straggler (--slow-rank): as if this rank's device were slower, its compute takes
     // slow_factor as long; the other ranks wait for it in the all-reduce.
     const auto took = std::chrono::steady_clock::now() - started;
-    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
-        took * (options_.slow_factor - 1)));
+    std::this_thread::sleep_for(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(took * (options_.slow_factor - 1)));
   }
   return loss;
 }
