@@ -3,7 +3,9 @@
 // with two attributes, on one and two threads, to the `file` exporter (OTLP JSON to a file) and to
 // the OTLP exporter sending to a real `lens collect`; the same span GPU-timed, and a kernel
 // launch's share of GPU time (synthetic source); a disabled managed_span() by name next to
-// is_span_group_enabled(); the same site whose group is off, and on a rank that does not export.
+// is_span_group_enabled(); the same site whose group is off, and on a rank that does not export;
+// and with the flight recorder on (<PREFIX>_RECORD_GROUPS): a recorded span, a site whose group
+// is neither exported nor recorded, and a step span whose end runs the recorder's triggers.
 //
 //   build/bench/span_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
@@ -37,7 +39,8 @@ using lens_bench::BM_TwoClockReads;
 BENCHMARK(BM_TwoClockReads);
 
 // The benchmark's tracing: `per_step` on a one-rank job (or rank 0 of two, rank 1 exporting, when
-// not `exporting`), the default queue and batch, a real exporter of `kind`.
+// not `exporting`), the default queue and batch, a real exporter of `kind`; the base catalog, or
+// Megatron's (`megatron`, whose per_step leaves microbatch and layer off).
 struct Traced {
   std::unique_ptr<lens_bench::RealExporter> exporter;
   TelemetryHandle handle;
@@ -45,7 +48,7 @@ struct Traced {
 };
 Traced g_traced;
 
-void start(ExporterKind kind, bool exporting = true) {
+void start(ExporterKind kind, bool exporting = true, bool megatron = false) {
   unsetenv("OTEL_BSP_MAX_QUEUE_SIZE");  // the defaults a user runs with
   unsetenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE");
   g_traced.handle = TelemetryHandle();
@@ -55,6 +58,10 @@ void start(ExporterKind kind, bool exporting = true) {
   config.export_strategy = "single_rank";
   config.export_rank = exporting ? 0 : 1;
   config.span_groups = "per_step";
+  if (megatron) {
+    config.span_group_catalog =
+        std::make_shared<const SpanGroupCatalog>(MegatronSpanGroup::catalog());
+  }
   g_traced.handle = g_traced.exporter->setup(config, 0, 2);
 }
 
@@ -169,6 +176,69 @@ void BM_DisabledGroupSite(benchmark::State& state) {
   stop(state, ExporterKind::kFile);
 }
 BENCHMARK(BM_DisabledGroupSite);
+
+// The flight recorder (docs/flight-recorder.md): Megatron's `per_step` exported, `record`
+// recorded, the default ring of 16,384 spans a thread (full after the first 16,384 spans: each
+// then overwrites the oldest), the file exporter set up.
+void start_recording(const char* record) {
+  setenv("NEMO_LENS_RECORD_GROUPS", record, 1);
+  start(ExporterKind::kFile, true, true);
+  unsetenv("NEMO_LENS_RECORD_GROUPS");
+}
+
+// A recorded span with the two attributes of BM_EnabledSpanTwoAttributes (the goal: no
+// more than that exported span).
+void BM_RecordedSpanTwoAttributes(benchmark::State& state) {
+  start_recording("all");
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    LENS_SPAN(s, MegatronSpanGroup::LAYER, "layer_forward", {"iteration", i},
+              {"stage", "forward"});
+    ++i;
+  }
+  const auto st = g_traced.handle.stats();
+  state.counters["overwritten_fraction"] =
+      st.spans_recorded ? static_cast<double>(st.spans_record_overwritten) / st.spans_recorded : 0;
+  stop(state, ExporterKind::kFile);
+}
+BENCHMARK(BM_RecordedSpanTwoAttributes);
+
+// A site of Megatron's `layer`, neither exported nor recorded, without (0) and with (1) the
+// recorder on for another group (microbatch): the same gate (the goal: what it costs
+// today).
+void BM_UnrecordedGroupSite(benchmark::State& state) {
+  if (state.range(0) == 0) {
+    start(ExporterKind::kFile, true, true);
+  } else {
+    start_recording("microbatch");
+  }
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    LENS_SPAN(s, "layer", "layer_forward", {"layer", i});
+    ++i;
+  }
+  stop(state, ExporterKind::kFile);
+}
+BENCHMARK(BM_UnrecordedGroupSite)->ArgName("recorder")->Arg(0)->Arg(1);
+
+// An exported top-level step span without (0) and with (1) the recorder: with it, its end runs
+// the triggers (the slow-step rule against the median of the last 32 steps, the error check).
+void BM_StepSpanTriggers(benchmark::State& state) {
+  if (state.range(0) == 0) {
+    start(ExporterKind::kFile, true, true);
+  } else {
+    start_recording("all");
+  }
+  std::int64_t i = 0;
+  int k = 0;
+  for (auto _ : state) {
+    LENS_SPAN(s, SpanGroup::STEP, "train_step", {"iteration", i});
+    ++i;
+    end_of_burst(state, k);
+  }
+  stop(state, ExporterKind::kFile);
+}
+BENCHMARK(BM_StepSpanTriggers)->ArgName("recorder")->Arg(0)->Arg(1);
 
 // GPU time of spans (<PREFIX>_GPU_TIME=step) from a synthetic source, the one CI can run (the GPU
 // figures are scripts/gpu-check's): a launch is what CUPTI's launch callback hands lens, and its
