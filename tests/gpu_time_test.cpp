@@ -81,9 +81,9 @@ TEST(GpuAttribution, RecordsAfterTheSpanWasTakenAreLateAndUnknownLaunchesUnattri
   const GpuTime t = a.take(10);
   EXPECT_FALSE(t.complete);
   EXPECT_EQ(t.kernels, 0u);
-  a.activity(kernel(1, 0, 10));
+  a.activity(kernel(1, 1000, 1010));
   EXPECT_EQ(a.late(), 1u);
-  a.activity(kernel(99, 0, 10));
+  a.activity(kernel(99, 1000, 1010));
   EXPECT_EQ(a.unattributed(), 1u);
   EXPECT_TRUE(a.settled(10));  // forgotten
 }
@@ -95,7 +95,7 @@ TEST(GpuAttribution, LaunchesBeyondTheBoundAreCountedAndTheirRecordsUnattributed
   a.launch(3, chain_of({10}));  // two launches wait already
   EXPECT_EQ(a.launches_dropped(), 1u);
   EXPECT_EQ(a.launches(), 2u);
-  a.activity(kernel(1, 0, 10));
+  a.activity(kernel(1, 1000, 1010));
   a.activity(kernel(2, 10, 20));
   EXPECT_TRUE(a.settled(10));
   a.activity(kernel(3, 20, 30));
@@ -118,17 +118,71 @@ TEST(GpuAttribution, AnAliasedIdIsTheSameLaunch) {
 TEST(GpuAttribution, AGraphLaunchsKernelsAllCount) {
   GpuAttribution a;
   a.launch(7, chain_of({10}));
-  for (int i = 0; i < 5; ++i) a.activity(kernel(7, i * 100, i * 100 + 50));
+  for (int i = 0; i < 5; ++i) a.activity(kernel(7, 1000 + i * 100, 1000 + i * 100 + 50));
   const GpuTime t = a.take(10);
   EXPECT_EQ(t.kernels, 5u);
   EXPECT_EQ(t.busy_ns, 250);
+}
+
+// A graph launch brings one record per kernel, copy and memset node, all with the launch's id:
+// its span is settled at the last one, not the first.
+TEST(GpuAttribution, AGraphLaunchIsSettledByItsLastNodesRecord) {
+  GpuAttribution a;
+  a.launch(7, chain_of({10}), 3);
+  a.activity(kernel(7, 1000, 1050));
+  a.activity(kernel(7, 1100, 1150));
+  EXPECT_FALSE(a.settled(10));
+  a.activity(kernel(7, 1200, 1250));
+  EXPECT_TRUE(a.settled(10));
+  EXPECT_EQ(a.take(10).kernels, 3u);
+}
+
+// A launch that will bring no record (it failed, or went into a capturing stream) stops holding
+// its spans, under its own id or an alias; a record that comes after all still counts.
+TEST(GpuAttribution, ACancelledLaunchSettlesItsSpans) {
+  GpuAttribution a;
+  a.launch(5, chain_of({10, 20}));
+  a.alias(6, 5);
+  a.launch(8, chain_of({20}));
+  a.cancel(6);
+  EXPECT_TRUE(a.settled(10));
+  EXPECT_FALSE(a.settled(20));
+  a.cancel(8);
+  a.cancel(99);  // unknown: nothing
+  EXPECT_TRUE(a.settled(20));
+  a.activity(kernel(5, 1000, 1010));
+  EXPECT_EQ(a.take(10).busy_ns, 10);
+  EXPECT_EQ(a.take(20).busy_ns, 10);
+}
+
+// Records without a usable interval (CUPTI's start = end = 0, an end before the start) settle
+// their launch, are counted, and add no time, kernel or bound: gpu.start is never 0.
+TEST(GpuAttribution, RecordsWithZeroOrReversedTimesSettleAndAddNothing) {
+  GpuAttribution a;
+  a.launch(1, chain_of({10}));
+  a.launch(2, chain_of({10}));
+  a.launch(3, chain_of({10}));
+  a.activity(kernel(1, 0, 0));
+  a.activity(kernel(2, 2000, 1500));
+  a.activity(kernel(4, 0, 0));  // of an unknown launch: invalid, not unattributed
+  EXPECT_FALSE(a.settled(10));
+  a.activity(kernel(3, 1000, 1100));
+  EXPECT_TRUE(a.settled(10));
+  const GpuTime t = a.take(10);
+  EXPECT_EQ(t.busy_ns, 100);
+  EXPECT_EQ(t.kernels, 1u);
+  EXPECT_EQ(t.start_ns, 1000);
+  EXPECT_EQ(t.end_ns, 1100);
+  EXPECT_TRUE(t.complete);
+  EXPECT_EQ(a.invalid(), 3u);
+  EXPECT_EQ(a.unattributed(), 0u);
 }
 
 TEST(GpuAttribution, ManyIntervalsFoldWithoutLosingBusyTime) {
   GpuAttribution a;
   a.launch(1, chain_of({10}));
   const std::int64_t n = GpuAttribution::kMaxIntervals + 1000;
-  for (std::int64_t i = 0; i < n; ++i) a.activity(kernel(1, i * 10, i * 10 + 4));
+  for (std::int64_t i = 0; i < n; ++i) a.activity(kernel(1, 1000 + i * 10, 1000 + i * 10 + 4));
   const GpuTime t = a.take(10);
   EXPECT_EQ(t.busy_ns, n * 4);
   EXPECT_EQ(t.kernels, static_cast<std::uint64_t>(n));
@@ -211,7 +265,7 @@ TEST(GpuAttribution, MatchesAnIndependentComputationOverRandomSchedules) {
         while (pending[i].second == 0) i = (i + 1) % pending.size();
         const Launch& l = pending[i].first;
         --pending[i].second;
-        const std::int64_t start = static_cast<std::int64_t>(rng() % 1000);
+        const std::int64_t start = 1 + static_cast<std::int64_t>(rng() % 1000);  // 0: invalid
         const std::int64_t end = start + static_cast<std::int64_t>(rng() % 200);
         const bool is_kernel = rng() % 4 != 0;
         GpuActivity act{l.aliased && rng() % 2 ? l.corr + 100000 : l.corr,
@@ -384,7 +438,8 @@ TEST_F(GpuSpans, LaunchesAndRecordsBeyondTheQueuesBoundAreDroppedAndCounted) {
     EXPECT_EQ(handle_.stats().gpu_launches_dropped, 2u);  // counted as they are dropped
   }
   // The four records come back in one flush: the queue of records takes two.
-  gpu_->complete({kernel(61, 0, 10), kernel(62, 10, 20), kernel(63, 20, 30), kernel(64, 30, 40)});
+  gpu_->complete(
+      {kernel(61, 1000, 1010), kernel(62, 10, 20), kernel(63, 20, 30), kernel(64, 30, 40)});
   const auto s = only(spans(), "crowded_step");
   EXPECT_EQ(int_attr(s, "gpu.kernels"), 2);  // what was tracked
   EXPECT_EQ(int_attr(s, "gpu.busy"), 20);
@@ -407,7 +462,7 @@ TEST_F(GpuSpans, RecordsOfLaunchesOutsideEveryGpuTimedSpanAreCountedUnattributed
     auto step = open("step", "timed_step");
     gpu_->launch(73);
   }
-  gpu_->complete({kernel(71, 0, 10), kernel(72, 10, 20), kernel(73, 20, 30)});
+  gpu_->complete({kernel(71, 1000, 1010), kernel(72, 10, 20), kernel(73, 20, 30)});
   // The timed span waits for its record, which comes in the same flush as the two others.
   const auto all = spans();
   EXPECT_EQ(int_attr(only(all, "timed_step"), "gpu.kernels"), 1);
@@ -444,7 +499,7 @@ TEST_F(GpuSpans, ASpanWaitingForItsRecordsIsCountedUntilItLeavesAndTheDumpShowsI
         "gpu_activities_late", "gpu_activities_unattributed"}) {
     EXPECT_EQ(counts[key], 0) << key << " in " << counts.dump();
   }
-  gpu_->complete(kernel(81, 0, 10));
+  gpu_->complete(kernel(81, 1000, 1010));
   EXPECT_EQ(int_attr(only(spans(), "waiting_step"), "gpu.kernels"), 1);
   const auto stats = handle_.stats();
   EXPECT_EQ(stats.gpu_spans_waiting, 0u);
@@ -477,7 +532,7 @@ TEST_F(GpuSpans, ALaunchFromAThreadWithoutASpanGoesToTheProcesssInnermostSpan) {
   fb.end();
   std::thread([&] { gpu_->launch(12); }).join();  // now the step is the innermost open span
   step.end();
-  gpu_->complete(kernel(11, 0, 100));
+  gpu_->complete(kernel(11, 1000, 1100));
   gpu_->complete(kernel(12, 200, 250));
   const auto all = spans();
   EXPECT_EQ(int_attr(only(all, "forward_backward"), "gpu.kernels"), 1);
@@ -495,7 +550,7 @@ TEST_F(GpuSpans, ASpanWaitsForItsActivityThenLeavesIncompleteAndLaterRecordsAreC
     gpu_->launch(21);
     gpu_->launch(22);
   }
-  gpu_->complete(kernel(21, 0, 10));
+  gpu_->complete(kernel(21, 1000, 1010));
   const auto s = only(spans(), "slow_step");  // flushes: waits 50 ms for kernel 22, in vain
   EXPECT_EQ(int_attr(s, "gpu.kernels"), 1);
   EXPECT_EQ(int_attr(s, "gpu.busy"), 10);
@@ -543,7 +598,7 @@ TEST_F(GpuSpans, ASpanSwitchedOffMidFlightKeepsItsGpuTimeAndLaterOnesRecordNothi
     auto off = open("step", "off_step");  // not recorded: its launch belongs to nobody
     gpu_->launch(43);
   }
-  gpu_->complete(kernel(41, 0, 10));
+  gpu_->complete(kernel(41, 1000, 1010));
   gpu_->complete(kernel(42, 10, 30));
   gpu_->complete(kernel(43, 30, 40));
   const auto all = spans();
@@ -559,7 +614,7 @@ TEST_F(GpuSpans, ShutdownWithWorkInFlightExportsWhatIsKnownAndCountsTheRest) {
     gpu_->launch(51);
     gpu_->launch(52);
   }
-  gpu_->complete(kernel(51, 0, 10));
+  gpu_->complete(kernel(51, 1000, 1010));
   EXPECT_TRUE(handle_.shutdown(std::chrono::seconds(10)));
   EXPECT_TRUE(gpu_->stopped.load());
   const auto all = memory_->spans();

@@ -33,7 +33,8 @@ class Tracer:
     """OpenTelemetry's ``Tracer`` on lens' pipeline: its spans are lens spans (same trace,
     parentage, exporter and rank decisions as managed_span). Not gated by a span group, as an
     OpenTelemetry tracer is not; it records whenever set-up made this rank export. ``start_time``
-    is accepted and not used: lens times a span from its start call."""
+    (Unix nanoseconds, as OpenTelemetry's) backdates a span, and ``end(end_time)`` ends it at a
+    time of its own; an end before the start is clamped to it (counted in stats())."""
 
     def __init__(self, name: str = "nemo.lens") -> None:
         self.name = name
@@ -47,7 +48,7 @@ class Tracer:
         span; the caller ends it."""
         span = _core.new_span("", str(name), dict(attributes or {}), bool(record_exception),
                               lens_span_context(context), _lens_kind(kind))
-        span._start()
+        span._start(start_time)
         for link in links or ():
             target = lens_span_context(getattr(link, "context", link))
             if target is not None:
@@ -63,7 +64,7 @@ class Tracer:
         """A context manager: the span is current for the block (Python and C++ children) and,
         with `end_on_exit`, ends with it; an exception leaving the block is recorded (when
         `record_exception`) and propagates."""
-        if links or not end_on_exit:
+        if links or not end_on_exit or start_time is not None:
             return self._current_span(name, context, kind, attributes, links, start_time,
                                       record_exception, set_status_on_exception, end_on_exit)
         # The common case: an unstarted span (or its OpenTelemetry view), which entering starts

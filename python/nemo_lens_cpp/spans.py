@@ -58,7 +58,8 @@ class Span(_core.SpanBase):
     Every method ignores values it cannot record (never raises for a bad value) and does nothing
     once the span has ended or when it does not record (e.g. on a rank that does not export).
 
-    Compiled methods: is_recording(), get_span_context(), end().
+    Compiled methods: is_recording(), get_span_context(), end(end_time=None) (now, or at a time
+    of its own in Unix nanoseconds: an end before the start is clamped to it and counted).
     """
 
     __slots__ = ()
@@ -200,17 +201,19 @@ def span_cm(name: str, tracer: Any = None, record_exception: bool = True, **attr
 
 
 def start_span(name: str, group: str = "", parent: Optional[SpanContext] = None,
-               kind: int = SpanKind.INTERNAL, **attributes: Any) -> Span:
-    """A span started now, under an explicit `parent` (a SpanContext, or a Context from
-    extract_context()) or else the current span, with `kind`. As OpenTelemetry's
-    tracer.start_span(), it is not current: end it with end(), or use it in a `with` block,
-    which makes it current and ends it. With a `group` that is off, nothing is recorded."""
+               kind: int = SpanKind.INTERNAL, start_time: Optional[int] = None,
+               **attributes: Any) -> Span:
+    """A span started now (or at `start_time`, Unix nanoseconds, when it began earlier), under
+    an explicit `parent` (a SpanContext, or a Context from extract_context()) or else the current
+    span, with `kind`. As OpenTelemetry's tracer.start_span(), it is not current: end it with
+    end() (or end(end_time)), or use it in a `with` block, which makes it current and ends it.
+    With a `group` that is off, nothing is recorded."""
     if not isinstance(name, str) or not isinstance(group, str):
         raise TypeError("start_span(name, group) expects str")
     if isinstance(parent, Context):
         parent = parent.span_context
     span = _core.new_span(group, name, attributes, True, parent, int(kind))
-    span._start()
+    span._start(start_time)
     return span
 
 

@@ -311,9 +311,10 @@ namespace {
 
 // Starts `s`, under its explicit parent or python_current(). `make_current` is false for
 // _start(): the span is then not the thread's current span for C++ either.
-void start(SpanObject* s, bool make_current = true) {
+void start(SpanObject* s, bool make_current = true, std::int64_t start_unix_nano = 0) {
   lens::SpanStartOptions options;
   options.current = make_current;
+  options.start_time_unix_nano = start_unix_nano;
   const std::string_view group = utf8_of(s->group);
   options.group = group;
   options.kind = static_cast<lens::SpanKind>(s->kind);
@@ -356,10 +357,33 @@ void start(SpanObject* s, bool make_current = true) {
   register_python_span(s->key);
 }
 
-void end(SpanObject* s) {
+void end(SpanObject* s, std::int64_t end_unix_nano = 0) {
   s->attached.end();
-  s->span.end();
+  s->span.end(end_unix_nano);
   unregister(s);
+}
+
+// An optional time argument in Unix nanoseconds (OpenTelemetry's start_time, end_time), given
+// by position or as the keyword `keyword`: an int, or None / absent for now (0). False, with a
+// Python error set, for anything else.
+bool time_argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* keyword,
+                   std::int64_t& out) {
+  out = 0;
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs + nkw > 1 ||
+      (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), keyword) != 0)) {
+    PyErr_Format(PyExc_TypeError, "expected at most one argument, %s", keyword);
+    return false;
+  }
+  if (nargs + nkw == 0 || args[0] == Py_None) return true;
+  if (!PyLong_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "%s: expected an int of Unix nanoseconds or None", keyword);
+    return false;
+  }
+  const long long v = PyLong_AsLongLong(args[0]);
+  if (v == -1 && PyErr_Occurred()) return false;
+  out = v;
+  return true;
 }
 
 // A new SpanBase-typed object (the package's Span) that is not started yet. Its attributes: a
@@ -442,21 +466,27 @@ PyObject* span_exit(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_FALSE;
 }
 
-PyObject* span_end(PyObject* o, PyObject*) {
+// end(end_time=None): ends the span now, or at `end_time` (Unix ns, OpenTelemetry's).
+PyObject* span_end(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  std::int64_t at = 0;
+  if (!time_argument(args, nargs, kwnames, "end_time", at)) return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(o);
   if (!s->started) {  // ended before it started: nothing was timed, nothing is recorded
     s->started = true;
     Py_RETURN_NONE;
   }
-  end(s);
+  end(s, at);
   Py_RETURN_NONE;
 }
 
-// _start(): starts the span without making it current (OpenTelemetry's tracer.start_span).
-PyObject* span_start(PyObject* o, PyObject*) {
+// _start(start_time=None): starts the span without making it current (OpenTelemetry's
+// tracer.start_span), now or at `start_time` (Unix ns).
+PyObject* span_start(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  std::int64_t at = 0;
+  if (!time_argument(args, nargs, kwnames, "start_time", at)) return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(o);
   if (!s->started) {
-    start(s, /*current=*/false);
+    start(s, /*current=*/false, at);
     s->started_unentered = true;
   }
   Py_RETURN_NONE;
@@ -543,8 +573,10 @@ PyCFunction fastcall() {
 }
 
 PyMethodDef kSpanMethods[] = {
-    {"end", span_end, METH_NOARGS, "Ends the span now (idempotent)."},
-    {"_start", span_start, METH_NOARGS, "Starts the span without making it current."},
+    {"end", fastcall<span_end>(), METH_FASTCALL | METH_KEYWORDS,
+     "Ends the span now, or at end_time (Unix ns) when given (idempotent)."},
+    {"_start", fastcall<span_start>(), METH_FASTCALL | METH_KEYWORDS,
+     "Starts the span without making it current, now or at start_time (Unix ns)."},
     {"_add_link", fastcall<span_add_link>(), METH_FASTCALL, "Adds a link to a SpanContext."},
     {"is_recording", span_is_recording, METH_NOARGS, "Whether the span records."},
     {"get_span_context", span_get_context, METH_NOARGS,

@@ -131,6 +131,7 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["spans_dropped_export_failed"] = s.spans_dropped_export_failed;
   d["spans_dropped_shutdown"] = s.spans_dropped_shutdown;
   d["spans_truncated"] = s.spans_truncated;
+  d["spans_end_clamped"] = s.spans_end_clamped;
   d["export_requests"] = s.export_requests;
   d["exporter_wakeups"] = s.exporter_wakeups;
   d["metric_points_collected"] = s.metric_points_collected;
@@ -149,6 +150,7 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["gpu_activities_unattributed"] = s.gpu_activities_unattributed;
   d["gpu_launches_dropped"] = s.gpu_launches_dropped;
   d["gpu_activities_dropped"] = s.gpu_activities_dropped;
+  d["gpu_activities_invalid"] = s.gpu_activities_invalid;
   d["gpu_spans_waiting"] = s.gpu_spans_waiting;
   d["spans_recorded"] = s.spans_recorded;
   d["spans_record_overwritten"] = s.spans_record_overwritten;

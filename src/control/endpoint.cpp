@@ -145,6 +145,7 @@ void append_stats(std::string& out, const TelemetryStats& s, bool gpu) {
       {"spans_dropped_shutdown", s.spans_dropped_shutdown},
       {"spans_rejected", s.spans_rejected},
       {"spans_truncated", s.spans_truncated},
+      {"spans_end_clamped", s.spans_end_clamped},
       {"metric_points_buffered", s.metric_points_buffered},
       {"metric_points_dropped", s.metric_points_dropped},
       {"log_records_buffered", s.log_records_buffered},
@@ -158,6 +159,7 @@ void append_stats(std::string& out, const TelemetryStats& s, bool gpu) {
       {"gpu_activities_dropped", s.gpu_activities_dropped},
       {"gpu_activities_late", s.gpu_activities_late},
       {"gpu_activities_unattributed", s.gpu_activities_unattributed},
+      {"gpu_activities_invalid", s.gpu_activities_invalid},
   };
   const std::pair<std::string_view, std::uint64_t> record_fields[] = {
       {"spans_recorded", s.spans_recorded},

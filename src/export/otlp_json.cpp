@@ -182,7 +182,7 @@ constexpr std::size_t kSiteSpanJsonBound =
 // without a group) and the thread.id attribute (none without a thread id), as append_span()
 // writes them.
 const SiteBytes* site_bytes(SiteBytesCache& sites, const SpanRecord& r) {
-  return sites.find(r, [&r](std::string& out, std::size_t (&ends)[3]) {
+  return sites.find(r, [&r](std::string& out, std::size_t(&ends)[3]) {
     const std::string_view name = r.site->name;
     const std::string_view group = r.site->gate.group;
     // Within kMaxBytes even with every byte escaped as \u00XX.
@@ -229,13 +229,13 @@ char* write_time(char* p, std::uint64_t t, JsonRun& run) {
   const std::uint64_t high = t / k8;
   if (high != run.time_high) {
     run.time_high = high;
-    run.time_high_size = static_cast<std::size_t>(json::write_uint(run.time_high_text, high) -
-                                                  run.time_high_text);
+    run.time_high_size =
+        static_cast<std::size_t>(json::write_uint(run.time_high_text, high) - run.time_high_text);
   }
   std::memcpy(p, run.time_high_text, 16);
   p += run.time_high_size;
-  json::store_bytes(p, json::digits8(static_cast<std::uint32_t>(t - high * k8)) +
-                           0x3030303030303030ULL);
+  json::store_bytes(
+      p, json::digits8(static_cast<std::uint32_t>(t - high * k8)) + 0x3030303030303030ULL);
   return p + 8;
 }
 
@@ -254,8 +254,7 @@ bool plain_key(std::string_view key, std::uint32_t i, JsonRun& run) {
 // makes of it with `ids`, when `r` has the common shape and its inline keys and strings need no
 // escaping. False, nothing written, otherwise.
 bool append_site_span(pb::Writer& w, const SpanRecord& r, const RecordIds& ids,
-                      const TickConverter& clock, SiteBytesCache& sites, JsonRun& run,
-                      bool first) {
+                      const TickConverter& clock, SiteBytesCache& sites, JsonRun& run, bool first) {
   if (r.site == nullptr || r.cold_used || r.dropped_attributes_count != 0) return false;
   const SiteBytes* b = site_bytes(sites, r);
   if (b == nullptr) return false;
@@ -272,12 +271,12 @@ bool append_site_span(pb::Writer& w, const SpanRecord& r, const RecordIds& ids,
   }
   p = put(p, "\",\"flags\":");
   p = json::write_uint(p, flags_of(r.trace_flags, r.parent_is_remote));
-  p = copy_padded(p, sites.at(b->at[0]), b->size[0]);  // ,"name":...,"kind":
+  p = copy_padded(p, sites.at(b->at[0]), b->size[0]);        // ,"name":...,"kind":
   *p++ = static_cast<char>('0' + static_cast<int>(r.kind));  // 0 .. 5
   p = put(p, ",\"startTimeUnixNano\":\"");
-  p = write_time(p, time_of(clock.to_unix_nano(r.start_ticks)), run);
+  p = write_time(p, time_of(start_unix_nano(r, clock)), run);
   p = put(p, "\",\"endTimeUnixNano\":\"");
-  p = write_time(p, time_of(clock.to_unix_nano(r.end_ticks)), run);
+  p = write_time(p, time_of(end_unix_nano(r, clock)), run);
   p = put(p, "\",\"attributes\":[");
   char* const attributes = p;
   bool has_group = false, has_thread_id = false;

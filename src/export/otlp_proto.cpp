@@ -85,7 +85,9 @@ class DataSpan {
   std::int64_t start() const { return s_.start_time_unix_nano; }
   std::int64_t end() const { return s_.end_time_unix_nano; }
   std::size_t attributes_bound() const { return otlp::attributes_bound(s_.attributes); }
-  void write_attributes(pb::Writer& w) const { otlp::key_values(w, span::kAttributes, s_.attributes); }
+  void write_attributes(pb::Writer& w) const {
+    otlp::key_values(w, span::kAttributes, s_.attributes);
+  }
   bool has_attribute(std::string_view key) const { return otlp::has_attribute(s_.attributes, key); }
   std::uint32_t dropped_attributes() const { return s_.dropped_attributes_count; }
   const std::vector<SpanEvent>& events() const { return s_.events; }
@@ -115,13 +117,13 @@ class RecordSpan {
   std::string_view name() const { return r_.name(); }
   std::string_view group() const { return r_.group(); }
   SpanKind kind() const { return r_.kind; }
-  std::int64_t start() const { return clock_.to_unix_nano(r_.start_ticks); }
-  std::int64_t end() const { return clock_.to_unix_nano(r_.end_ticks); }
+  std::int64_t start() const { return start_unix_nano(r_, clock_); }
+  std::int64_t end() const { return end_unix_nano(r_, clock_); }
   std::size_t attributes_bound() const {
     // An inline attribute's key and value are short: one bound serves every slot.
-    constexpr std::size_t kInlineBound =
-        2 * kMessageOverhead + (3 * InlineAttribute::kKeyCapacity + 16) +
-        (3 * InlineAttribute::kStringCapacity + 16);
+    constexpr std::size_t kInlineBound = 2 * kMessageOverhead +
+                                         (3 * InlineAttribute::kKeyCapacity + 16) +
+                                         (3 * InlineAttribute::kStringCapacity + 16);
     return r_.inline_used * kInlineBound + otlp::attributes_bound(cold_attributes());
   }
   void write_attributes(pb::Writer& w) const {
@@ -271,9 +273,9 @@ void append_span(pb::Writer& w, const Span& s) {
 // Most spans are a LENS_SPAN's: a site's name and group, a thread, a few inline attributes, nothing
 // in the cold part. Of such a span's encoding, the name field and the two attributes the encoder
 // adds (nemo.span.group, thread.id) are the same for every span of the site and thread:
-// SiteBytesCache keeps them, made once per request with the general code above, and append_site_span() copies them and
-// writes the rest with plain stores, to the byte what append_span() writes (record_encoding_test
-// compares the two).
+// SiteBytesCache keeps them, made once per request with the general code above, and
+// append_site_span() copies them and writes the rest with plain stores, to the byte what
+// append_span() writes (record_encoding_test compares the two).
 
 // Tags of the fields append_site_span() writes: (field << 3) | wire type, one byte each but the
 // span's flags' (two).
@@ -292,9 +294,8 @@ static_assert(span::kFlags == 16 && scope_spans::kSpans == 2 && span::kAttribute
 constexpr std::size_t kInlineKeyValueBound = 2 + 2 + 24 + 2 + 18;
 // The most append_site_span() writes besides the site's bytes, and the up to 15 bytes each of its
 // copies of them may write past their end.
-constexpr std::size_t kSiteSpanBound = 3 + 28 + 10 + 2 + 18 +
-                                       SpanRecord::kInlineAttributes * kInlineKeyValueBound + 4 +
-                                       6 + 3 * 15;
+constexpr std::size_t kSiteSpanBound =
+    3 + 28 + 10 + 2 + 18 + SpanRecord::kInlineAttributes * kInlineKeyValueBound + 4 + 6 + 3 * 15;
 
 inline void store64(char* p, std::uint64_t v) {
   if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap64(v);
@@ -308,7 +309,7 @@ inline void store32(char* p, std::uint32_t v) {
 // The bytes of r's site and thread: the name field, the nemo.span.group KeyValue (none without a
 // group) and the thread.id KeyValue (none without a thread id), as append_span() writes them.
 const SiteBytes* site_bytes(SiteBytesCache& sites, const SpanRecord& r) {
-  return sites.find(r, [&r](std::string& out, std::size_t (&ends)[3]) {
+  return sites.find(r, [&r](std::string& out, std::size_t(&ends)[3]) {
     const std::string_view name = r.site->name;
     const std::string_view group = r.site->gate.group;
     // Within kMaxBytes even with every byte repaired to U+FFFD's three.
@@ -364,9 +365,9 @@ bool append_site_span(pb::Writer& w, const SpanRecord& r, const RecordIds& ids,
   p[0] = kTagKind;
   p[1] = static_cast<char>(r.kind);  // 0 .. 5
   p[2] = kTagStartTime;
-  store64(p + 3, time_of(clock.to_unix_nano(r.start_ticks)));
+  store64(p + 3, time_of(start_unix_nano(r, clock)));
   p[11] = kTagEndTime;
-  store64(p + 12, time_of(clock.to_unix_nano(r.end_ticks)));
+  store64(p + 12, time_of(end_unix_nano(r, clock)));
   p += 20;
   bool has_group = false, has_thread_id = false;
   for (std::uint32_t i = 0; i < r.inline_used; ++i) {
@@ -501,8 +502,9 @@ void write_records_request(pb::Writer& w, std::span<const SpanRecord* const> rec
 void append_otlp_proto(std::string& out, std::span<const SpanData* const> spans,
                        const Resource& resource) {
   pb::Writer w(out);
-  write_request(w, spans, resource,
-                [&spans](pb::Writer& writer, std::size_t i) { append_span(writer, DataSpan(*spans[i])); });
+  write_request(w, spans, resource, [&spans](pb::Writer& writer, std::size_t i) {
+    append_span(writer, DataSpan(*spans[i]));
+  });
 }
 
 void append_otlp_proto_records(std::string& out, std::span<const SpanRecord* const> records,

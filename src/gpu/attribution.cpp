@@ -5,7 +5,8 @@
 
 namespace nemo::lens::detail {
 
-void GpuAttribution::launch(std::uint64_t correlation, const GpuChain& chain) {
+void GpuAttribution::launch(std::uint64_t correlation, const GpuChain& chain,
+                            std::uint32_t records) {
   if (chain.size == 0) return;
   if (launches_.size() >= max_launches_) {
     ++launches_dropped_;
@@ -13,9 +14,35 @@ void GpuAttribution::launch(std::uint64_t correlation, const GpuChain& chain) {
   }
   auto [it, inserted] = launches_.try_emplace(correlation);
   if (!inserted) return;  // a correlation id is seen once
-  it->second.chain = chain;
+  Launch& l = it->second;
+  l.chain = chain;
+  l.expected = records;
   for (std::uint8_t i = 0; i < chain.size; ++i) ++spans_[chain.spans[i]].waiting;
   spans_[chain.spans[chain.size - 1]].outermost_of.push_back(correlation);
+  if (records == 0) settle(l);
+}
+
+void GpuAttribution::settle(Launch& l) {
+  if (l.seen) return;
+  l.seen = true;
+  for (std::uint8_t i = 0; i < l.chain.size; ++i) {
+    auto s = spans_.find(l.chain.spans[i]);
+    if (s != spans_.end() && s->second.waiting > 0) --s->second.waiting;
+  }
+}
+
+std::unordered_map<std::uint64_t, GpuAttribution::Launch>::iterator GpuAttribution::find_launch(
+    std::uint64_t correlation) {
+  auto it = launches_.find(correlation);
+  if (it == launches_.end()) {
+    if (auto al = aliases_.find(correlation); al != aliases_.end()) it = launches_.find(al->second);
+  }
+  return it;
+}
+
+void GpuAttribution::cancel(std::uint64_t correlation) {
+  auto it = find_launch(correlation);
+  if (it != launches_.end()) settle(it->second);
 }
 
 void GpuAttribution::add(Span& s, const GpuActivity& a) {
@@ -59,12 +86,11 @@ void GpuAttribution::alias(std::uint64_t alias, std::uint64_t correlation) {
 }
 
 void GpuAttribution::activity(const GpuActivity& a) {
-  auto it = launches_.find(a.correlation);
+  const bool valid = a.start_ns > 0 && a.end_ns >= a.start_ns;
+  if (!valid) ++invalid_;
+  auto it = find_launch(a.correlation);
   if (it == launches_.end()) {
-    if (auto al = aliases_.find(a.correlation); al != aliases_.end())
-      it = launches_.find(al->second);
-  }
-  if (it == launches_.end()) {
+    if (!valid) return;
     if (retired_.contains(a.correlation)) {
       ++late_;
     } else {
@@ -74,16 +100,17 @@ void GpuAttribution::activity(const GpuActivity& a) {
   }
   Launch& l = it->second;
   bool owner_taken = false;
-  for (std::uint8_t i = 0; i < l.chain.size; ++i) {
+  for (std::uint8_t i = 0; i < l.chain.size && valid; ++i) {
     auto s = spans_.find(l.chain.spans[i]);
     if (s == spans_.end()) {
       if (i == 0) owner_taken = true;
       continue;
     }
     add(s->second, a);
-    if (!l.seen && s->second.waiting > 0) --s->second.waiting;
   }
-  l.seen = true;
+  // A graph's nodes each bring a record with the launch's id: settled at the last expected one.
+  if (l.expected > 0) --l.expected;
+  if (l.expected == 0) settle(l);
   if (owner_taken) ++late_;
 }
 

@@ -66,13 +66,20 @@ class GpuAttribution {
   explicit GpuAttribution(std::size_t max_launches = kMaxLaunches) : max_launches_(max_launches) {}
 
   /// A launch with correlation id `correlation`, attributed to `chain` (size >= 1). Each span of
-  /// the chain waits for its first activity record.
-  void launch(std::uint64_t correlation, const GpuChain& chain);
+  /// the chain waits until `records` activity records of it came (a kernel or a copy: 1; a graph:
+  /// its kernel, copy and memset nodes; 0: none will come, the launch is settled now).
+  void launch(std::uint64_t correlation, const GpuChain& chain, std::uint32_t records = 1);
+  /// The launch `correlation` (or an alias of it) will bring no more records (it failed, or went
+  /// into a stream being captured into a graph): its spans wait no longer for it. Nothing when it
+  /// is unknown.
+  void cancel(std::uint64_t correlation);
   /// `alias` names the same launch as `correlation` (the driver call a runtime launch made): an
   /// activity record with either id is that launch's. Nothing when `correlation` is unknown.
   void alias(std::uint64_t alias, std::uint64_t correlation);
   /// An activity record: counted in every span of its launch's chain that was not taken yet; late
-  /// when they all were, unattributed when its launch was never seen.
+  /// when they all were, unattributed when its launch was never seen. One with a zero start or an
+  /// end before its start (CUPTI's records when it could not time the work) settles its launch
+  /// and adds nothing else (counted invalid).
   void activity(const GpuActivity& a);
   /// Whether a launch was attributed to `span` (or a span nested in it).
   bool known(std::uint64_t span) const noexcept { return spans_.contains(span); }
@@ -86,6 +93,9 @@ class GpuAttribution {
   std::uint64_t late() const noexcept { return late_; }
   /// Activity records of launches never seen (made outside every GPU-timed span, or dropped).
   std::uint64_t unattributed() const noexcept { return unattributed_; }
+  /// Activity records with no usable interval (a zero start, an end before the start): they
+  /// settle their launch but add no time.
+  std::uint64_t invalid() const noexcept { return invalid_; }
   /// Launches not tracked because the most launches allowed were waiting.
   std::uint64_t launches_dropped() const noexcept { return launches_dropped_; }
   /// Spans with launches attributed and not taken yet.
@@ -96,9 +106,14 @@ class GpuAttribution {
  private:
   struct Launch {
     GpuChain chain;
-    bool seen = false;        // an activity record came
-    std::uint64_t alias = 0;  // another id of it (alias()), 0: none
+    std::uint32_t expected = 1;  // records still to come before it is settled
+    bool seen = false;           // settled: its records came, or it was cancelled
+    std::uint64_t alias = 0;     // another id of it (alias()), 0: none
   };
+  // Marks `l` settled: its spans wait no longer for it.
+  void settle(Launch& l);
+  // The launch `correlation` or an alias names, or launches_.end().
+  std::unordered_map<std::uint64_t, Launch>::iterator find_launch(std::uint64_t correlation);
   struct Span {
     std::vector<std::pair<std::int64_t, std::int64_t>> intervals;  // disjoint, sorted by start
     std::int64_t folded_ns = 0;                                    // busy time folded away
@@ -120,7 +135,7 @@ class GpuAttribution {
   static constexpr std::size_t kMaxRetired = 1u << 16;
   std::unordered_set<std::uint64_t> retired_;
   std::deque<std::uint64_t> retired_order_;
-  std::uint64_t late_ = 0, unattributed_ = 0, launches_dropped_ = 0;
+  std::uint64_t late_ = 0, unattributed_ = 0, launches_dropped_ = 0, invalid_ = 0;
 };
 
 }  // namespace nemo::lens::detail

@@ -9,14 +9,21 @@
 #include "gpu/gpu_timing.hpp"
 
 #if defined(NEMO_LENS_HAVE_CUPTI)
+// cupti.h brings cuda.h and the launch functions' parameter structures (generated_*_meta.h).
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
+#include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tracing/clock.hpp"
@@ -42,7 +49,7 @@ std::unique_ptr<GpuSource> make_cupti_source() {
 
 namespace {
 
-// The functions of libcupti and libcuda lens calls, found with dlsym.
+// The functions of libcupti lens calls, found with dlsym.
 struct CuptiApi {
   CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
@@ -56,6 +63,17 @@ struct CuptiApi {
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*register_timestamp)(CUpti_TimestampCallbackFunc) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
+};
+
+// The functions of the driver lens calls, none of which initialises it (lens never calls
+// cuInit: that is the program's, with its CUDA_VISIBLE_DEVICES, and before or after its forks).
+struct CudaApi {
+  CUresult (*driver_version)(int*) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*graph_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
+  CUresult (*node_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
+  CUresult (*child_graph)(CUgraphNode, CUgraph*) = nullptr;
 };
 
 // The launch and copy functions whose calls are launches (their correlation ids).
@@ -119,12 +137,57 @@ constexpr CUpti_CallbackId kDriverLaunches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
 };
+// Calls after which work is complete: its records can be flushed at once.
+constexpr CUpti_CallbackId kRuntimeSyncs[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+};
+constexpr CUpti_CallbackId kDriverSyncs[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+};
+// A graph's instantiation (its nodes are counted then) and destruction.
+constexpr CUpti_CallbackId kRuntimeGraphs[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithFlags_v11040,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_v12000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_ptsz_v12000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphExecDestroy_v10000,
+};
+constexpr CUpti_CallbackId kDriverGraphs[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
+};
 
-constexpr std::size_t kBufferSize = 4u << 20;
+template <std::size_t N>
+bool listed(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId id) noexcept {
+  return std::find(std::begin(ids), std::end(ids), id) != std::end(ids);
+}
 
-// The runtime launch under way on this thread (its correlation id), so that the driver call it
-// makes is known as the same launch.
-thread_local std::uint32_t t_runtime_launch = 0;
+// Buffers of 256 KiB, returned after 512 records at most (about 110 KiB of kernel records): a
+// buffer comes back as soon as its records are complete, and with a busy GPU that is after 512
+// kernels, not the ~19,000 a 4 MiB buffer holds (cuptiActivityFlushAll(0) returns no buffer that
+// holds an incomplete record).
+constexpr std::size_t kBufferSize = 256u << 10;
+constexpr std::size_t kBufferRecords = 512;
+
+// The launch under way on this thread: its correlation id, so that the driver call a runtime
+// launch makes is known as the same launch (0: none), whether it is skipped (it went into a
+// stream being captured: it will bring no record), and whether it was reported.
+struct LaunchState {
+  std::uint32_t runtime = 0;
+  std::uint32_t driver = 0;
+  bool skipped = false;
+};
+thread_local LaunchState t_launch;
 
 class CuptiSource;
 std::atomic<CuptiSource*> g_source{nullptr};  // the one running (CUPTI's buffer callbacks)
@@ -135,15 +198,34 @@ std::string cupti_error(const CuptiApi& api, CUptiResult r, const char* call) {
   return std::string(call) + " failed: " + (text != nullptr ? text : "error " + std::to_string(r));
 }
 
-// libcupti: one already loaded (by PyTorch, say), else by name on the library path, else from
-// the CUDA toolkit.
-void* open_cupti(std::string& tried) {
-  static const char* const kNames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-  for (const char* name : kNames) {
-    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return h;
+// The major CUDA version of the CUDA runtime already in the process (PyTorch's, say), else of
+// the driver; 0 when neither is known.
+int cuda_major(const CudaApi& cuda) {
+  for (int major : {13, 12}) {
+    const std::string name = "libcudart.so." + std::to_string(major);
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+      dlclose(h);
+      return major;
+    }
   }
-  for (const char* name : kNames) {
-    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
+  int version = 0;  // 13000 for CUDA 13.0
+  if (cuda.driver_version != nullptr && cuda.driver_version(&version) == CUDA_SUCCESS) {
+    return version / 1000;
+  }
+  return 0;
+}
+
+// libcupti: one already in the process (PyTorch's, say: two CUPTIs in one process break it),
+// else the one of the CUDA version in use (`major`), by name on the library path, then in the
+// CUDA toolkit.
+void* open_cupti(int major, std::string& tried) {
+  std::vector<std::string> names = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+  for (const std::string& name : names) {
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return h;
+  }
+  if (major == 12) std::swap(names[0], names[1]);
+  for (const std::string& name : names) {
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
   }
   std::vector<std::string> dirs;
   if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/lib64/");
@@ -151,7 +233,7 @@ void* open_cupti(std::string& tried) {
   dirs.push_back("/usr/local/cuda/lib64/");
   dirs.push_back("/usr/local/cuda/extras/CUPTI/lib64/");
   for (const std::string& dir : dirs) {
-    for (const char* name : kNames) {
+    for (const std::string& name : names) {
       if (void* h = dlopen((dir + name).c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
     }
   }
@@ -161,25 +243,162 @@ void* open_cupti(std::string& tried) {
   return nullptr;
 }
 
-// Why this process has no GPU to time, or "": libcuda loads, cuInit works and a device exists.
-std::string no_gpu_reason() {
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda == nullptr) return "no CUDA driver (libcuda.so.1 not found)";
-  using Init = int (*)(unsigned);
-  using Count = int (*)(int*);
-  auto init = reinterpret_cast<Init>(dlsym(cuda, "cuInit"));
-  auto count = reinterpret_cast<Count>(dlsym(cuda, "cuDeviceGetCount"));
-  if (init == nullptr || count == nullptr) return "libcuda.so.1 lacks cuInit";
-  if (int r = init(0); r != 0) return "cuInit failed (CUDA error " + std::to_string(r) + ")";
-  int n = 0;
-  if (int r = count(&n); r != 0) {
-    return "cuDeviceGetCount failed (CUDA error " + std::to_string(r) + ")";
-  }
-  if (n == 0) return "no GPU (cuDeviceGetCount: 0)";
+// The driver's functions lens uses, or why there is no driver. Loading libcuda does not
+// initialise it.
+std::string open_cuda(CudaApi& cuda) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return "no CUDA driver (libcuda.so.1 not found)";
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)> >(dlsym(lib, name));
+  };
+  sym(cuda.driver_version, "cuDriverGetVersion");
+  sym(cuda.stream_is_capturing, "cuStreamIsCapturing");
+  sym(cuda.graph_nodes, "cuGraphGetNodes");
+  sym(cuda.node_type, "cuGraphNodeGetType");
+  sym(cuda.child_graph, "cuGraphChildGraphNodeGetGraph");
+  if (cuda.driver_version == nullptr) return "libcuda.so.1 lacks cuDriverGetVersion";
   return "";
 }
 
+// The GPU activity of a CUPTI record of the kinds lens enables; false for another kind. Times
+// are CUPTI's as they are (on lens' clock: the timestamp callback), a zero or reversed interval
+// included: the attribution counts those invalid.
+bool parse_activity(const CUpti_Activity* record, GpuActivity& a) noexcept {
+  auto fill = [&](const auto* r, GpuActivityKind kind) {
+    a = {r->correlationId,
+         kind,
+         r->deviceId,
+         r->streamId,
+         static_cast<std::int64_t>(r->start),
+         static_cast<std::int64_t>(r->end)};
+    return true;
+  };
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return fill(reinterpret_cast<const CUpti_ActivityKernel10*>(record),
+                  GpuActivityKind::kKernel);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return fill(reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), GpuActivityKind::kMemcpy);
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      return fill(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record),
+                  GpuActivityKind::kMemcpy);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return fill(reinterpret_cast<const CUpti_ActivityMemset4*>(record), GpuActivityKind::kMemset);
+    default:
+      return false;
+  }
+}
+
 std::uint64_t CUPTIAPI lens_timestamp() { return static_cast<std::uint64_t>(now_unix_nano()); }
+
+// The stream a launch goes into, for the launch functions whose parameters name one; `ptsz`
+// variants' null stream is the per-thread default stream. False for the others.
+bool launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* params,
+                   CUstream& stream) noexcept {
+  if (params == nullptr) return false;
+  bool per_thread = false;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (id) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        stream = static_cast<const cudaLaunchKernel_v7000_params*>(params)->stream;
+        break;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+        stream = static_cast<const cudaLaunchCooperativeKernel_v9000_params*>(params)->stream;
+        break;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
+        const auto* config = static_cast<const cudaLaunchKernelExC_v11060_params*>(params)->config;
+        if (config == nullptr) return false;
+        stream = config->stream;
+        break;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+        stream = static_cast<const cudaGraphLaunch_v10000_params*>(params)->stream;
+        break;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+        stream = static_cast<const cudaMemcpyAsync_v3020_params*>(params)->stream;
+        break;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
+        stream = static_cast<const cudaMemsetAsync_v3020_params*>(params)->stream;
+        break;
+      default:
+        return false;
+    }
+  } else {
+    switch (id) {
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+        stream = static_cast<const cuLaunchKernel_params*>(params)->hStream;
+        break;
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+        stream = static_cast<const cuLaunchCooperativeKernel_params*>(params)->hStream;
+        break;
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+        const auto* config = static_cast<const cuLaunchKernelEx_params*>(params)->config;
+        if (config == nullptr) return false;
+        stream = config->hStream;
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+        per_thread = true;
+        [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+        stream = static_cast<const cuGraphLaunch_params*>(params)->hStream;
+        break;
+      default:
+        return false;
+    }
+  }
+  if (stream == nullptr && per_thread) stream = CU_STREAM_PER_THREAD;
+  return true;
+}
+
+// The graph exec a graph launch replays, or null for another launch.
+void* launched_graph(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* params) {
+  if (params == nullptr) return nullptr;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (id == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
+        id == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000) {
+      return static_cast<const cudaGraphLaunch_v10000_params*>(params)->graphExec;
+    }
+  } else if (id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+             id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
+    return static_cast<const cuGraphLaunch_params*>(params)->hGraph;
+  }
+  return nullptr;
+}
+
+// Every instantiation's parameters begin with the exec made and the graph it is made from.
+struct InstantiateParams {
+  void** exec;
+  void* graph;
+};
 
 class CuptiSource : public GpuSource {
  public:
@@ -195,53 +414,264 @@ class CuptiSource : public GpuSource {
     if (running_.load(std::memory_order_acquire)) api_.flush_all(0);
   }
 
+  void incomplete() noexcept override {
+    if (running_.load(std::memory_order_acquire)) check_delivery();
+  }
+
   void stop() noexcept override {
     if (!running_.exchange(false)) return;
-    for (CUpti_ActivityKind k : kKinds) api_.activity_disable(k);
+    // Forced first, while the kinds are still on: what is in flight is handed back as it is.
     api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (CUpti_ActivityKind k : kKinds) api_.activity_disable(k);
     api_.unsubscribe(subscriber_);
     g_source.store(nullptr, std::memory_order_release);
   }
 
-  static void CUPTIAPI on_callback(void* self, CUpti_CallbackDomain domain, CUpti_CallbackId,
+  static void CUPTIAPI on_callback(void* self, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                                    const void* data) {
     auto* source = static_cast<CuptiSource*>(self);
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+    const bool enter = cb->callbackSite == CUPTI_API_ENTER;
+    // The activity records went to another client: launches would only hold their spans.
+    if (source->said_lost_.load(std::memory_order_relaxed)) return;
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-      if (cb->callbackSite == CUPTI_API_ENTER) {
-        t_runtime_launch = cb->correlationId;
-        source->timing_->on_launch(cb->correlationId);
-      } else {
-        t_runtime_launch = 0;
+      if (listed(kRuntimeLaunches, id)) {
+        source->runtime_launch(id, cb, enter);
+      } else if (listed(kRuntimeSyncs, id)) {
+        if (!enter) source->timing_->on_synchronized();
+      } else if (listed(kRuntimeGraphs, id)) {
+        source->graph_call(id == CUPTI_RUNTIME_TRACE_CBID_cudaGraphExecDestroy_v10000, cb);
       }
       return;
     }
-    if (cb->callbackSite != CUPTI_API_ENTER) return;
-    // A driver call inside a runtime launch is the same launch: its id joins the runtime's.
-    if (t_runtime_launch != 0) {
-      source->timing_->on_alias(cb->correlationId, t_runtime_launch);
-    } else {
-      source->timing_->on_launch(cb->correlationId);
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    if (listed(kDriverLaunches, id)) {
+      source->driver_launch(id, cb, enter);
+    } else if (listed(kDriverSyncs, id)) {
+      if (!enter) source->timing_->on_synchronized();
+    } else if (listed(kDriverGraphs, id)) {
+      source->graph_call(id == CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy, cb);
+    } else if (id == CUPTI_DRIVER_TRACE_CBID_cuInit && !enter) {
+      source->init_returned(cb);
     }
   }
 
   static void CUPTIAPI on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
     *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferSize));
     *size = *buffer != nullptr ? kBufferSize : 0;
-    *max_records = 0;
+    *max_records = kBufferRecords;
+    if (CuptiSource* source = g_source.load(std::memory_order_acquire)) source->heard_from_cupti();
   }
 
-  static void CUPTIAPI on_buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t,
-                                           size_t valid) {
+  static void CUPTIAPI on_buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer,
+                                           size_t, size_t valid) {
     CuptiSource* source = g_source.load(std::memory_order_acquire);
-    if (source != nullptr && buffer != nullptr) source->deliver(buffer, valid);
+    if (source != nullptr) {
+      source->heard_from_cupti();
+      if (buffer != nullptr) source->deliver(buffer, valid);
+      std::size_t dropped = 0;
+      if (source->api_.dropped_records != nullptr &&
+          source->api_.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS) {
+        source->timing_->on_source_dropped(dropped);
+      }
+    }
     std::free(buffer);
   }
 
  private:
-  static constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                                  CUPTI_ACTIVITY_KIND_MEMCPY,
-                                                  CUPTI_ACTIVITY_KIND_MEMSET};
+  static constexpr CUpti_ActivityKind kKinds[] = {
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMCPY2,  // peer-to-peer copies
+      CUPTI_ACTIVITY_KIND_MEMSET};
+
+  // Whether `stream` is being captured into a graph: a launch into it runs nothing now.
+  bool capturing(CUstream stream) const noexcept {
+    if (cuda_.stream_is_capturing == nullptr) return false;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cuda_.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+
+  // The records a launch brings: a graph's kernel, copy and memset nodes, else 1.
+  std::uint32_t records_of(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* params) {
+    void* exec = launched_graph(domain, id, params);
+    if (exec == nullptr) return 1;
+    std::lock_guard lock(graphs_mu_);
+    for (const auto& [e, n] : graphs_) {
+      if (e == exec) return n;
+    }
+    return 1;  // instantiated before set-up: settled at its first record
+  }
+
+  // A launch entered (`enter`) or returned, through the runtime. Its driver calls are the same
+  // launch. One that goes into a capturing stream is not reported; one that failed is cancelled.
+  void runtime_launch(CUpti_CallbackId id, const CUpti_CallbackData* cb, bool enter) noexcept {
+    LaunchState& t = t_launch;
+    if (enter) {
+      note_launch();
+      t.runtime = cb->correlationId;
+      CUstream stream = nullptr;
+      t.skipped = launch_stream(CUPTI_CB_DOMAIN_RUNTIME_API, id, cb->functionParams, stream) &&
+                  capturing(stream);
+      if (!t.skipped) {
+        std::uint32_t records = 1;
+        try {
+          records = records_of(CUPTI_CB_DOMAIN_RUNTIME_API, id, cb->functionParams);
+        } catch (...) {
+        }
+        timing_->on_launch(cb->correlationId, records);
+      }
+      return;
+    }
+    const auto* result = static_cast<const cudaError_t*>(cb->functionReturnValue);
+    if (!t.skipped && result != nullptr && *result != cudaSuccess) {
+      timing_->on_cancel(cb->correlationId);
+    }
+    t = {};
+  }
+
+  // A driver launch entered or returned. Inside a runtime launch it is the same launch (an
+  // alias of its id, unless the runtime launch was skipped); alone, a launch of its own.
+  void driver_launch(CUpti_CallbackId id, const CUpti_CallbackData* cb, bool enter) noexcept {
+    LaunchState& t = t_launch;
+    if (t.runtime != 0) {
+      // The same launch: an id of its own needs an alias (taken under the timing's lock); the
+      // runtime's id needs nothing.
+      if (enter && !t.skipped && cb->correlationId != t.runtime) {
+        timing_->on_alias(cb->correlationId, t.runtime);
+      }
+      return;
+    }
+    if (enter) {
+      note_launch();
+      CUstream stream = nullptr;
+      t.skipped = launch_stream(CUPTI_CB_DOMAIN_DRIVER_API, id, cb->functionParams, stream) &&
+                  capturing(stream);
+      t.driver = cb->correlationId;
+      if (!t.skipped) {
+        std::uint32_t records = 1;
+        try {
+          records = records_of(CUPTI_CB_DOMAIN_DRIVER_API, id, cb->functionParams);
+        } catch (...) {
+        }
+        timing_->on_launch(cb->correlationId, records);
+      }
+      return;
+    }
+    const auto* result = static_cast<const CUresult*>(cb->functionReturnValue);
+    if (!t.skipped && t.driver == cb->correlationId && result != nullptr &&
+        *result != CUDA_SUCCESS) {
+      timing_->on_cancel(cb->correlationId);
+    }
+    t = {};
+  }
+
+  // The kernel, copy and memset nodes of `graph`, child graphs' included; 0 when a node's count
+  // varies (a conditional node) or the driver cannot say.
+  std::uint32_t count_nodes(CUgraph graph, int depth = 0) {
+    if (cuda_.graph_nodes == nullptr || cuda_.node_type == nullptr || depth > 16) return 0;
+    std::size_t n = 0;
+    if (cuda_.graph_nodes(graph, nullptr, &n) != CUDA_SUCCESS) return 0;
+    std::vector<CUgraphNode> nodes(n);
+    if (n > 0 && cuda_.graph_nodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return 0;
+    std::uint32_t count = 0;
+    for (CUgraphNode node : nodes) {
+      CUgraphNodeType type;
+      if (cuda_.node_type(node, &type) != CUDA_SUCCESS) return 0;
+      switch (type) {
+        case CU_GRAPH_NODE_TYPE_KERNEL:
+        case CU_GRAPH_NODE_TYPE_MEMCPY:
+        case CU_GRAPH_NODE_TYPE_MEMSET:
+          ++count;
+          break;
+        case CU_GRAPH_NODE_TYPE_GRAPH: {
+          CUgraph child = nullptr;
+          if (cuda_.child_graph == nullptr || cuda_.child_graph(node, &child) != CUDA_SUCCESS) {
+            return 0;
+          }
+          const std::uint32_t c = count_nodes(child, depth + 1);
+          if (c == 0) return 0;
+          count += c;
+          break;
+        }
+        case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+          return 0;
+        default:
+          break;  // host, empty, event, memory nodes: no record
+      }
+    }
+    return count;
+  }
+
+  // A graph instantiated (its nodes counted, remembered by its exec) or destroyed (forgotten).
+  void graph_call(bool destroy, const CUpti_CallbackData* cb) noexcept {
+    const bool enter = cb->callbackSite == CUPTI_API_ENTER;
+    try {
+      if (destroy) {
+        if (!enter) return;
+        void* exec = cb->functionParams != nullptr
+                         ? *static_cast<void* const*>(cb->functionParams)  // its first parameter
+                         : nullptr;
+        std::lock_guard lock(graphs_mu_);
+        std::erase_if(graphs_, [&](const auto& g) { return g.first == exec; });
+        return;
+      }
+      if (enter || cb->functionParams == nullptr) return;
+      const auto* p = static_cast<const InstantiateParams*>(cb->functionParams);
+      if (p->exec == nullptr || *p->exec == nullptr) return;  // it failed
+      const std::uint32_t n = count_nodes(static_cast<CUgraph>(p->graph));
+      std::lock_guard lock(graphs_mu_);
+      for (auto& g : graphs_) {
+        if (g.first == *p->exec) {
+          g.second = n > 0 ? n : 1;
+          return;
+        }
+      }
+      graphs_.emplace_back(*p->exec, n > 0 ? n : 1);
+    } catch (...) {
+      // Out of memory: the graph's launches settle at their first record.
+    }
+  }
+
+  // The program's cuInit returned: when it failed, the process has no GPU to time; said once.
+  void init_returned(const CUpti_CallbackData* cb) noexcept {
+    const auto* result = static_cast<const CUresult*>(cb->functionReturnValue);
+    if (result == nullptr || *result == CUDA_SUCCESS) return;
+    if (said_no_gpu_.exchange(true)) return;
+    std::fprintf(stderr,
+                 "lens: GPU time of spans: the program's cuInit failed (CUDA error %d): no GPU "
+                 "in this process, spans carry no GPU time\n",
+                 static_cast<int>(*result));
+  }
+
+  // A launch was reported: delivery is expected from now on (check_delivery()).
+  void note_launch() noexcept {
+    if (!launched_.load(std::memory_order_relaxed))
+      launched_.store(true, std::memory_order_relaxed);
+  }
+  // CUPTI asked for a buffer or handed one back.
+  void heard_from_cupti() noexcept {
+    last_heard_ns_.store(now_unix_nano(), std::memory_order_relaxed);
+    launched_.store(false, std::memory_order_relaxed);
+  }
+  // A span left without its records although it waited: when launches were made and CUPTI has
+  // neither asked for a buffer nor handed one back for all that wait, another CUPTI client took
+  // the activity API (torch.profiler re-registers the buffer callbacks and disables kernel
+  // records when it stops). Said once; the spans leave without GPU time, counted incomplete.
+  void check_delivery() noexcept {
+    if (said_lost_.load(std::memory_order_relaxed) || !launched_.load(std::memory_order_relaxed)) {
+      return;
+    }
+    const std::int64_t quiet_ns = std::chrono::nanoseconds(timing_->wait()).count();
+    const std::int64_t silent_ns = now_unix_nano() - last_heard_ns_.load(std::memory_order_relaxed);
+    if (silent_ns < quiet_ns || said_lost_.exchange(true)) return;
+    std::fprintf(stderr,
+                 "lens: GPU time of spans: CUPTI has delivered no activity record for %.1f s "
+                 "although kernels were launched: another CUPTI client (torch.profiler, a "
+                 "profiler library) has most likely taken CUPTI's activity records; from now on "
+                 "spans leave without GPU time\n",
+                 static_cast<double>(silent_ns) / 1e9);
+  }
 
   std::string start_or_why(GpuTiming& timing) {
     if (std::getenv("NSYS_PROFILING_SESSION_ID") != nullptr ||
@@ -249,9 +679,9 @@ class CuptiSource : public GpuSource {
       return "another CUDA tool is attached (Nsight Systems, or CUDA_INJECTION64_PATH): lens "
              "leaves CUPTI to it";
     }
-    if (std::string why = no_gpu_reason(); !why.empty()) return why;
+    if (std::string why = open_cuda(cuda_); !why.empty()) return why;
     std::string tried;
-    void* lib = open_cupti(tried);
+    void* lib = open_cupti(cuda_major(cuda_), tried);
     if (lib == nullptr) return tried;
     auto sym = [&](auto& fn, const char* name) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)> >(dlsym(lib, name));
@@ -268,10 +698,12 @@ class CuptiSource : public GpuSource {
       sym(api_.next_record, "cuptiActivityGetNextRecord");
       sym(api_.register_timestamp, "cuptiActivityRegisterTimestampCallback");
       sym(api_.result_string, "cuptiGetResultString");
+      sym(api_.dropped_records, "cuptiActivityGetNumDroppedRecords");
     } catch (const std::string& why) {
       return why;
     }
     timing_ = &timing;
+    last_heard_ns_.store(now_unix_nano(), std::memory_order_relaxed);
     if (CUptiResult r = api_.subscribe(&subscriber_, &CuptiSource::on_callback, this);
         r != CUPTI_SUCCESS) {
       if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -285,18 +717,8 @@ class CuptiSource : public GpuSource {
       api_.unsubscribe(subscriber_);
       return cupti_error(api_, r, call);
     };
-    for (CUpti_CallbackId id : kRuntimeLaunches) {
-      if (CUptiResult r = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-          r != CUPTI_SUCCESS) {
-        return fail(r, "cuptiEnableCallback");
-      }
-    }
-    for (CUpti_CallbackId id : kDriverLaunches) {
-      if (CUptiResult r = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
-          r != CUPTI_SUCCESS) {
-        return fail(r, "cuptiEnableCallback");
-      }
-    }
+    // Activity first, then the callbacks: no launch is reported before its records can come.
+    // The timestamp callback once: registering it again has corrupted records.
     if (CUptiResult r = api_.register_timestamp(&lens_timestamp); r != CUPTI_SUCCESS) {
       return fail(r, "cuptiActivityRegisterTimestampCallback");
     }
@@ -313,6 +735,30 @@ class CuptiSource : public GpuSource {
         return fail(r, "cuptiActivityEnable");
       }
     }
+    auto enable = [&](CUpti_CallbackDomain domain, CUpti_CallbackId id) {
+      return api_.enable_callback(1, subscriber_, domain, id);
+    };
+    for (const auto& [domain, ids] :
+         {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API,
+                    std::span<const CUpti_CallbackId>(kRuntimeLaunches)},
+          std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::span<const CUpti_CallbackId>(kRuntimeSyncs)},
+          std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::span<const CUpti_CallbackId>(kRuntimeGraphs)},
+          std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::span<const CUpti_CallbackId>(kDriverLaunches)},
+          std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::span<const CUpti_CallbackId>(kDriverSyncs)},
+          std::pair{CUPTI_CB_DOMAIN_DRIVER_API,
+                    std::span<const CUpti_CallbackId>(kDriverGraphs)}}) {
+      for (CUpti_CallbackId id : ids) {
+        if (CUptiResult r = enable(domain, id); r != CUPTI_SUCCESS) {
+          g_source.store(nullptr, std::memory_order_release);
+          return fail(r, "cuptiEnableCallback");
+        }
+      }
+    }
+    if (CUptiResult r = enable(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuInit);
+        r != CUPTI_SUCCESS) {
+      g_source.store(nullptr, std::memory_order_release);
+      return fail(r, "cuptiEnableCallback");
+    }
     running_.store(true, std::memory_order_release);
     return "";
   }
@@ -326,41 +772,7 @@ class CuptiSource : public GpuSource {
     try {
       while (api_.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
         GpuActivity a;
-        switch (record->kind) {
-          case CUPTI_ACTIVITY_KIND_KERNEL:
-          case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-            const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-            a = {k->correlationId,
-                 GpuActivityKind::kKernel,
-                 k->deviceId,
-                 k->streamId,
-                 static_cast<std::int64_t>(k->start),
-                 static_cast<std::int64_t>(k->end)};
-            break;
-          }
-          case CUPTI_ACTIVITY_KIND_MEMCPY: {
-            const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-            a = {m->correlationId,
-                 GpuActivityKind::kMemcpy,
-                 m->deviceId,
-                 m->streamId,
-                 static_cast<std::int64_t>(m->start),
-                 static_cast<std::int64_t>(m->end)};
-            break;
-          }
-          case CUPTI_ACTIVITY_KIND_MEMSET: {
-            const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-            a = {m->correlationId,
-                 GpuActivityKind::kMemset,
-                 m->deviceId,
-                 m->streamId,
-                 static_cast<std::int64_t>(m->start),
-                 static_cast<std::int64_t>(m->end)};
-            break;
-          }
-          default:
-            continue;
-        }
+        if (!parse_activity(record, a)) continue;
         out.push_back(a);
       }
     } catch (...) {
@@ -370,11 +782,18 @@ class CuptiSource : public GpuSource {
   }
 
   CuptiApi api_;
+  CudaApi cuda_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   GpuTiming* timing_ = nullptr;
   std::atomic<bool> running_{false};
   std::mutex deliver_mu_;
   std::vector<GpuActivity> scratch_;
+  std::mutex graphs_mu_;
+  std::vector<std::pair<void*, std::uint32_t> > graphs_;  // exec, its records per launch
+  std::atomic<bool> launched_{false};  // a launch since CUPTI was last heard from
+  std::atomic<std::int64_t> last_heard_ns_{0};
+  std::atomic<bool> said_lost_{false};
+  std::atomic<bool> said_no_gpu_{false};
 };
 
 }  // namespace

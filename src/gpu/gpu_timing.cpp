@@ -96,16 +96,16 @@ GpuChain chain_of(const GpuTiming& timing, const ThreadState& s) noexcept {
 
 }  // namespace
 
-void GpuTiming::queue_launch(std::uint64_t correlation, const GpuChain& chain) noexcept {
+void GpuTiming::queue_input(const Input& input) noexcept {
   std::lock_guard lock(in_mu_);
   if (in_launches_.size() >= max_queued_) {
-    ++in_launches_dropped_;
+    if (input.op == Input::Op::kLaunch) ++in_launches_dropped_;
     return;
   }
   try {
-    in_launches_.emplace_back(correlation, chain);
+    in_launches_.push_back(input);
   } catch (...) {
-    ++in_launches_dropped_;
+    if (input.op == Input::Op::kLaunch) ++in_launches_dropped_;
   }
 }
 
@@ -114,7 +114,7 @@ void GpuTiming::set_queue_bound(std::size_t bound) noexcept {
   max_queued_ = bound;
 }
 
-void GpuTiming::on_launch(std::uint64_t correlation) noexcept {
+void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noexcept {
   // A forked child: CUDA does not work there, and the parent's locks may be held forever.
   if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
   ThreadState* own = this_thread_state_if_any();
@@ -122,24 +122,25 @@ void GpuTiming::on_launch(std::uint64_t correlation) noexcept {
     // The span's end takes this lock too, on this thread: the launch is queued before the span
     // ends, so before the exporter thread sees the span.
     std::lock_guard lock(own->mu);
-    const GpuChain chain = chain_of(*this, *own);
-    if (chain.size > 0) {
-      queue_launch(correlation, chain);
+    Input in{correlation, chain_of(*this, *own), 0, records, Input::Op::kLaunch};
+    if (in.chain.size > 0) {
+      queue_input(in);
       return;
     }
   }
   // No such span on this thread (autograd's, NCCL's or a data loader's): the process's innermost
   // one, the one that started last among every thread's innermost.
   ThreadState* best = nullptr;
-  std::uint64_t best_start = 0;  // read under its thread's lock, as the record may be reused
+  std::int64_t best_start = 0;  // read under its thread's lock, as the record may be reused
+  const TickConverter clock = tick_converter();
   try {
     visit_thread_states([&](ThreadState& s) {
       if (&s == own) return;
       std::lock_guard lock(s.mu);
       const SpanRecord* top = innermost_timed(*this, s);
-      if (top != nullptr && (best == nullptr || top->start_ticks > best_start)) {
+      if (top != nullptr && (best == nullptr || start_unix_nano(*top, clock) > best_start)) {
         best = &s;
-        best_start = top->start_ticks;
+        best_start = start_unix_nano(*top, clock);
       }
     });
   } catch (...) {
@@ -149,15 +150,30 @@ void GpuTiming::on_launch(std::uint64_t correlation) noexcept {
   // Queued under that thread's lock, so before the span can end (should it have ended in the
   // meantime, and its record been reused, the launch counts for whatever is innermost now).
   std::lock_guard lock(best->mu);
-  const GpuChain chain = chain_of(*this, *best);
-  if (chain.size > 0) queue_launch(correlation, chain);
+  Input in{correlation, chain_of(*this, *best), 0, records, Input::Op::kLaunch};
+  if (in.chain.size > 0) queue_input(in);
 }
 
 void GpuTiming::on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept {
   if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
-  GpuChain marker;
-  marker.spans[0] = correlation;
-  queue_launch(alias, marker);
+  queue_input({alias, {}, correlation, 0, Input::Op::kAlias});
+}
+
+void GpuTiming::on_cancel(std::uint64_t correlation) noexcept {
+  if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
+  queue_input({correlation, {}, 0, 0, Input::Op::kCancel});
+}
+
+void GpuTiming::on_synchronized() noexcept {
+  if (held_count_.load(std::memory_order_relaxed) == 0) return;
+  if (flush_requested_.exchange(true, std::memory_order_relaxed)) return;
+  cv_.notify_all();
+}
+
+void GpuTiming::on_source_dropped(std::uint64_t records) noexcept {
+  if (records == 0) return;
+  std::lock_guard lock(in_mu_);
+  in_activities_dropped_ += records;
 }
 
 void GpuTiming::on_activities(std::span<const GpuActivity> activities) noexcept {
@@ -178,8 +194,12 @@ void GpuTiming::on_activities(std::span<const GpuActivity> activities) noexcept 
 }
 
 void GpuTiming::absorb_locked() {
-  std::vector<std::pair<std::uint64_t, GpuChain>> launches;
-  std::vector<GpuActivity> activities;
+  // Swapped with the queues, so that both keep their capacity: the launching threads do not
+  // grow a vector again after each swap.
+  std::vector<Input>& launches = absorbing_launches_;
+  std::vector<GpuActivity>& activities = absorbing_activities_;
+  launches.clear();
+  activities.clear();
   {
     std::lock_guard lock(in_mu_);
     launches.swap(in_launches_);
@@ -189,11 +209,17 @@ void GpuTiming::absorb_locked() {
     in_launches_dropped_ = in_activities_dropped_ = 0;
   }
   // Launches first: an activity record never comes before its launch was queued.
-  for (const auto& [correlation, chain] : launches) {
-    if (chain.size == 0) {
-      attribution_.alias(correlation, chain.spans[0]);
-    } else {
-      attribution_.launch(correlation, chain);
+  for (const Input& in : launches) {
+    switch (in.op) {
+      case Input::Op::kLaunch:
+        attribution_.launch(in.correlation, in.chain, in.records);
+        break;
+      case Input::Op::kAlias:
+        attribution_.alias(in.correlation, in.aliased);
+        break;
+      case Input::Op::kCancel:
+        attribution_.cancel(in.correlation);
+        break;
     }
   }
   for (const GpuActivity& a : activities) attribution_.activity(a);
@@ -206,7 +232,10 @@ bool GpuTiming::due_locked(const Held& h, std::chrono::steady_clock::time_point 
 void GpuTiming::attach_locked(SpanRecord& r, std::uint64_t span) {
   const GpuTime t = span != 0 ? attribution_.take(span) : GpuTime{};
   ++counts_.spans_timed;
-  if (!t.complete) ++counts_.spans_incomplete;
+  if (!t.complete) {
+    ++counts_.spans_incomplete;
+    if (source_) source_->incomplete();
+  }
   try {
     SpanCold& c = r.use_cold();
     const std::uint32_t n = t.activities > 0 ? 4 : 2;
@@ -250,6 +279,7 @@ void GpuTiming::sort(std::vector<SpanRecord*>& batch) noexcept {
     batch[kept++] = r;
   }
   batch.resize(kept);
+  held_count_.store(held_.size(), std::memory_order_relaxed);
   lock.unlock();
   if (held) cv_.notify_all();
 }
@@ -294,6 +324,7 @@ void GpuTiming::release(std::vector<SpanRecord*>& out, bool all,
     attach_locked(*it->record, it->span);
     it = held_.erase(it);
   }
+  held_count_.store(held_.size(), std::memory_order_relaxed);
 }
 
 GpuCounts GpuTiming::counts() const noexcept {
@@ -301,6 +332,7 @@ GpuCounts GpuTiming::counts() const noexcept {
   GpuCounts c = counts_;
   c.activities_late = attribution_.late();
   c.activities_unattributed = attribution_.unattributed();
+  c.activities_invalid = attribution_.invalid();
   c.launches_dropped += attribution_.launches_dropped();
   c.spans_waiting = held_.size();
   {
@@ -320,8 +352,10 @@ void GpuTiming::poll_loop() noexcept {
       cv_.wait(lock, [&] { return stopping_ || !held_.empty(); });
       continue;
     }
-    // At most one flush every 10 ms: activity delivered meanwhile wakes this loop too.
-    if (std::chrono::steady_clock::now() - last_flush >= std::chrono::milliseconds(10)) {
+    // At most one flush every 10 ms (activity delivered meanwhile wakes this loop too), and one
+    // as soon as a synchronising call returned: its work's records are complete.
+    if (flush_requested_.exchange(false, std::memory_order_relaxed) ||
+        std::chrono::steady_clock::now() - last_flush >= std::chrono::milliseconds(10)) {
       lock.unlock();
       source_->flush();
       lock.lock();

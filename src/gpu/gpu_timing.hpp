@@ -9,6 +9,7 @@
 // the pipeline's exporter thread; a poller thread of its own flushes the source while spans wait.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -44,6 +45,9 @@ class GpuSource {
   virtual void flush() noexcept = 0;
   /// Stops reporting: nothing calls into the timing after it returns. Idempotent.
   virtual void stop() noexcept = 0;
+  /// A span left without all its activity records (it waited GpuTiming::wait()): the source may
+  /// say why, once. On the exporter thread, with the timing's lock held: must not call into it.
+  virtual void incomplete() noexcept {}
 };
 
 /// Makes the source set-up uses; empty (the default): CUPTI's.
@@ -65,6 +69,7 @@ struct GpuCounts {
   std::uint64_t activities_dropped = 0;
   std::uint64_t activities_late = 0;
   std::uint64_t activities_unattributed = 0;
+  std::uint64_t activities_invalid = 0;
 };
 
 /// Launches, and activity records, queued for the exporter thread at most by default; beyond,
@@ -85,9 +90,21 @@ class GpuTiming {
   /// Stops the source and the poller (idempotent); what is held stays for release().
   void stop() noexcept;
 
-  /// A launch with correlation id `correlation` on the calling thread, now. The source calls it
-  /// inside the launch, before the launch returns.
-  NEMO_LENS_API void on_launch(std::uint64_t correlation) noexcept;
+  /// A launch with correlation id `correlation` on the calling thread, now, that brings `records`
+  /// activity records (a kernel or a copy 1; a graph its kernel, copy and memset nodes). The
+  /// source calls it inside the launch, before the launch returns.
+  NEMO_LENS_API void on_launch(std::uint64_t correlation, std::uint32_t records = 1) noexcept;
+  /// The launch `correlation`, reported by on_launch() on this thread, brings no record after
+  /// all (it failed, or went into a stream being captured into a graph): its spans stop waiting
+  /// for it. On the launching thread, after on_launch().
+  NEMO_LENS_API void on_cancel(std::uint64_t correlation) noexcept;
+  /// A synchronising call returned (the device, a stream or an event): work is complete, so the
+  /// source is flushed soon when spans wait for their records. Any thread; cheap when none waits.
+  NEMO_LENS_API void on_synchronized() noexcept;
+  /// Activity records the source lost (CUPTI's buffers were full): counted as dropped.
+  NEMO_LENS_API void on_source_dropped(std::uint64_t records) noexcept;
+  /// How long an ended span waits for its activity records at most.
+  std::chrono::milliseconds wait() const noexcept { return wait_; }
   /// `alias` is another correlation id of the launch `correlation` (the driver call a runtime
   /// launch makes), on the launching thread after on_launch(correlation).
   NEMO_LENS_API void on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept;
@@ -123,8 +140,17 @@ class GpuTiming {
   bool due_locked(const Held& h, std::chrono::steady_clock::time_point now) const;
   // Requires mu_. Takes `span`'s time and writes it into `r`.
   void attach_locked(SpanRecord& r, std::uint64_t span);
-  // Queues a launch for absorb_locked().
-  void queue_launch(std::uint64_t correlation, const GpuChain& chain) noexcept;
+  // What the launching threads report, in their order.
+  struct Input {
+    enum class Op : std::uint8_t { kLaunch, kAlias, kCancel };
+    std::uint64_t correlation = 0;
+    GpuChain chain;             // kLaunch
+    std::uint64_t aliased = 0;  // kAlias: the launch `correlation` is another id of
+    std::uint32_t records = 1;  // kLaunch
+    Op op = Op::kLaunch;
+  };
+  // Queues an input for absorb_locked().
+  void queue_input(const Input& input) noexcept;
   void poll_loop() noexcept;
 
   Pipeline& pipeline_;
@@ -135,21 +161,25 @@ class GpuTiming {
 
   // What the source reported and the exporter thread has not taken in yet.
   mutable std::mutex in_mu_;  // taken after mu_ where both are held
-  // Launches, and aliases (a chain of size 0 whose spans[0] is the correlation aliased), in the
-  // order they came.
-  std::vector<std::pair<std::uint64_t, GpuChain>> in_launches_;
+  // Launches, aliases and cancellations, in the order they came.
+  std::vector<Input> in_launches_;
   std::vector<GpuActivity> in_activities_;
   std::size_t max_queued_ = kMaxQueuedGpuInputs;  // of each of the two
   // Inputs beyond the bound (or out of memory) since absorb_locked() last took these counts.
   std::uint64_t in_launches_dropped_ = 0;
   std::uint64_t in_activities_dropped_ = 0;
 
-  mutable std::mutex mu_;       // the attribution, the held records and the counts
+  mutable std::mutex mu_;  // the attribution, the held records and the counts
+  // What absorb_locked() took from the queues last (under mu_): kept for their capacity.
+  std::vector<Input> absorbing_launches_;
+  std::vector<GpuActivity> absorbing_activities_;
   std::condition_variable cv_;  // a record waits, activity came, or stop
   GpuAttribution attribution_;
   std::deque<Held> held_;
   GpuCounts counts_;
   bool stopping_ = false;
+  std::atomic<std::size_t> held_count_{0};    // held_.size(), read without mu_
+  std::atomic<bool> flush_requested_{false};  // on_synchronized() while spans were held
   std::thread poller_;
 };
 

@@ -138,8 +138,9 @@ bool is_step_group(std::string_view group) noexcept { return group == SpanGroup:
 
 WatchedEnd watched(const SpanRecord& rec) noexcept {
   WatchedEnd w;
-  w.start = ticks_to_unix_nano(rec.start_ticks);
-  w.end = ticks_to_unix_nano(rec.end_ticks);
+  const TickConverter clock = tick_converter();
+  w.start = start_unix_nano(rec, clock);
+  w.end = end_unix_nano(rec, clock);
   w.trace = rec.trace_id;
   w.error = rec.status_code == StatusCode::kError;
   w.step = is_step_group(rec.group());
@@ -180,8 +181,9 @@ void run_triggers(const WatchedEnd& w) noexcept {
 
 bool in_window(const SpanRecord& r, const CaptureWindow& w, bool ended) noexcept {
   if (w.trace.is_valid() && !(r.trace_id == w.trace)) return false;
-  if (ticks_to_unix_nano(r.start_ticks) < w.from_unix_nano) return false;
-  return !ended || ticks_to_unix_nano(r.end_ticks) <= w.to_unix_nano;
+  const TickConverter clock = tick_converter();
+  if (start_unix_nano(r, clock) < w.from_unix_nano) return false;
+  return !ended || end_unix_nano(r, clock) <= w.to_unix_nano;
 }
 
 }  // namespace
@@ -268,7 +270,8 @@ Capture capture_window(std::string_view reason, const CaptureWindow& window) noe
         }
         ensure_ids(*r, t_ids);  // before the copy: it and the open span (a parent still) agree
         SpanRecord* copy = copy_record(*r);
-        copy->end_ticks = std::max(now, r->start_ticks);
+        copy->end_ticks = std::max(
+            r->unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now, r->start_ticks);
         copy->truncated = true;
         try {
           put_span_attribute(*copy, semconv::kNemoSpanTruncated, true);

@@ -146,6 +146,10 @@ struct alignas(64) SpanRecord {
   /// Its group's mode bits when it started (kModeFlight: recorded for the flight recorder, not
   /// exported; kModeWatch: its end runs the recorder's triggers); 0 for nearly every span.
   std::uint8_t mode = 0;
+  /// start_ticks and end_ticks hold Unix nanoseconds, not now_ticks() values: the span was given
+  /// a time of its own (SpanStartOptions::start_time_unix_nano, Span::end(time)). Read them
+  /// through start_unix_nano() and end_unix_nano().
+  bool unix_times = false;
   std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
   /// New attributes go inline while inline_used < inline_room: the slots the count limit allows,
   /// until an attribute goes to the cold list (then every later one does too, to keep the order).
@@ -709,6 +713,12 @@ struct Pipeline {
   std::atomic<std::uint64_t> export_calls_{0};
   std::atomic<std::uint64_t> producer_wakes_{0};
   std::atomic<std::uint64_t> truncated_{0};
+
+ public:
+  /// Spans given an end before their start (ended at their start instead).
+  std::atomic<std::uint64_t> end_clamped{0};
+
+ private:
   // Per-thread counter totals when this pipeline started; stats() reports the difference.
   std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;
 };
@@ -744,6 +754,21 @@ inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
 /// needed before), and clears the cold part the record's previous span left in use: nothing
 /// clears it when a span is exported, since reading the record there would pull its lines to the
 /// exporter thread's core.
+/// A span's start in Unix nanoseconds, its ticks converted by `clock` (a copy of the calibration:
+/// one batch's spans keep their order) unless the span was given times of its own.
+inline std::int64_t start_unix_nano(const SpanRecord& r, const TickConverter& clock) noexcept {
+  return r.unix_times ? static_cast<std::int64_t>(r.start_ticks)
+                      : clock.to_unix_nano(r.start_ticks);
+}
+/// A span's end in Unix nanoseconds (see start_unix_nano()).
+inline std::int64_t end_unix_nano(const SpanRecord& r, const TickConverter& clock) noexcept {
+  return r.unix_times ? static_cast<std::int64_t>(r.end_ticks) : clock.to_unix_nano(r.end_ticks);
+}
+/// Now, in the unit of `r`'s times (for an end set on its behalf: shutdown, a capture).
+inline std::uint64_t now_for(const SpanRecord& r) noexcept {
+  return r.unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now_ticks();
+}
+
 inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
   if (NEMO_LENS_UNLIKELY(r.cold_used)) reset_record(r);
   r.trace_id = TraceId{};
@@ -766,6 +791,7 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   r.truncated = false;
   r.not_current = false;
   r.mode = 0;
+  r.unix_times = false;
   r.inline_used = 0;
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }

@@ -64,7 +64,7 @@ bool try_lock_owner(ThreadState& owner) noexcept {
 // What a reader may show of an open record. Requires the owner's lock.
 OpenSpanView view_of(SpanRecord& rec, const TickConverter& clock, std::int64_t now) {
   OpenSpanView view;
-  view.start_unix_nano = std::min(clock.to_unix_nano(rec.start_ticks), now);
+  view.start_unix_nano = std::min(start_unix_nano(rec, clock), now);
   view.group = rec.group();
   view.name = rec.name();
   view.context = rec.context();
@@ -149,7 +149,8 @@ void remember_off_pair(ThreadState& ts, std::string_view group, std::string_view
   site_address_entry(ts, group, name) = {group.data(), name.data(), nullptr, interned, index};
 }
 
-const SpanSite* cache_site(ThreadState& ts, std::string_view group, std::string_view name) noexcept {
+const SpanSite* cache_site(ThreadState& ts, std::string_view group,
+                           std::string_view name) noexcept {
   const SpanSite* site = intern_site_if_room(group, name);
   if (site != nullptr) {
     const std::uint64_t h = site_hash(group, name);

@@ -486,6 +486,7 @@ TelemetryStats Pipeline::stats() const noexcept {
   s.spans_dropped_shutdown =
       dropped_at_shutdown_.load(std::memory_order_relaxed) + ledger_.dropped_at_shutdown();
   s.spans_truncated = truncated_.load(std::memory_order_relaxed);
+  s.spans_end_clamped = end_clamped.load(std::memory_order_relaxed);
   s.export_requests = export_calls_.load(std::memory_order_relaxed);
   s.exporter_wakeups = producer_wakes_.load(std::memory_order_relaxed);
   if (exporter != nullptr) s.spans_rejected = exporter->rejected_spans();
@@ -497,6 +498,7 @@ TelemetryStats Pipeline::stats() const noexcept {
     s.gpu_activities_unattributed = g.activities_unattributed;
     s.gpu_launches_dropped = g.launches_dropped;
     s.gpu_activities_dropped = g.activities_dropped;
+    s.gpu_activities_invalid = g.activities_invalid;
     s.gpu_spans_waiting = g.spans_waiting;
   }
   const FlightStats f = flight_stats();
@@ -523,7 +525,8 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
         if (!r->recording || r->orphaned || r->pipeline != this) continue;
         ensure_ids(*r, t_ids);  // before the copy: it and the open span (a parent still) agree
         SpanRecord* copy = copy_record(*r);
-        copy->end_ticks = std::max(now, r->start_ticks);
+        copy->end_ticks = std::max(
+            r->unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now, r->start_ticks);
         copy->truncated = true;
         try {
           put_span_attribute(*copy, semconv::kNemoSpanTruncated, true);

@@ -182,6 +182,7 @@ SpanRecord* copy_record(const SpanRecord& r) {
   copy->parent_span_id = r.parent_span_id;
   copy->start_ticks = r.start_ticks;
   copy->end_ticks = r.end_ticks;
+  copy->unix_times = r.unix_times;
   copy->site = r.site;
   copy->owner = r.owner;
   copy->pipeline = r.pipeline;
@@ -224,8 +225,8 @@ void materialize(const SpanRecord& r, const TickConverter& clock, SpanData& out)
   out.parent_span_id = r.parent_span_id;
   out.parent_is_remote = r.parent_is_remote;
   out.kind = r.kind;
-  out.start_time_unix_nano = clock.to_unix_nano(r.start_ticks);
-  out.end_time_unix_nano = clock.to_unix_nano(r.end_ticks);
+  out.start_time_unix_nano = start_unix_nano(r, clock);
+  out.end_time_unix_nano = end_unix_nano(r, clock);
   copy_attributes(r, out.attributes);
   out.dropped_attributes_count = r.dropped_attributes_count;
   if (cold != nullptr) {

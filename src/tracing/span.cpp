@@ -120,6 +120,7 @@ struct StartRequest {
   bool root = false;
   bool not_current = false;  // SpanStartOptions::current == false
   const SpanContext* link = nullptr;
+  std::int64_t start_unix = 0;  // SpanStartOptions::start_time_unix_nano; 0: now
 };
 
 // The thread's current span: its latest open record that may be a parent (not one started with
@@ -200,7 +201,12 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
         put_span_attribute(*rec, attributes.begin()[i].key, attributes.begin()[i].value);
       }
       if (req.link != nullptr) add_link_locked(*rec, *req.link, {});
-      rec->start_ticks = now_ticks();
+      if (NEMO_LENS_UNLIKELY(req.start_unix > 0)) {
+        rec->start_ticks = static_cast<std::uint64_t>(req.start_unix);
+        rec->unix_times = true;
+      } else {
+        rec->start_ticks = now_ticks();
+      }
     }
     rec->not_current = req.not_current;
     // Flight-recorded or watched (record/recorder.hpp): read where the span is named.
@@ -256,7 +262,8 @@ constexpr std::uint32_t kNoGroupIndex = UINT32_MAX;
 struct SpanAccess {
   static Span make(SpanRecord* rec) noexcept { return Span(rec, 0, uncaught_exceptions_now()); }
   static Span make(SpanRecord* rec, int uncaught) noexcept { return Span(rec, 0, uncaught); }
-  static void finish(Span& span, bool unwinding) noexcept;  // Span::finish()
+  static void finish(Span& span, bool unwinding) noexcept;                 // Span::finish()
+  static void finish_at(Span& span, std::int64_t end_unix_nano) noexcept;  // Span::end(time)
   static Span make_light(ThreadState* owner, std::uint32_t token) noexcept {
     return Span(reinterpret_cast<SpanRecord*>(reinterpret_cast<std::uintptr_t>(owner) | kLightTag),
                 token, uncaught_exceptions_now());
@@ -422,6 +429,7 @@ namespace {
   rec->not_current = false;
   // The caller checked records_without_range(): the site points into the flags.
   rec->mode = g_span_modes[site_group_index(site.gate)].load(std::memory_order_relaxed);
+  rec->unix_times = false;
   rec->inline_used = static_cast<std::uint8_t>(count);
   rec->inline_room = p.inline_room;
   rec->start_ticks = tsc_ticks();
@@ -480,6 +488,7 @@ detail::StartRequest start_request(std::string_view name, const SpanStartOptions
   req.root = options.root;
   req.not_current = !options.current;
   req.link = options.link;
+  req.start_unix = options.start_time_unix_nano;
   return req;
 }
 
@@ -751,12 +760,33 @@ SpanContext Span::context() const noexcept {
 }
 
 namespace {
+// Ends `rec` at `at_unix` (Unix ns; 0: now) in Unix nanoseconds, its start converted first when
+// it is in ticks: a span given a time of its own (SpanStartOptions::start_time_unix_nano,
+// Span::end(time)). An end before the start is clamped to it and counted. Requires the owner's
+// lock.
+[[gnu::noinline]] void set_end_unix(SpanRecord& rec, std::int64_t at_unix) noexcept {
+  if (!rec.unix_times) {
+    rec.start_ticks = static_cast<std::uint64_t>(detail::ticks_to_unix_nano(rec.start_ticks));
+    rec.unix_times = true;
+  }
+  const auto start = static_cast<std::int64_t>(rec.start_ticks);
+  std::int64_t end = at_unix > 0 ? at_unix : detail::now_unix_nano();
+  if (end < start) {
+    if (at_unix > 0 && rec.pipeline != nullptr) {
+      rec.pipeline->end_clamped.fetch_add(1, std::memory_order_relaxed);
+    }
+    end = start;
+  }
+  rec.end_ticks = static_cast<std::uint64_t>(end);
+}
+
 // Ends `rec`: takes it off its owner's stack and sets its end; when `unwinding`, records the
 // exception being unwound (`thrown`, looked up before the lock, or null). Then queues it (and
 // prefetches the thread's next record), or recycles it when it is not to be exported. Inline
 // twice: with `unwinding` constant, the common end has no exception code.
 [[gnu::always_inline]] inline void end_record(SpanRecord* rec, std::uint64_t now, bool unwinding,
-                                              const detail::ThrownException* thrown) noexcept {
+                                              const detail::ThrownException* thrown,
+                                              std::int64_t at_unix = 0) noexcept {
   bool export_it = false;
   {
     detail::ThreadState* owner = rec->owner;
@@ -785,9 +815,13 @@ namespace {
           rec->status_code = StatusCode::kError;
         }
       }
-      // A system clock stepped back between start and end must not make the span end before it
-      // began (the TSC never goes back).
-      rec->end_ticks = std::max(now, rec->start_ticks);
+      if (NEMO_LENS_UNLIKELY(at_unix > 0 || rec->unix_times)) {
+        set_end_unix(*rec, at_unix);
+      } else {
+        // A system clock stepped back between start and end must not make the span end before
+        // it began (the TSC never goes back).
+        rec->end_ticks = std::max(now, rec->start_ticks);
+      }
     }
   }
   detail::ThreadState* current = detail::this_thread_state();
@@ -828,6 +862,14 @@ namespace detail {
   if (NEMO_LENS_UNLIKELY(unwinding)) return end_record_unwinding(rec, now);
   end_record(rec, now, false, nullptr);
 }
+
+void SpanAccess::finish_at(Span& span, std::int64_t end_unix_nano) noexcept {
+  SpanRecord* rec = span.rec_;
+  if (rec == nullptr) return;
+  if (tags(rec) != 0 || end_unix_nano <= 0) return finish(span, false);  // nothing to time
+  span.rec_ = nullptr;
+  end_record(rec, now_ticks(), false, nullptr, end_unix_nano);
+}
 }  // namespace detail
 
 namespace {
@@ -845,7 +887,7 @@ namespace {
   }
   const std::uint64_t now = detail::tsc_ticks();
   if (NEMO_LENS_UNLIKELY(rec->nvtx != 0 || stack.empty() || stack.back() != rec ||
-                         !rec->recording || rec->orphaned)) {
+                         !rec->recording || rec->orphaned || rec->unix_times)) {
     current->mu.unlock_as_owner();
     return false;
   }
@@ -862,6 +904,10 @@ namespace {
 }  // namespace
 
 void Span::finish(bool unwinding) noexcept { detail::SpanAccess::finish(*this, unwinding); }
+
+void Span::end(std::int64_t end_unix_nano) noexcept {
+  detail::SpanAccess::finish_at(*this, end_unix_nano);
+}
 
 void Span::finish_scope() noexcept {
   SpanRecord* rec = rec_;

@@ -1,6 +1,8 @@
 """handle.tracer / get_tracer(): OpenTelemetry's Tracer interface on lens spans, without
 OpenTelemetry installed; handle.meter."""
 
+import time
+
 import pytest
 
 import nemo_lens_cpp as lens
@@ -121,3 +123,38 @@ def test_a_span_context_has_opentelemetrys_shape(tracing):
     assert (s.trace_id, s.span_id) == (ctx.trace_id_hex, ctx.span_id_hex)
     remote = lens.extract_context({"traceparent": carrier["traceparent"]}).span_context
     assert remote.is_remote and remote.trace_id == ctx.trace_id
+
+
+def test_start_time_and_end_time_are_the_spans_own(tracing):
+    """OpenTelemetry's start_time and end(end_time), Unix nanoseconds: a span a program backdates
+    (from a CUDA event, a queue's timestamps, a log) keeps them exactly."""
+    tracer = lens.get_tracer(__name__)
+    start = time.time_ns() - 5_000_000_000  # 5 s ago
+    span = tracer.start_span("backdated", start_time=start)
+    span.end(end_time=start + 1_234_567)
+    with tracer.start_as_current_span("current backdated", start_time=start + 10) as current:
+        with lens.managed_span("step", "inside"):
+            pass
+    lens_span = lens.start_span("lens own", start_time=start + 20)
+    lens_span.end(start + 30)
+    spans = tracing.by_name()
+    assert spans["backdated"].start_time_unix_nano == start
+    assert spans["backdated"].end_time_unix_nano == start + 1_234_567
+    assert spans["current backdated"].start_time_unix_nano == start + 10
+    assert spans["current backdated"].end_time_unix_nano >= spans["inside"].end_time_unix_nano
+    assert spans["inside"].parent_span_id == current.get_span_context().span_id_hex
+    assert (spans["lens own"].start_time_unix_nano, spans["lens own"].end_time_unix_nano) == \
+        (start + 20, start + 30)
+    assert tracing.handle.stats()["spans_end_clamped"] == 0
+
+
+def test_an_end_time_before_the_start_is_clamped_and_counted(tracing):
+    tracer = lens.get_tracer(__name__)
+    start = time.time_ns() - 1_000_000_000
+    span = tracer.start_span("reversed", start_time=start)
+    span.end(end_time=start - 1)
+    s = tracing.by_name()["reversed"]
+    assert s.end_time_unix_nano == s.start_time_unix_nano == start
+    assert tracing.handle.stats()["spans_end_clamped"] == 1
+    with pytest.raises(TypeError, match="end_time"):
+        tracer.start_span("bad").end(end_time="yesterday")

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -93,6 +94,14 @@ class NEMO_LENS_API Span {
   void end() noexcept {
     if (rec_ != nullptr) finish(false);
   }
+  /// Ends the span at `end_unix_nano` (Unix nanoseconds; 0 or less: now), a time that may be
+  /// past, as OpenTelemetry's end(end_time). An end before the span's start is clamped to the
+  /// start and counted (TelemetryStats::spans_end_clamped). Idempotent.
+  void end(std::int64_t end_unix_nano) noexcept;
+  /// Ends the span at a system_clock time (see end(std::int64_t)).
+  void end(std::chrono::system_clock::time_point t) noexcept {
+    end(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  }
 
  private:
   friend struct detail::SpanAccess;
@@ -129,6 +138,15 @@ struct SpanStartOptions {
   bool current = true;
   /// A span to link to (ignored when null or invalid).
   const SpanContext* link = nullptr;
+  /// The span's start in Unix nanoseconds, when it began before this call (from a CUDA event, a
+  /// queue's timestamp, a log); 0 or less: now. Its end is then taken in Unix nanoseconds too.
+  std::int64_t start_time_unix_nano = 0;
+  /// Sets start_time_unix_nano from a system_clock time.
+  SpanStartOptions& start_at(std::chrono::system_clock::time_point t) noexcept {
+    start_time_unix_nano =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    return *this;
+  }
 };
 
 /// Starts a span with full control over parent, kind and links. Never throws.

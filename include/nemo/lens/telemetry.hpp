@@ -75,6 +75,9 @@ struct TelemetryStats {
   std::uint64_t spans_dropped_shutdown = 0;
   /// Open spans exported as truncated at shutdown.
   std::uint64_t spans_truncated = 0;
+  /// Spans given an end time before their start (Span::end(time), OpenTelemetry's end_time):
+  /// exported ending at their start.
+  std::uint64_t spans_end_clamped = 0;
   /// export_spans() calls made.
   std::uint64_t export_requests = 0;
   /// Wake-up calls for the exporter thread made by threads that ended spans, at a full batch: a
@@ -123,9 +126,14 @@ struct TelemetryStats {
   /// activity records, than lens keeps (docs/gpu.md, Bounds). The spans they belonged to leave
   /// without their GPU time.
   std::uint64_t gpu_launches_dropped = 0;
-  /// GPU activity records lost because more were queued for the exporter thread than lens keeps:
-  /// their spans leave without them (and wait for them first, then counted incomplete).
+  /// GPU activity records lost: more were queued for the exporter thread than lens keeps, or
+  /// CUPTI dropped them (its buffers were full). Their spans leave without them (and wait for
+  /// them first, then counted incomplete).
   std::uint64_t gpu_activities_dropped = 0;
+  /// GPU activity records without a usable time (a zero start, or an end before the start, which
+  /// CUPTI gives for work it could not time): they count as come for their span, which gets no
+  /// time from them.
+  std::uint64_t gpu_activities_invalid = 0;
   /// Ended GPU-timed spans held now, waiting for their activity records (at most
   /// <PREFIX>_GPU_TIME_WAIT_MS each): exported once those came. A gauge, not a running count.
   std::uint64_t gpu_spans_waiting = 0;

@@ -271,7 +271,7 @@ def _make_span_class(otel_trace: Any) -> type:
             self._lens.record_exception(exception)
 
         def end(self, end_time: Optional[int] = None) -> None:
-            self._lens.end()
+            self._lens.end(end_time)
 
         def __enter__(self) -> "LensOtelSpan":
             self._lens.__enter__()

@@ -6,6 +6,7 @@ import asyncio
 import os
 import random
 import threading
+import time
 
 import pytest
 
@@ -557,3 +558,21 @@ def test_a_metric_reader_gets_nothing_where_lens_records_no_metrics(why):
         handle.shutdown(10000)
 
 
+
+
+def test_otel_api_start_time_and_end_time_are_kept(pipeline):
+    """OpenTelemetry's own start_time / end_time cases: a span started in the past through the
+    API keeps the times it was given, ended now or at a time of its own."""
+    tracer = trace.get_tracer("t")
+    start = time.time_ns() - 3_000_000_000
+    given = tracer.start_span("given", start_time=start)
+    given.end(end_time=start + 500)
+    before = time.time_ns()
+    with tracer.start_as_current_span("ended now", start_time=start):
+        pass
+    after = time.time_ns()
+    spans = pipeline.by_name()
+    assert (spans["given"].start_time_unix_nano, spans["given"].end_time_unix_nano) == \
+        (start, start + 500)
+    assert spans["ended now"].start_time_unix_nano == start
+    assert before <= spans["ended now"].end_time_unix_nano <= after

@@ -332,7 +332,8 @@ std::string dump_text(std::vector<Json> replies) {
              integer_text(stats, "gpu_launches_dropped") + "; gpu activities dropped " +
              integer_text(stats, "gpu_activities_dropped") + " late " +
              integer_text(stats, "gpu_activities_late") + " unattributed " +
-             integer_text(stats, "gpu_activities_unattributed");
+             integer_text(stats, "gpu_activities_unattributed") + " invalid " +
+             integer_text(stats, "gpu_activities_invalid");
     }
     // The flight recorder: its counters are there only where it records.
     if (member(stats, "spans_recorded") != nullptr) {
