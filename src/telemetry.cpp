@@ -290,7 +290,8 @@ void start_gpu_timing(detail::Pipeline& pipeline, const detail::GpuSettings& set
   std::string why;
   try {
     auto* timing = new detail::GpuTiming(
-        pipeline, settings.groups, detail::gpu_wait(settings, pipeline.options.schedule_delay));
+        pipeline, settings.groups, detail::gpu_wait(settings, pipeline.options.schedule_delay),
+        settings.kernel_spans);
     why = timing->start(detail::make_gpu_source());
     if (why.empty()) {
       pipeline.gpu = timing;  // never freed, like the pipeline

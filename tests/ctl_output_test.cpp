@@ -214,6 +214,8 @@ TEST(CtlOutput, DumpShowsTheGpuCountersWhereGpuTimeRuns) {
   gpu["gpu_activities_late"] = 13;
   gpu["gpu_activities_unattributed"] = 14;
   gpu["gpu_activities_invalid"] = 15;
+  gpu["gpu_kernel_spans"] = 16;
+  gpu["gpu_kernel_spans_dropped"] = 17;
   const std::vector<Json> replies = {
       dump_reply(process("4711", 0, 100), {}, gpu),
       dump_reply(process("4711", 1, 200), {}, stats(4, 3, 3)),  // GPU time off there
@@ -224,7 +226,7 @@ TEST(CtlOutput, DumpShowsTheGpuCountersWhereGpuTimeRuns) {
             "rank 0 pid 100: started 4 ended 3 exported 3 buffered 6 dropped 1/2/3 rejected 4 "
             "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10; "
             "gpu spans timed 3 incomplete 1 waiting 2; gpu launches dropped 11; gpu activities "
-            "dropped 12 late 13 unattributed 14 invalid 15\n"
+            "dropped 12 late 13 unattributed 14 invalid 15; gpu kernel spans 16 dropped 17\n"
             "rank 1 pid 200: started 4 ended 3 exported 3 buffered 6 dropped 1/2/3 rejected 4 "
             "truncated 5; metric points buffered 7 dropped 8; log records buffered 9 dropped 10\n");
 }

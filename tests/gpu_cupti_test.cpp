@@ -395,6 +395,40 @@ TEST_F(CuptiSource, LosingTheActivityRecordsToAnotherClientIsSaidOnce) {
   EXPECT_EQ(handle_.stats().gpu_spans_incomplete, 1u) << "the second span waited";
 }
 
+// <PREFIX>_GPU_KERNEL_SPANS: the record's mangled kernel name becomes the kernel span's name.
+TEST_F(CuptiSource, KernelSpansAreNamedByTheirDemangledKernel) {
+  env_.set("NEMO_LENS_GPU_KERNEL_SPANS", "step");
+  start_gpu();
+  {
+    auto step = open("step", "step");
+    launch(700);
+    launch(710);
+  }
+  const std::uint64_t t = stand_in().now();
+  CUpti_ActivityKernel10 k = kernel(701, t, t + 500, /*stream=*/13);
+  k.name =
+      "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_"
+      "6detail5ArrayIPcLi1EEEEEviT0_T1_";
+  record(k);
+  CUpti_ActivityMemset4 set{};
+  set.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  set.correlationId = 711;
+  set.start = t + 600;
+  set.end = t + 650;
+  record(set);
+  const auto all = spans();
+  const auto step = only(all, "step");
+  const auto kspan = only(all, "at::native::vectorized_elementwise_kernel");
+  const auto mspan = only(all, "memset");
+  EXPECT_EQ(kspan.parent_span_id, step.context.span_id);
+  EXPECT_EQ(kspan.start_time_unix_nano, static_cast<std::int64_t>(t));
+  EXPECT_EQ(kspan.end_time_unix_nano, static_cast<std::int64_t>(t + 500));
+  EXPECT_EQ(int_attr(kspan, "gpu.stream"), 13);
+  EXPECT_EQ(int_attr(kspan, "gpu.correlation_id"), 701);
+  EXPECT_EQ(mspan.parent_span_id, step.context.span_id);
+  EXPECT_EQ(handle_.stats().gpu_kernel_spans, 2u);
+}
+
 // Without a GPU the program's own cuInit fails: lens says so then, once (it never calls cuInit).
 TEST_F(CuptiSource, TheProgramsFailedCuInitIsSaidOnce) {
   start_gpu();

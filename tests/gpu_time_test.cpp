@@ -21,6 +21,7 @@
 #include "control_client.hpp"
 #include "gpu/attribution.hpp"
 #include "gpu/gpu_timing.hpp"
+#include "gpu/kernel_names.hpp"
 #include "nemo/lens/lens.hpp"
 #include "tracing_fixture.hpp"
 
@@ -176,6 +177,38 @@ TEST(GpuAttribution, RecordsWithZeroOrReversedTimesSettleAndAddNothing) {
   EXPECT_TRUE(t.complete);
   EXPECT_EQ(a.invalid(), 3u);
   EXPECT_EQ(a.unattributed(), 0u);
+}
+
+// Only a launch whose chain asks for kernel spans keeps its activity, for its innermost span.
+TEST(GpuAttribution, KernelSpansAreKeptForTheInnermostSpanThatAskedForThem) {
+  GpuAttribution a;
+  GpuChain asking = chain_of({10, 20});
+  asking.kernel_spans = true;
+  a.launch(1, asking);
+  a.launch(2, chain_of({10, 20}));
+  a.activity(kernel(1, 1000, 1100));
+  a.activity(kernel(2, 1200, 1300));
+  a.activity(kernel(1, 0, 0));  // invalid: no kernel span
+  const GpuTime inner = a.take(10);
+  ASSERT_EQ(inner.children.size(), 1u);
+  EXPECT_EQ(inner.children[0].correlation, 1u);
+  EXPECT_EQ(inner.children[0].start_ns, 1000);
+  EXPECT_TRUE(a.take(20).children.empty());
+}
+
+// Kernel spans are named by the kernel's function, demangled, without template arguments,
+// parameters or return type (CUPTI gives the mangled name).
+TEST(KernelNames, DemangledAndShortened) {
+  using nemo::lens::detail::short_kernel_name;
+  EXPECT_EQ(short_kernel_name("_Z6squarePfi"), "square");
+  EXPECT_EQ(short_kernel_name("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIf"
+                              "EENS_6detail5ArrayIPcLi1EEEEEviT0_T1_"),
+            "at::native::vectorized_elementwise_kernel");
+  EXPECT_EQ(short_kernel_name("ampere_sgemm_128x64_nn"), "ampere_sgemm_128x64_nn");
+  EXPECT_EQ(short_kernel_name("_ZN12_GLOBAL__N_16kernelEv"), "(anon)::kernel");
+  EXPECT_EQ(short_kernel_name("_ZN7cutlass7Kernel2I4GemmEEvNT_6ParamsE"), "cutlass::Kernel2");
+  EXPECT_EQ(short_kernel_name(""), "");
+  EXPECT_EQ(short_kernel_name(std::string(500, 'k')).size(), 160u);
 }
 
 TEST(GpuAttribution, ManyIntervalsFoldWithoutLosingBusyTime) {
@@ -704,6 +737,81 @@ TEST(GpuTimeConfig, BadValuesAreConfigErrorsNamingTheVariable) {
     EXPECT_NE(what.find("NEMO_LENS_GPU_TIME_WAIT_MS"), std::string::npos) << what;
     EXPECT_NE(what.find("'soon'"), std::string::npos) << what;
   }
+  env.unset("NEMO_LENS_GPU_TIME_WAIT_MS");
+  env.set("NEMO_LENS_GPU_KERNEL_SPANS", "layr");
+  try {
+    nemo::lens::setup_telemetry(cfg, 0, 1, {});
+    FAIL() << "no error";
+  } catch (const nemo::lens::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("NEMO_LENS_GPU_KERNEL_SPANS"), std::string::npos) << what;
+    EXPECT_NE(what.find("'layr'"), std::string::npos) << what;
+  }
+}
+
+// <PREFIX>_GPU_KERNEL_SPANS: each kernel, copy and memset of a GPU-timed span of those groups is
+// also exported as its child, timed by the GPU, named by the kernel, with its stream, device and
+// correlation id; the activity of a span of another group (or of a span nested in it) is not.
+TEST_F(GpuSpans, KernelSpansAreChildrenTimedByTheGpu) {
+  env_.set("NEMO_LENS_GPU_KERNEL_SPANS", "forward_backward,optimizer");  // optimizer: not timed
+  start_gpu("step,forward_backward");
+  {
+    auto step = open("step", "step");
+    gpu_->launch(1);  // the step's own: no kernel span (step is not in GPU_KERNEL_SPANS)
+    {
+      auto fb = open("forward_backward", "fb");
+      gpu_->launch(2);
+      gpu_->launch(3);
+    }
+  }
+  GpuActivity gemm = kernel(2, 1100, 1300, /*stream=*/7, /*device=*/1);
+  gemm.name = "ampere_sgemm_128x64_nn";
+  GpuActivity copy{3, GpuActivityKind::kMemcpy, 1, 9, 1400, 1450, "memcpy"};
+  gpu_->complete({kernel(1, 1000, 1050), gemm, copy});
+  const auto all = spans();
+  const auto fb = only(all, "fb");
+  const auto k = only(all, "ampere_sgemm_128x64_nn");
+  const auto c = only(all, "memcpy");
+  for (const auto* s : {&k, &c}) {
+    EXPECT_EQ(s->parent_span_id, fb.context.span_id) << s->name;
+    EXPECT_EQ(s->context.trace_id, fb.context.trace_id) << s->name;
+    EXPECT_EQ(s->attribute("thread.id"), nullptr) << "a kernel runs on no CPU thread";
+  }
+  EXPECT_EQ(k.start_time_unix_nano, 1100);
+  EXPECT_EQ(k.end_time_unix_nano, 1300);
+  EXPECT_EQ(int_attr(k, "gpu.stream"), 7);
+  EXPECT_EQ(int_attr(k, "gpu.device"), 1);
+  EXPECT_EQ(int_attr(k, "gpu.correlation_id"), 2);
+  EXPECT_EQ(std::get<std::string>(*attr(k, "gpu.kind")), "kernel");
+  EXPECT_EQ(std::get<std::string>(*attr(c, "gpu.kind")), "memcpy");
+  EXPECT_EQ(c.start_time_unix_nano, 1400);
+  EXPECT_EQ(all.size(), 4u) << "the step's own kernel has no span";
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_kernel_spans, 2u);
+  EXPECT_EQ(stats.gpu_kernel_spans_dropped, 0u);
+}
+
+TEST_F(GpuSpans, KernelSpansBeyondTheBoundAreCounted) {
+  env_.set("NEMO_LENS_GPU_KERNEL_SPANS", "step");
+  start_gpu("step");
+  const int n = static_cast<int>(GpuAttribution::kMaxKernelSpans) + 6;
+  {
+    auto step = open("step", "step");
+    for (int i = 0; i < n; ++i) gpu_->launch(static_cast<std::uint64_t>(100 + i));
+  }
+  std::vector<GpuActivity> done;
+  for (int i = 0; i < n; ++i)
+    done.push_back(kernel(static_cast<std::uint64_t>(100 + i), 1000 + 10 * i, 1005 + 10 * i));
+  {
+    std::lock_guard lock(gpu_->mu);
+    gpu_->completed.insert(gpu_->completed.end(), done.begin(), done.end());
+  }
+  const auto all = spans();
+  EXPECT_EQ(int_attr(only(all, "step"), "gpu.kernels"), n);
+  EXPECT_EQ(all.size(), 1 + GpuAttribution::kMaxKernelSpans);
+  const auto stats = handle_.stats();
+  EXPECT_EQ(stats.gpu_kernel_spans, GpuAttribution::kMaxKernelSpans);
+  EXPECT_EQ(stats.gpu_kernel_spans_dropped, 6u);
 }
 
 // Threads opening and closing spans and launching from inside them and from threads without

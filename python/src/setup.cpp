@@ -151,6 +151,8 @@ py::dict stats_to_py(const lens::TelemetryStats& s) {
   d["gpu_launches_dropped"] = s.gpu_launches_dropped;
   d["gpu_activities_dropped"] = s.gpu_activities_dropped;
   d["gpu_activities_invalid"] = s.gpu_activities_invalid;
+  d["gpu_kernel_spans"] = s.gpu_kernel_spans;
+  d["gpu_kernel_spans_dropped"] = s.gpu_kernel_spans_dropped;
   d["gpu_spans_waiting"] = s.gpu_spans_waiting;
   d["spans_recorded"] = s.spans_recorded;
   d["spans_record_overwritten"] = s.spans_record_overwritten;

@@ -160,6 +160,8 @@ void append_stats(std::string& out, const TelemetryStats& s, bool gpu) {
       {"gpu_activities_late", s.gpu_activities_late},
       {"gpu_activities_unattributed", s.gpu_activities_unattributed},
       {"gpu_activities_invalid", s.gpu_activities_invalid},
+      {"gpu_kernel_spans", s.gpu_kernel_spans},
+      {"gpu_kernel_spans_dropped", s.gpu_kernel_spans_dropped},
   };
   const std::pair<std::string_view, std::uint64_t> record_fields[] = {
       {"spans_recorded", s.spans_recorded},

@@ -107,6 +107,14 @@ void GpuAttribution::activity(const GpuActivity& a) {
       continue;
     }
     add(s->second, a);
+    if (i == 0 && l.chain.kernel_spans) {
+      Span& owner = s->second;
+      if (owner.children.size() < kMaxKernelSpans) {
+        owner.children.push_back(a);
+      } else {
+        ++owner.children_dropped;
+      }
+    }
   }
   // A graph's nodes each bring a record with the launch's id: settled at the last expected one.
   if (l.expected > 0) --l.expected;
@@ -142,6 +150,8 @@ GpuTime GpuAttribution::take(std::uint64_t span) {
     t.end_ns = s.end_ns;
   }
   t.complete = s.waiting == 0;
+  t.children = std::move(s.children);
+  t.children_dropped = s.children_dropped;
   // The launches that end at this span count for no span any more: forgotten, and remembered as
   // retired (a kernel graph's later kernels, or a record that comes after all, counts late).
   for (std::uint64_t c : s.outermost_of) {

@@ -27,6 +27,9 @@ struct GpuActivity {
   /// When it ran, in Unix nanoseconds on lens' clock (the spans' axis).
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
+  /// Its name (a kernel's, demangled and shortened; "memcpy", "memset"), interned by the source
+  /// for its lifetime; null when unknown.
+  const char* name = nullptr;
 };
 
 /// The spans a launch counts for: the span it is attributed to and the GPU-timed spans enclosing
@@ -34,6 +37,9 @@ struct GpuActivity {
 struct GpuChain {
   static constexpr std::size_t kMaxSpans = 8;
   std::uint8_t size = 0;
+  /// spans[0] exports each piece of this launch's activity as a child span
+  /// (<PREFIX>_GPU_KERNEL_SPANS).
+  bool kernel_spans = false;
   std::uint64_t spans[kMaxSpans] = {};
 };
 
@@ -50,6 +56,11 @@ struct GpuTime {
   std::uint64_t activities = 0;
   /// False when a launch of it had no activity record yet when the span was taken.
   bool complete = true;
+  /// The activity of launches attributed to it directly (not to a span nested in it) whose
+  /// chain asked for kernel spans, in arrival order, at most GpuAttribution::kMaxKernelSpans;
+  /// the rest counted in `children_dropped`.
+  std::vector<GpuActivity> children;
+  std::uint64_t children_dropped = 0;
 };
 
 /// The attribution's bookkeeping. Not thread-safe: one owner (the exporter thread).
@@ -61,6 +72,8 @@ class GpuAttribution {
   /// Launches waiting for their activity at most, by default; later ones are not attributed
   /// (counted).
   static constexpr std::size_t kMaxLaunches = 1u << 22;
+  /// Kernel spans a span keeps at most (<PREFIX>_GPU_KERNEL_SPANS); later ones are counted.
+  static constexpr std::size_t kMaxKernelSpans = 1024;
 
   /// Keeps at most `max_launches` launches waiting for their activity (tests lower it).
   explicit GpuAttribution(std::size_t max_launches = kMaxLaunches) : max_launches_(max_launches) {}
@@ -122,6 +135,8 @@ class GpuAttribution {
     std::uint64_t kernels = 0, activities = 0;
     std::uint32_t waiting = 0;                // launches without an activity record yet
     std::vector<std::uint64_t> outermost_of;  // launches whose chain ends at this span
+    std::vector<GpuActivity> children;        // its kernel spans' activity
+    std::uint64_t children_dropped = 0;
   };
   void add(Span& s, const GpuActivity& a);
   void retire(std::uint64_t correlation);

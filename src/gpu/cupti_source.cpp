@@ -23,9 +23,11 @@
 #include <mutex>
 #include <span>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "gpu/kernel_names.hpp"
 #include "tracing/clock.hpp"
 #endif
 
@@ -262,29 +264,37 @@ std::string open_cuda(CudaApi& cuda) {
 
 // The GPU activity of a CUPTI record of the kinds lens enables; false for another kind. Times
 // are CUPTI's as they are (on lens' clock: the timestamp callback), a zero or reversed interval
-// included: the attribution counts those invalid.
-bool parse_activity(const CUpti_Activity* record, GpuActivity& a) noexcept {
-  auto fill = [&](const auto* r, GpuActivityKind kind) {
+// included: the attribution counts those invalid. A kernel's mangled name goes to `kernel_name`
+// (valid while the buffer is); the other kinds are named here.
+bool parse_activity(const CUpti_Activity* record, GpuActivity& a,
+                    const char*& kernel_name) noexcept {
+  kernel_name = nullptr;
+  auto fill = [&](const auto* r, GpuActivityKind kind, const char* name) {
     a = {r->correlationId,
          kind,
          r->deviceId,
          r->streamId,
          static_cast<std::int64_t>(r->start),
-         static_cast<std::int64_t>(r->end)};
+         static_cast<std::int64_t>(r->end),
+         name};
     return true;
   };
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      return fill(reinterpret_cast<const CUpti_ActivityKernel10*>(record),
-                  GpuActivityKind::kKernel);
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      kernel_name = k->name;
+      return fill(k, GpuActivityKind::kKernel, nullptr);
+    }
     case CUPTI_ACTIVITY_KIND_MEMCPY:
-      return fill(reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), GpuActivityKind::kMemcpy);
+      return fill(reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), GpuActivityKind::kMemcpy,
+                  "memcpy");
     case CUPTI_ACTIVITY_KIND_MEMCPY2:
       return fill(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record),
-                  GpuActivityKind::kMemcpy);
+                  GpuActivityKind::kMemcpy, "memcpy peer");
     case CUPTI_ACTIVITY_KIND_MEMSET:
-      return fill(reinterpret_cast<const CUpti_ActivityMemset4*>(record), GpuActivityKind::kMemset);
+      return fill(reinterpret_cast<const CUpti_ActivityMemset4*>(record), GpuActivityKind::kMemset,
+                  "memset");
     default:
       return false;
   }
@@ -772,7 +782,9 @@ class CuptiSource : public GpuSource {
     try {
       while (api_.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
         GpuActivity a;
-        if (!parse_activity(record, a)) continue;
+        const char* kernel_name = nullptr;
+        if (!parse_activity(record, a, kernel_name)) continue;
+        if (kernel_name != nullptr) a.name = intern_kernel_name(kernel_name);
         out.push_back(a);
       }
     } catch (...) {
@@ -781,8 +793,17 @@ class CuptiSource : public GpuSource {
     timing_->on_activities(out);
   }
 
+  // `mangled`'s short name (kernel_names.hpp), kept for the source's lifetime: a kernel is named
+  // once, whatever the number of its launches. Requires deliver_mu_. May throw std::bad_alloc.
+  const char* intern_kernel_name(const char* mangled) {
+    auto [it, inserted] = kernel_names_.try_emplace(mangled);
+    if (inserted) it->second = short_kernel_name(mangled);
+    return it->second.c_str();
+  }
+
   CuptiApi api_;
   CudaApi cuda_;
+  std::unordered_map<std::string, std::string> kernel_names_;  // mangled -> short; deliver_mu_
   CUpti_SubscriberHandle subscriber_ = nullptr;
   GpuTiming* timing_ = nullptr;
   std::atomic<bool> running_{false};

@@ -30,9 +30,11 @@ std::unique_ptr<GpuSource> make_gpu_source() {
   return make_cupti_source();
 }
 
-GpuTiming::GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseconds wait)
+GpuTiming::GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseconds wait,
+                     GroupSet kernel_spans)
     : pipeline_(pipeline),
       groups_(std::move(groups)),
+      kernel_spans_(std::move(kernel_spans)),
       wait_(wait),
       generation_(g_fork_generation.load(std::memory_order_relaxed)) {}
 
@@ -67,6 +69,10 @@ void GpuTiming::stop() noexcept {
   if (source_) source_->stop();
 }
 
+bool GpuTiming::kernel_spans(const SpanRecord& r) const noexcept {
+  return !kernel_spans_.empty() && kernel_spans_.find(r.group()) != kernel_spans_.end();
+}
+
 bool GpuTiming::timed(const SpanRecord& r) const noexcept {
   return r.pipeline == &pipeline_ && r.recording && groups_.find(r.group()) != groups_.end();
 }
@@ -89,6 +95,7 @@ GpuChain chain_of(const GpuTiming& timing, const ThreadState& s) noexcept {
     SpanRecord& r = **it;
     if (!timing.timed(r) || r.orphaned) continue;
     ensure_ids(r, t_ids);
+    if (chain.size == 0) chain.kernel_spans = timing.kernel_spans(r);
     chain.spans[chain.size++] = span_key(r.span_id);
   }
   return chain;
@@ -229,7 +236,53 @@ bool GpuTiming::due_locked(const Held& h, std::chrono::steady_clock::time_point 
   return attribution_.settled(h.span) || now - h.since >= wait_;
 }
 
-void GpuTiming::attach_locked(SpanRecord& r, std::uint64_t span) {
+namespace {
+
+const char* kind_name(GpuActivityKind kind) noexcept {
+  switch (kind) {
+    case GpuActivityKind::kKernel:
+      return "kernel";
+    case GpuActivityKind::kMemcpy:
+      return "memcpy";
+    case GpuActivityKind::kMemset:
+      return "memset";
+  }
+  return "";
+}
+
+// A kernel span: a record of its own, child of `parent` (an ended, timed span with ids), timed by
+// the GPU's start and end of `a`, named by it, in `parent`'s group, on no thread. Null when out of
+// memory.
+SpanRecord* kernel_span(const SpanRecord& parent, const GpuActivity& a) noexcept {
+  SpanRecord* k = nullptr;
+  try {
+    k = new SpanRecord();
+    init_record(*k, parent.owner, parent.pipeline);
+    k->trace_id = parent.trace_id;  // its span id is made at export
+    k->parent_span_id = parent.span_id;
+    k->trace_flags = parent.trace_flags;
+    k->recording = true;
+    k->unix_times = true;
+    k->start_ticks = static_cast<std::uint64_t>(a.start_ns);
+    k->end_ticks = static_cast<std::uint64_t>(std::max(a.end_ns, a.start_ns));
+    SpanCold& c = k->use_cold();
+    c.name.assign(a.name != nullptr ? a.name : kind_name(a.kind));
+    c.group.assign(parent.group());
+    put_span_attribute_slow(*k, "gpu.kind", std::string_view(kind_name(a.kind)));
+    put_span_attribute_slow(*k, "gpu.device", static_cast<std::int64_t>(a.device));
+    put_span_attribute_slow(*k, "gpu.stream", static_cast<std::int64_t>(a.stream));
+    put_span_attribute_slow(*k, "gpu.correlation_id", static_cast<std::int64_t>(a.correlation));
+    return k;
+  } catch (...) {
+    delete k;
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+void GpuTiming::attach_locked(SpanRecord& r, std::uint64_t span,
+                              std::vector<SpanRecord*>& children) {
   const GpuTime t = span != 0 ? attribution_.take(span) : GpuTime{};
   ++counts_.spans_timed;
   if (!t.complete) {
@@ -251,6 +304,21 @@ void GpuTiming::attach_locked(SpanRecord& r, std::uint64_t span) {
   } catch (...) {
     // Out of memory: the span leaves without its GPU time.
   }
+  counts_.kernel_spans_dropped += t.children_dropped;
+  for (const GpuActivity& a : t.children) {
+    SpanRecord* k = kernel_span(r, a);
+    if (k == nullptr) {
+      ++counts_.kernel_spans_dropped;
+      continue;
+    }
+    try {
+      children.push_back(k);
+      ++counts_.kernel_spans;
+    } catch (...) {
+      recycle(k);
+      ++counts_.kernel_spans_dropped;
+    }
+  }
 }
 
 void GpuTiming::sort(std::vector<SpanRecord*>& batch) noexcept {
@@ -262,6 +330,7 @@ void GpuTiming::sort(std::vector<SpanRecord*>& batch) noexcept {
   }
   const auto now = std::chrono::steady_clock::now();
   std::size_t kept = 0;
+  std::vector<SpanRecord*> children;
   for (SpanRecord* r : batch) {
     if (timed(*r)) {
       const std::uint64_t span = r->span_id.is_valid() ? span_key(r->span_id) : 0;
@@ -274,11 +343,16 @@ void GpuTiming::sort(std::vector<SpanRecord*>& batch) noexcept {
         } catch (...) {
         }
       }
-      attach_locked(*r, span);
+      attach_locked(*r, span, children);
     }
     batch[kept++] = r;
   }
   batch.resize(kept);
+  try {
+    batch.insert(batch.end(), children.begin(), children.end());
+  } catch (...) {
+    recycle_batch(children);  // out of memory: the kernel spans are lost
+  }
   held_count_.store(held_.size(), std::memory_order_relaxed);
   lock.unlock();
   if (held) cv_.notify_all();
@@ -311,6 +385,7 @@ void GpuTiming::release(std::vector<SpanRecord*>& out, bool all,
   } catch (...) {
   }
   const auto now = std::chrono::steady_clock::now();
+  std::vector<SpanRecord*> children;
   for (auto it = held_.begin(); it != held_.end();) {
     if (!all && !due_locked(*it, now)) {
       ++it;
@@ -321,10 +396,15 @@ void GpuTiming::release(std::vector<SpanRecord*>& out, bool all,
     } catch (...) {
       break;  // out of memory: the next release takes it
     }
-    attach_locked(*it->record, it->span);
+    attach_locked(*it->record, it->span, children);
     it = held_.erase(it);
   }
   held_count_.store(held_.size(), std::memory_order_relaxed);
+  try {
+    out.insert(out.end(), children.begin(), children.end());
+  } catch (...) {
+    recycle_batch(children);  // out of memory: the kernel spans are lost
+  }
 }
 
 GpuCounts GpuTiming::counts() const noexcept {

@@ -70,6 +70,8 @@ struct GpuCounts {
   std::uint64_t activities_late = 0;
   std::uint64_t activities_unattributed = 0;
   std::uint64_t activities_invalid = 0;
+  std::uint64_t kernel_spans = 0;
+  std::uint64_t kernel_spans_dropped = 0;
 };
 
 /// Launches, and activity records, queued for the exporter thread at most by default; beyond,
@@ -79,8 +81,10 @@ inline constexpr std::size_t kMaxQueuedGpuInputs = std::size_t{1} << 20;
 class GpuTiming {
  public:
   /// For the recorded spans of `groups` of `pipeline`, which wait at most `wait` for their
-  /// activity once ended.
-  GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseconds wait);
+  /// activity once ended; the spans of `kernel_spans` (of `groups`) also export each piece of
+  /// their activity as a child span.
+  GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseconds wait,
+            GroupSet kernel_spans = {});
   ~GpuTiming();
   GpuTiming(const GpuTiming&) = delete;
   GpuTiming& operator=(const GpuTiming&) = delete;
@@ -117,6 +121,8 @@ class GpuTiming {
 
   /// Whether `r` is a span whose GPU time this pipeline measures.
   bool timed(const SpanRecord& r) const noexcept;
+  /// Whether `r`, a timed span, exports its activity as kernel spans (<PREFIX>_GPU_KERNEL_SPANS).
+  bool kernel_spans(const SpanRecord& r) const noexcept;
   /// Exporter thread: the records of `batch` that are GPU-timed get their gpu.* attributes when
   /// their activity is all known (or they had none); the others leave `batch` and wait here.
   void sort(std::vector<SpanRecord*>& batch) noexcept;
@@ -138,8 +144,9 @@ class GpuTiming {
   void absorb_locked();
   // Requires mu_. Whether a held record is due now.
   bool due_locked(const Held& h, std::chrono::steady_clock::time_point now) const;
-  // Requires mu_. Takes `span`'s time and writes it into `r`.
-  void attach_locked(SpanRecord& r, std::uint64_t span);
+  // Requires mu_. Takes `span`'s time and writes it into `r`; its kernel spans (records of their
+  // own, children of `r`) go to `children`.
+  void attach_locked(SpanRecord& r, std::uint64_t span, std::vector<SpanRecord*>& children);
   // What the launching threads report, in their order.
   struct Input {
     enum class Op : std::uint8_t { kLaunch, kAlias, kCancel };
@@ -155,6 +162,7 @@ class GpuTiming {
 
   Pipeline& pipeline_;
   const GroupSet groups_;
+  const GroupSet kernel_spans_;
   const std::chrono::milliseconds wait_;
   const std::uint64_t generation_;  // g_fork_generation at construction
   std::unique_ptr<GpuSource> source_;

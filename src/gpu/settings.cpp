@@ -25,6 +25,23 @@ GpuSettings gpu_settings(const NemoLensConfig& config) {
       if (s.groups.empty()) s.spec.clear();  // a spec that names no group (an empty preset)
     }
   }
+  if (auto v = config.env("GPU_KERNEL_SPANS")) {
+    s.kernel_spans_spec = std::string(trim(*v));
+    if (!s.kernel_spans_spec.empty()) {
+      GroupSet named;
+      try {
+        named = config.catalog().resolve(s.kernel_spans_spec);
+      } catch (const SpanGroupError& e) {
+        throw ConfigError("Invalid value for " + *config.env_variable("GPU_KERNEL_SPANS") + ": '" +
+                          *v + "': " + e.what() +
+                          ". Expected a span-group spec like SPAN_GROUPS' (presets, groups, all), "
+                          "or empty for off.");
+      }
+      for (const auto& g : named) {
+        if (s.groups.contains(g)) s.kernel_spans.insert(g);
+      }
+    }
+  }
   if (auto v = config.env("GPU_TIME_WAIT_MS")) {
     const std::string t(trim(*v));
     std::uint64_t ms = 0;

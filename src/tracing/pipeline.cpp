@@ -499,6 +499,8 @@ TelemetryStats Pipeline::stats() const noexcept {
     s.gpu_launches_dropped = g.launches_dropped;
     s.gpu_activities_dropped = g.activities_dropped;
     s.gpu_activities_invalid = g.activities_invalid;
+    s.gpu_kernel_spans = g.kernel_spans;
+    s.gpu_kernel_spans_dropped = g.kernel_spans_dropped;
     s.gpu_spans_waiting = g.spans_waiting;
   }
   const FlightStats f = flight_stats();

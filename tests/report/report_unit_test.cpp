@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1614,6 +1615,78 @@ TEST(ChromeTrace, ACapturedSpanIsInTheCapturedCategoryWithItsMarks) {
   }
   EXPECT_EQ(captured, 2);
   EXPECT_EQ(spans, 18) << "every span, captured or not";
+}
+
+// Two ranks' steps of 10 ms on thread 1: forward_backward 8 ms, all_reduce 2 ms; each with kernel
+// spans (<PREFIX>_GPU_KERNEL_SPANS: gpu.correlation_id, no thread.id): two GEMMs of 3 ms under
+// forward_backward on stream 7, an NCCL kernel under the all-reduce on stream 9.
+std::vector<SpanSpec> kernel_span_job() {
+  std::vector<SpanSpec> spans;
+  auto kernel = [](std::uint64_t id, std::uint64_t parent, const char* name, std::uint64_t start,
+                   std::uint64_t end, std::int64_t stream) {
+    return make_span(id, parent, name, "forward_backward", start, end, 0,
+                     {{"gpu.kind", std::string("kernel")},
+                      {"gpu.device", std::int64_t{0}},
+                      {"gpu.stream", stream},
+                      {"gpu.correlation_id", static_cast<std::int64_t>(id)}});
+  };
+  for (std::int64_t i = 1; i <= 3; ++i) {
+    const std::uint64_t t = kT0 + static_cast<std::uint64_t>(i) * 100 * kMs, sid = 10 * i;
+    spans.push_back(
+        make_span(sid, 0, "train_step", "step", t, t + 10 * kMs, 1, {{"iteration", i}}));
+    spans.push_back(
+        make_span(sid + 1, sid, "forward_backward", "forward_backward", t, t + 8 * kMs, 1));
+    spans.push_back(kernel(sid + 2, sid + 1, "ampere_sgemm", t + 1 * kMs, t + 4 * kMs, 7));
+    spans.push_back(kernel(sid + 3, sid + 1, "ampere_sgemm", t + 4 * kMs, t + 7 * kMs, 7));
+    spans.push_back(
+        make_span(sid + 4, sid, "all_reduce", "communication", t + 8 * kMs, t + 10 * kMs, 1));
+    SpanSpec nccl =
+        kernel(sid + 5, sid + 4, "ncclDevKernel_AllReduce", t + 8 * kMs, t + 10 * kMs, 9);
+    nccl.group = "communication";
+    spans.push_back(nccl);
+  }
+  return spans;
+}
+
+// Kernel spans run on the GPU: they take nothing of the step thread's own time, and an NCCL
+// kernel under a collective is not a collective of its own.
+TEST(ReportBuilder, KernelSpansAreBesideTheStepsThreadAndNoCollective) {
+  const Report r = build({{0, kernel_span_job()}, {1, kernel_span_job()}});
+  std::map<std::string, std::uint64_t> self;
+  for (const NameRow& n : r.names) self[n.name] = n.in_step_self_ns;
+  EXPECT_EQ(self["forward_backward"], 6 * 8 * kMs);
+  EXPECT_EQ(self["all_reduce"], 6 * 2 * kMs);
+  EXPECT_EQ(self["ampere_sgemm"], 0u);
+  EXPECT_EQ(self["ncclDevKernel_AllReduce"], 0u);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].matched_collectives, 3u) << "one all-reduce per step, not two";
+  bool gemm_beside = false;
+  for (const OverlapRow& o : r.overlap_names) gemm_beside |= o.name == "ampere_sgemm";
+  EXPECT_TRUE(gemm_beside) << "the GPU's kernels are beside the step's thread";
+}
+
+// lens convert puts kernel spans on a track per GPU stream, named so.
+TEST(ChromeTrace, KernelSpansGoOnTheirGpuStreamsTrack) {
+  SpanLineReader reader({.details = true, .threads = 1});
+  ParsedRequest request;
+  ASSERT_EQ(
+      reader.parse_line(request_line(report_test::rank_resource(0), kernel_span_job()), request),
+      "");
+  const nlohmann::json trace = chrome_trace_of({request});
+  std::map<std::int64_t, std::string> thread_names;
+  std::map<std::string, std::set<std::int64_t>> tids;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      thread_names[e["tid"].get<std::int64_t>()] = e["args"]["name"];
+    } else if (e["ph"] == "X") {
+      tids[e["name"]].insert(e["tid"].get<std::int64_t>());
+    }
+  }
+  EXPECT_EQ(tids["ampere_sgemm"], std::set<std::int64_t>{kGpuStreamTid - 7});
+  EXPECT_EQ(tids["ncclDevKernel_AllReduce"], std::set<std::int64_t>{kGpuStreamTid - 9});
+  EXPECT_EQ(tids["forward_backward"], std::set<std::int64_t>{1});
+  EXPECT_EQ(thread_names[kGpuStreamTid - 7], "GPU stream 7");
+  EXPECT_EQ(thread_names[kGpuStreamTid - 9], "GPU stream 9");
 }
 
 TEST(ChromeTrace, SpansWithoutRankOrThreadStillGetAProcessAndAThread) {

@@ -134,6 +134,11 @@ struct TelemetryStats {
   /// CUPTI gives for work it could not time): they count as come for their span, which gets no
   /// time from them.
   std::uint64_t gpu_activities_invalid = 0;
+  /// Kernel spans exported (<PREFIX>_GPU_KERNEL_SPANS): a child span per kernel, copy and memset
+  /// of a span of those groups. Counted in spans_exported too, not in spans_started.
+  std::uint64_t gpu_kernel_spans = 0;
+  /// Kernel spans not exported: more than 1,024 under one span, or no memory for them.
+  std::uint64_t gpu_kernel_spans_dropped = 0;
   /// Ended GPU-timed spans held now, waiting for their activity records (at most
   /// <PREFIX>_GPU_TIME_WAIT_MS each): exported once those came. A gauge, not a running count.
   std::uint64_t gpu_spans_waiting = 0;

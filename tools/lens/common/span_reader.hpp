@@ -104,7 +104,11 @@ struct SpanRecord {
   std::string capture_reason;
   std::optional<std::int64_t> capture_id;  // lens.capture.id (an intValue)
   SpanGpu gpu;                             // the gpu.* attributes (none: not GPU-timed)
-  std::size_t resource = 0;                // index into ParsedRequest::resources
+  /// A kernel span (<PREFIX>_GPU_KERNEL_SPANS: it carries gpu.correlation_id): a kernel, copy or
+  /// memset on the GPU, on stream `gpu_stream`, not a span of a CPU thread.
+  bool gpu_kernel = false;
+  std::int64_t gpu_stream = 0;
+  std::size_t resource = 0;  // index into ParsedRequest::resources
 
   // Read only with ReaderOptions::details:
   std::string trace_id;  // as written (32 hex digits, checked)

@@ -205,6 +205,7 @@ int run(std::span<const std::string_view> args) {
       // OTEL_BSP_SCHEDULE_DELAY).
       {"gpu_time", gpu.on() ? gpu.spec : std::string("off")},
       {"gpu_time_wait_ms", gpu.wait ? std::to_string(gpu.wait->count()) : std::string("default")},
+      {"gpu_kernel_spans", gpu.kernel_spans.empty() ? std::string("off") : gpu.kernel_spans_spec},
       // The flight recorder: its groups' spec ("off" when none), ring size and trigger factor.
       {"record_groups", record.on() ? record.spec : std::string("off")},
       {"record_spans", static_cast<std::uint64_t>(record.spans)},

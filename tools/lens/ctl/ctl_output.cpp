@@ -333,7 +333,9 @@ std::string dump_text(std::vector<Json> replies) {
              integer_text(stats, "gpu_activities_dropped") + " late " +
              integer_text(stats, "gpu_activities_late") + " unattributed " +
              integer_text(stats, "gpu_activities_unattributed") + " invalid " +
-             integer_text(stats, "gpu_activities_invalid");
+             integer_text(stats, "gpu_activities_invalid") + "; gpu kernel spans " +
+             integer_text(stats, "gpu_kernel_spans") + " dropped " +
+             integer_text(stats, "gpu_kernel_spans_dropped");
     }
     // The flight recorder: its counters are there only where it records.
     if (member(stats, "spans_recorded") != nullptr) {

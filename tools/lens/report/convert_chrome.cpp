@@ -167,11 +167,15 @@ void ChromeTraceWriter::add(const ParsedRequest& request) {
   for (const SpanRecord& span : request.spans()) {
     const SpanResource& resource = request.resources[span.resource];
     const std::int64_t pid = resource.rank.value_or(kUnknownRankPid);
-    const std::int64_t tid = span.thread_id.value_or(0);
+    // A kernel span goes on its GPU stream's track ("GPU stream N"), where its kernels nest.
+    const std::int64_t tid = span.gpu_kernel ? kGpuStreamTid - span.gpu_stream % kGpuStreams
+                                             : span.thread_id.value_or(0);
     const std::string ids = "\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
     name_process(pid, resource.rank.has_value());
     if (threads_.insert({pid, tid}).second) {
-      const std::string name = span.thread_id ? "thread " + std::to_string(tid) : "thread unknown";
+      const std::string name = span.gpu_kernel  ? "GPU stream " + std::to_string(span.gpu_stream)
+                               : span.thread_id ? "thread " + std::to_string(tid)
+                                                : "thread unknown";
       write_event("{\"name\":\"thread_name\",\"ph\":\"M\"," + ids +
                   ",\"args\":{\"name\":" + json_string(name) + "}}");
     }

@@ -38,6 +38,10 @@ inline constexpr std::int64_t kUnknownRankPid = 2147483647;
 /// The tid of a rank's "GPU" track (far above Linux thread ids); overlapping GPU intervals go on
 /// kGpuTid - 1, kGpuTid - 2, ...
 inline constexpr std::int64_t kGpuTid = 2147483646;
+/// The tracks of kernel spans (<PREFIX>_GPU_KERNEL_SPANS), one per GPU stream: "GPU stream N" at
+/// kGpuStreamTid - N % kGpuStreams, below the GPU tracks.
+inline constexpr std::int64_t kGpuStreamTid = 2147000000;
+inline constexpr std::int64_t kGpuStreams = 400000;
 
 /// `ns` nanoseconds as microseconds in decimal, exactly: 1500 -> "1.5", 2000 -> "2".
 std::string micros_text(std::uint64_t ns);

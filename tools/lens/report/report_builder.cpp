@@ -367,7 +367,7 @@ void ReportBuilder::Run::add_span(std::int64_t slot, std::int64_t rank, const Sp
                         span.parent_span_id,
                         span.start_ns,
                         span.end_ns,
-                        span.thread_id.value_or(kNoThread),
+                        span.gpu_kernel ? kGpuKernelThread : span.thread_id.value_or(kNoThread),
                         id};
   spill_.add(facts);
   if (span.iteration && kinds_[id].is_step) spill_.add(iteration_facts(facts, *span.iteration));

@@ -472,6 +472,7 @@ void StepAnalyzer::analyze_step(std::span<const SpanFacts> spans, std::uint32_t 
       in_communication[k] = communication || in_communication[x.parent];
       if (!communication || in_communication[x.parent] || captured_[k]) continue;
       const SpanFacts& span = spans[x.index];
+      if (span.thread_id == kGpuKernelThread) continue;  // an NCCL kernel, not the collective
       const std::uint64_t start = std::clamp(span.start_ns, s.start_ns, s.end_ns);
       r.collectives.push_back({span.name_id, start, std::clamp(span.end_ns, start, s.end_ns)});
     }

@@ -36,6 +36,9 @@ namespace nemo::lens::cli {
 
 /// SpanFacts::thread_id of a span without a thread.id attribute.
 inline constexpr std::int64_t kNoThread = INT64_MIN;
+/// The thread of a kernel span (SpanRecord::gpu_kernel): the GPU, never a step's own thread, so
+/// that its time is beside the step's CPU spans, not theirs; and never a collective.
+inline constexpr std::int64_t kGpuKernelThread = INT64_MIN + 1;
 
 /// SpanFacts::kind: a span, or the GPU times, the iteration attribute or the flight recorder's
 /// capture marks of the span of the same rank, trace and span id.

@@ -679,6 +679,8 @@ class OtlpSaxHandler {
           if (a.key == kGpuKernelsKey) s.gpu.kernels = v;
           if (a.key == kGpuStartKey) s.gpu.start_ns = v;
           if (a.key == kGpuEndKey) s.gpu.end_ns = v;
+          if (a.key == "gpu.correlation_id") s.gpu_kernel = true;
+          if (a.key == "gpu.stream") s.gpu_stream = a.integer;
         }
         if (details_) s.attributes[a.key] = std::move(plain);
         return true;
