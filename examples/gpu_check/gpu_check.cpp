@@ -1,8 +1,9 @@
 // scripts/gpu-check's CUDA program: kernels of known length on two streams and from a helper
 // thread with no span, inside lens spans with GPU time on (NEMO_LENS_GPU_TIME), and CUDA events
 // around the same work. Checks each span's gpu.busy against the events (within 5 % or 5 us) and
-// its gpu.kernels exactly, then times a kernel launch without lens and with GPU time on. Prints a
-// table; exit status 0 when every check held, 1 when one failed, 2 when there is no GPU.
+// its gpu.kernels exactly, then times a kernel launch without lens and with GPU time on, then runs
+// the checks of CUPTI's pitfalls (cupti_risks.hpp). Prints a table; exit status 0 when every
+// check held, 1 when one failed, 2 when there is no GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "cupti_risks.hpp"
 #include "nemo/lens/lens.hpp"
 
 extern "C" cudaError_t lens_check_spin(cudaStream_t stream, unsigned long long ns);
@@ -77,8 +79,7 @@ lens::Span open(const char* group, const char* name) {
 
 std::int64_t int_attr(const lens::SpanData& s, const char* key) {
   const auto* v = s.attribute(key);
-  return v != nullptr && std::holds_alternative<std::int64_t>(*v) ? std::get<std::int64_t>(*v)
-                                                                   : -1;
+  return v != nullptr && std::holds_alternative<std::int64_t>(*v) ? std::get<std::int64_t>(*v) : -1;
 }
 
 // Mean cost of launching an empty kernel on the calling thread, over `n` launches.
@@ -111,13 +112,15 @@ int main() {
   const double base_launch = launch_us(s1, 20000);
 
   setenv("NEMO_LENS_GPU_TIME", "step,forward_backward,optimizer,communication", 1);
+  setenv("NEMO_LENS_GPU_KERNEL_SPANS", "communication", 1);
   lens::NemoLensConfig config;
   config.enabled = true;
   config.export_strategy = "all_ranks";
   config.span_groups = "all";
   auto memory = std::make_shared<lens::InMemorySpanExporter>();
   lens::SetupOptions options;
-  options.exporter = memory;
+  auto timing = std::make_shared<gpu_check::TimingExporter>(memory);
+  options.exporter = timing;
   auto handle = lens::setup_telemetry(config, 0, 1, options);
 
   std::map<std::string, Expected> expected;
@@ -175,7 +178,8 @@ int main() {
     timed_launch = launch_us(s1, 20000);
   }
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  if (!handle.force_flush(std::chrono::seconds(30))) std::fprintf(stderr, "gpu_check: flush timed out\n");
+  if (!handle.force_flush(std::chrono::seconds(30)))
+    std::fprintf(stderr, "gpu_check: flush timed out\n");
 
   int failed = 0;
   std::printf("%-24s %8s %8s %12s %12s %8s\n", "span", "kernels", "expect", "gpu.busy us",
@@ -189,8 +193,7 @@ int main() {
     const double busy = static_cast<double>(int_attr(span, "gpu.busy")) / 1000.0;
     const std::int64_t kernels = int_attr(span, "gpu.kernels");
     const double diff = busy - events;
-    const bool ok = kernels == it->second.kernels &&
-                    std::abs(diff) <= std::max(5.0, 0.05 * events);
+    const bool ok = kernels == it->second.kernels && std::abs(diff) <= std::max(5.0, 0.05 * events);
     // gpu.start sits on the span's axis: no earlier than the span's start (the same clock).
     const std::int64_t gpu_start = int_attr(span, "gpu.start");
     const bool clock_ok = gpu_start >= span.start_time_unix_nano - 20'000;
@@ -217,6 +220,8 @@ int main() {
       static_cast<unsigned long long>(stats.gpu_activities_dropped));
   std::printf("kernel launch: %.2f us without lens, %.2f us with GPU time on (+%.2f us)\n",
               base_launch, timed_launch, timed_launch - base_launch);
+  std::printf("=== CUPTI in a long-running process\n");
+  failed += gpu_check::cupti_risks(handle, *timing, *memory, s1, s2, s3);
   handle.shutdown();
   std::printf("%s\n", failed == 0 ? "gpu_check: all checks held" : "gpu_check: FAILED");
   return failed == 0 ? 0 : 1;

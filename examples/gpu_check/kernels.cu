@@ -29,3 +29,9 @@ extern "C" cudaError_t lens_check_empty(cudaStream_t stream) {
   empty<<<1, 1, 0, stream>>>();
   return cudaGetLastError();
 }
+
+// A launch that fails (a grid of zero blocks): CUDA returns an error and runs nothing.
+extern "C" cudaError_t lens_check_invalid(cudaStream_t stream) {
+  spin<<<0, 1, 0, stream>>>(0);
+  return cudaGetLastError();
+}
