@@ -38,7 +38,20 @@ GpuTiming::GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseco
       wait_(wait),
       generation_(g_fork_generation.load(std::memory_order_relaxed)) {}
 
-GpuTiming::~GpuTiming() { stop(); }
+GpuTiming::~GpuTiming() {
+  stop();
+  // The threads' queues hold nothing for a timing that is gone.
+  try {
+    visit_thread_states([&](ThreadState& t) {
+      std::lock_guard lock(t.mu);
+      if (t.gpu != nullptr && t.gpu->owner == this) {
+        t.gpu->inputs.clear();
+        t.gpu->owner = nullptr;
+      }
+    });
+  } catch (...) {
+  }
+}
 
 std::string GpuTiming::start(std::unique_ptr<GpuSource> source) noexcept {
   if (!source) return "no GPU activity source";
@@ -103,22 +116,37 @@ GpuChain chain_of(const GpuTiming& timing, const ThreadState& s) noexcept {
 
 }  // namespace
 
-void GpuTiming::queue_input(const Input& input) noexcept {
-  std::lock_guard lock(in_mu_);
-  if (in_launches_.size() >= max_queued_) {
-    if (input.op == Input::Op::kLaunch) ++in_launches_dropped_;
+void GpuTiming::dropped(const Input& input) noexcept {
+  if (input.op == Input::Op::kLaunch) in_launches_dropped_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void GpuTiming::queue_input(ThreadState* locked, const Input& input) noexcept {
+  if (locked != nullptr) {
+    try {
+      if (locked->gpu == nullptr) locked->gpu = new GpuInputs();  // kept with the state
+      GpuInputs& q = *locked->gpu;
+      if (q.owner != this) {  // a former timing's, never taken: stale
+        q.inputs.clear();
+        q.owner = this;
+      }
+      if (q.inputs.size() >= max_queued_.load(std::memory_order_relaxed)) return dropped(input);
+      q.inputs.push_back(input);
+    } catch (...) {
+      dropped(input);
+    }
     return;
   }
+  std::lock_guard lock(in_mu_);
+  if (in_launches_.size() >= max_queued_.load(std::memory_order_relaxed)) return dropped(input);
   try {
     in_launches_.push_back(input);
   } catch (...) {
-    if (input.op == Input::Op::kLaunch) ++in_launches_dropped_;
+    dropped(input);
   }
 }
 
 void GpuTiming::set_queue_bound(std::size_t bound) noexcept {
-  std::lock_guard lock(in_mu_);
-  max_queued_ = bound;
+  max_queued_.store(bound, std::memory_order_relaxed);
 }
 
 void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noexcept {
@@ -131,7 +159,7 @@ void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noex
     std::lock_guard lock(own->mu);
     Input in{correlation, chain_of(*this, *own), 0, records, Input::Op::kLaunch};
     if (in.chain.size > 0) {
-      queue_input(in);
+      queue_input(own, in);
       return;
     }
   }
@@ -158,17 +186,24 @@ void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noex
   // meantime, and its record been reused, the launch counts for whatever is innermost now).
   std::lock_guard lock(best->mu);
   Input in{correlation, chain_of(*this, *best), 0, records, Input::Op::kLaunch};
-  if (in.chain.size > 0) queue_input(in);
+  if (in.chain.size > 0) queue_input(best, in);
 }
 
 void GpuTiming::on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept {
   if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
-  queue_input({alias, {}, correlation, 0, Input::Op::kAlias});
+  queue_own({alias, {}, correlation, 0, Input::Op::kAlias});
 }
 
 void GpuTiming::on_cancel(std::uint64_t correlation) noexcept {
   if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
-  queue_input({correlation, {}, 0, 0, Input::Op::kCancel});
+  queue_own({correlation, {}, 0, 0, Input::Op::kCancel});
+}
+
+void GpuTiming::queue_own(const Input& input) noexcept {
+  ThreadState* own = this_thread_state_if_any();
+  if (own == nullptr) return queue_input(nullptr, input);
+  std::lock_guard lock(own->mu);
+  queue_input(own, input);
 }
 
 void GpuTiming::on_synchronized() noexcept {
@@ -187,8 +222,8 @@ void GpuTiming::on_activities(std::span<const GpuActivity> activities) noexcept 
   if (activities.empty()) return;
   {
     std::lock_guard lock(in_mu_);
-    const std::size_t room =
-        in_activities_.size() < max_queued_ ? max_queued_ - in_activities_.size() : 0;
+    const std::size_t bound = max_queued_.load(std::memory_order_relaxed);
+    const std::size_t room = in_activities_.size() < bound ? bound - in_activities_.size() : 0;
     const std::size_t n = std::min(room, activities.size());
     try {
       in_activities_.insert(in_activities_.end(), activities.begin(), activities.begin() + n);
@@ -201,33 +236,39 @@ void GpuTiming::on_activities(std::span<const GpuActivity> activities) noexcept 
 }
 
 void GpuTiming::absorb_locked() {
-  // Swapped with the queues, so that both keep their capacity: the launching threads do not
-  // grow a vector again after each swap.
+  // Taken into vectors kept for their capacity: the queues keep theirs too (cleared, not
+  // swapped), so that no launching thread grows a vector again after each take.
   std::vector<Input>& launches = absorbing_launches_;
   std::vector<GpuActivity>& activities = absorbing_activities_;
   launches.clear();
   activities.clear();
+  // The records first: a record's launch was queued before its work could run, so it is in the
+  // launches taken after.
   {
     std::lock_guard lock(in_mu_);
-    launches.swap(in_launches_);
     activities.swap(in_activities_);
-    counts_.launches_dropped += in_launches_dropped_;
+    launches.swap(in_launches_);
     counts_.activities_dropped += in_activities_dropped_;
-    in_launches_dropped_ = in_activities_dropped_ = 0;
+    in_activities_dropped_ = 0;
   }
-  // Launches first: an activity record never comes before its launch was queued.
+  visit_thread_states([&](ThreadState& t) {
+    std::lock_guard lock(t.mu);
+    if (t.gpu == nullptr || t.gpu->owner != this || t.gpu->inputs.empty()) return;
+    launches.insert(launches.end(), t.gpu->inputs.begin(), t.gpu->inputs.end());
+    t.gpu->inputs.clear();
+  });
+  counts_.launches_dropped += in_launches_dropped_.exchange(0, std::memory_order_relaxed);
+  // Launches, then their aliases, then cancellations: each thread's queue is in its order, but a
+  // launch may sit in another thread's queue (that of the span it counts for) than its alias or
+  // its cancellation (the launching thread's), which always come after it.
   for (const Input& in : launches) {
-    switch (in.op) {
-      case Input::Op::kLaunch:
-        attribution_.launch(in.correlation, in.chain, in.records);
-        break;
-      case Input::Op::kAlias:
-        attribution_.alias(in.correlation, in.aliased);
-        break;
-      case Input::Op::kCancel:
-        attribution_.cancel(in.correlation);
-        break;
-    }
+    if (in.op == Input::Op::kLaunch) attribution_.launch(in.correlation, in.chain, in.records);
+  }
+  for (const Input& in : launches) {
+    if (in.op == Input::Op::kAlias) attribution_.alias(in.correlation, in.aliased);
+  }
+  for (const Input& in : launches) {
+    if (in.op == Input::Op::kCancel) attribution_.cancel(in.correlation);
   }
   for (const GpuActivity& a : activities) attribution_.activity(a);
 }
@@ -418,7 +459,7 @@ GpuCounts GpuTiming::counts() const noexcept {
   {
     // What was dropped since the exporter thread last took the queues in counts already.
     std::lock_guard in_lock(in_mu_);
-    c.launches_dropped += in_launches_dropped_;
+    c.launches_dropped += in_launches_dropped_.load(std::memory_order_relaxed);
     c.activities_dropped += in_activities_dropped_;
   }
   return c;

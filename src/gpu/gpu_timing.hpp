@@ -32,6 +32,7 @@ namespace nemo::lens::detail {
 
 struct Pipeline;
 struct SpanRecord;
+struct ThreadState;
 class GpuTiming;
 
 /// Where launches and GPU activity come from: CUPTI (cupti_source.cpp), or a test's.
@@ -74,9 +75,28 @@ struct GpuCounts {
   std::uint64_t kernel_spans_dropped = 0;
 };
 
-/// Launches, and activity records, queued for the exporter thread at most by default; beyond,
-/// they are dropped and counted. A launch costs microseconds, so this is seconds of launches.
+/// Launches (per launching thread), and activity records, queued for the exporter thread at most
+/// by default; beyond, they are dropped and counted. A launch costs microseconds, so this is
+/// seconds of launches.
 inline constexpr std::size_t kMaxQueuedGpuInputs = std::size_t{1} << 20;
+
+/// What a launching thread reports, in its order.
+struct GpuInput {
+  enum class Op : std::uint8_t { kLaunch, kAlias, kCancel };
+  std::uint64_t correlation = 0;
+  GpuChain chain;             // kLaunch
+  std::uint64_t aliased = 0;  // kAlias: the launch `correlation` is another id of
+  std::uint32_t records = 1;  // kLaunch
+  Op op = Op::kLaunch;
+};
+
+/// A thread's reports for one GpuTiming's exporter thread (ThreadState::gpu), guarded by the
+/// thread state's lock, which a launch holds anyway to read the thread's open spans: a launch
+/// takes no lock shared with other launching threads.
+struct GpuInputs {
+  const void* owner = nullptr;  // the GpuTiming they are for; another: stale, dropped
+  std::vector<GpuInput> inputs;
+};
 
 class GpuTiming {
  public:
@@ -147,17 +167,14 @@ class GpuTiming {
   // Requires mu_. Takes `span`'s time and writes it into `r`; its kernel spans (records of their
   // own, children of `r`) go to `children`.
   void attach_locked(SpanRecord& r, std::uint64_t span, std::vector<SpanRecord*>& children);
-  // What the launching threads report, in their order.
-  struct Input {
-    enum class Op : std::uint8_t { kLaunch, kAlias, kCancel };
-    std::uint64_t correlation = 0;
-    GpuChain chain;             // kLaunch
-    std::uint64_t aliased = 0;  // kAlias: the launch `correlation` is another id of
-    std::uint32_t records = 1;  // kLaunch
-    Op op = Op::kLaunch;
-  };
-  // Queues an input for absorb_locked().
-  void queue_input(const Input& input) noexcept;
+  using Input = GpuInput;
+  // Queues an input for absorb_locked(): into `locked`'s queue (a thread state whose lock the
+  // caller holds), else into the shared one (a thread lens has no state for).
+  void queue_input(ThreadState* locked, const Input& input) noexcept;
+  // A dropped input: counted when it is a launch.
+  void dropped(const Input& input) noexcept;
+  // queue_input() into the calling thread's queue, under its lock.
+  void queue_own(const Input& input) noexcept;
   void poll_loop() noexcept;
 
   Pipeline& pipeline_;
@@ -167,15 +184,15 @@ class GpuTiming {
   const std::uint64_t generation_;  // g_fork_generation at construction
   std::unique_ptr<GpuSource> source_;
 
-  // What the source reported and the exporter thread has not taken in yet.
+  // What the source reported and the exporter thread has not taken in yet: activity records, and
+  // the reports of threads without a lens thread state (the others queue to their own).
   mutable std::mutex in_mu_;  // taken after mu_ where both are held
-  // Launches, aliases and cancellations, in the order they came.
   std::vector<Input> in_launches_;
   std::vector<GpuActivity> in_activities_;
-  std::size_t max_queued_ = kMaxQueuedGpuInputs;  // of each of the two
+  std::atomic<std::size_t> max_queued_{kMaxQueuedGpuInputs};  // of each queue
   // Inputs beyond the bound (or out of memory) since absorb_locked() last took these counts.
-  std::uint64_t in_launches_dropped_ = 0;
-  std::uint64_t in_activities_dropped_ = 0;
+  std::atomic<std::uint64_t> in_launches_dropped_{0};
+  std::uint64_t in_activities_dropped_ = 0;  // in_mu_
 
   mutable std::mutex mu_;  // the attribution, the held records and the counts
   // What absorb_locked() took from the queues last (under mu_): kept for their capacity.

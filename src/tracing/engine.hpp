@@ -46,6 +46,7 @@ class GpuTiming;
 struct SpanRing;
 struct EhGlobals;
 struct FlightRing;
+struct GpuInputs;
 
 /// ThreadState::mu: an OwnerLock whose owner is the thread the state belongs to. lock(), unlock()
 /// and try_lock() take the owner's side on that thread and the guests' side on any other; code
@@ -340,6 +341,9 @@ struct ThreadState {
   /// The flight recorder's ring of this thread's recorded spans (record/recorder.hpp), made at its
   /// first; guarded by `mu`.
   FlightRing* flight = nullptr;
+  /// GPU launches this thread reported for GPU time (gpu/gpu_timing.hpp), made at its first;
+  /// guarded by `mu`.
+  GpuInputs* gpu = nullptr;
   std::int64_t tid = 0;
   /// The owner thread's exception globals (lookup_eh_globals()), set when a thread acquires the
   /// state: what a span reads std::uncaught_exceptions() from, with no thread-local lookup.
