@@ -495,6 +495,11 @@ TEST_F(FlightRecorder, AGroupSwitchedLiveIsExportedThenRecordedAgain) {
 }
 
 TEST_F(FlightRecorder, AForkedChildLeavesTheParentsRecordedSpansAlone) {
+#if defined(__SANITIZE_THREAD__)
+  // TSan cannot follow a multi-threaded process's child that starts threads (the child's own
+  // pipeline): it dies. The release and ASan builds run this test.
+  GTEST_SKIP() << "fork of a multi-threaded process under TSan";
+#endif
   record("step", "all");
   for (int i = 0; i < 3; ++i) {
     LENS_SPAN(fb, SpanGroup::FORWARD_BACKWARD, "parent_span");
