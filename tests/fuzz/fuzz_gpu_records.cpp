@@ -98,6 +98,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::int64_t end = start + in.small() - 64;  // sometimes reversed
         const auto kind = static_cast<GpuActivityKind>(in.byte() % 3);
         a.activity({corr, kind, in.byte() % 2u, in.byte() % 4u, start, end});
+        // A record without a usable interval (a start at or before 0, an end before the start:
+        // CUPTI's when it could not time the work) adds nothing.
+        if (start <= 0 || end < start) break;
         if (auto al = aliases.find(corr); al != aliases.end()) corr = al->second;
         auto c = chains.find(corr);
         if (c == chains.end()) break;
