@@ -268,15 +268,8 @@ Capture capture_window(std::string_view reason, const CaptureWindow& window) noe
             !in_window(*r, window, false)) {
           continue;
         }
-        ensure_ids(*r, t_ids);  // before the copy: it and the open span (a parent still) agree
-        SpanRecord* copy = copy_record(*r);
-        copy->end_ticks = std::max(
-            r->unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now, r->start_ticks);
-        copy->truncated = true;
+        SpanRecord* copy = truncated_copy(*r, now);
         try {
-          put_span_attribute(*copy, semconv::kNemoSpanTruncated, true);
-          copy->use_cold().events.push_back(
-              SpanEvent{std::string(semconv::kNemoSpanTruncated), ticks_to_unix_nano(now), {}, 0});
           taken.push_back(copy);
         } catch (...) {
           delete copy;

@@ -231,6 +231,11 @@ void reset_record(SpanRecord& r) noexcept;
 
 /// A copy of `r` with its own cold part. May throw std::bad_alloc.
 SpanRecord* copy_record(const SpanRecord& r);
+/// A copy of `r`, open, ended now (`now`: now_ticks()) and marked truncated (nemo.span.truncated,
+/// as attribute and event), as shutdown and the flight recorder export an open span; `r`'s ids
+/// are made first, so that the copy and the open span (a parent still) agree. Requires `r`'s
+/// owner's lock. May throw std::bad_alloc.
+SpanRecord* truncated_copy(SpanRecord& r, std::uint64_t now);
 
 /// The span as exporters see it, its times converted by `clock`, written into `out` (whose
 /// storage is reused). May throw std::bad_alloc. Exported from the library for the encoders of
@@ -768,11 +773,6 @@ inline std::int64_t start_unix_nano(const SpanRecord& r, const TickConverter& cl
 inline std::int64_t end_unix_nano(const SpanRecord& r, const TickConverter& clock) noexcept {
   return r.unix_times ? static_cast<std::int64_t>(r.end_ticks) : clock.to_unix_nano(r.end_ticks);
 }
-/// Now, in the unit of `r`'s times (for an end set on its behalf: shutdown, a capture).
-inline std::uint64_t now_for(const SpanRecord& r) noexcept {
-  return r.unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now_ticks();
-}
-
 inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
   if (NEMO_LENS_UNLIKELY(r.cold_used)) reset_record(r);
   r.trace_id = TraceId{};

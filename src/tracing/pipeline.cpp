@@ -460,6 +460,23 @@ bool Pipeline::flush(std::chrono::steady_clock::time_point deadline) noexcept {
   return wait_flushed(request_flush(), deadline);
 }
 
+SpanRecord* truncated_copy(SpanRecord& r, std::uint64_t now) {
+  ensure_ids(r, t_ids);
+  SpanRecord* copy = copy_record(r);
+  copy->end_ticks =
+      std::max(r.unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now, r.start_ticks);
+  copy->truncated = true;
+  try {
+    put_span_attribute(*copy, semconv::kNemoSpanTruncated, true);
+    copy->use_cold().events.push_back(
+        SpanEvent{std::string(semconv::kNemoSpanTruncated), ticks_to_unix_nano(now), {}, 0});
+  } catch (...) {
+    delete copy;
+    throw;
+  }
+  return copy;
+}
+
 TelemetryStats Pipeline::stats() const noexcept {
   TelemetryStats s;
   std::uint64_t started = 0, ended = 0, dropped_full = 0;
@@ -525,19 +542,7 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
       for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {  // innermost first
         SpanRecord* r = *it;
         if (!r->recording || r->orphaned || r->pipeline != this) continue;
-        ensure_ids(*r, t_ids);  // before the copy: it and the open span (a parent still) agree
-        SpanRecord* copy = copy_record(*r);
-        copy->end_ticks = std::max(
-            r->unix_times ? static_cast<std::uint64_t>(now_unix_nano()) : now, r->start_ticks);
-        copy->truncated = true;
-        try {
-          put_span_attribute(*copy, semconv::kNemoSpanTruncated, true);
-          copy->use_cold().events.push_back(
-              SpanEvent{std::string(semconv::kNemoSpanTruncated), ticks_to_unix_nano(now), {}, 0});
-        } catch (...) {
-          delete copy;
-          throw;
-        }
+        SpanRecord* copy = truncated_copy(*r, now);
         r->orphaned = true;
         copies.push_back(copy);
       }
