@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_stderr.hpp"
 #include "nemo/lens/lens.hpp"
 #include "tracing_fixture.hpp"
 
@@ -83,24 +84,7 @@ StandIn& stand_in() {
   return loaded;
 }
 
-template <typename F>
-std::string capture_stderr(F&& f) {
-  char path[] = "/tmp/lens-cupti-stderr-XXXXXX";
-  const int fd = ::mkstemp(path);
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  ::dup2(fd, 2);
-  f();
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  ::close(fd);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  ::unlink(path);
-  return text.str();
-}
+using lens_test::capture_stderr;
 
 // Records, as CUPTI writes them, timed on CUPTI's clock (lens' own, registered at set-up).
 CUpti_ActivityKernel10 kernel(std::uint32_t correlation, std::uint64_t start, std::uint64_t end,

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "capture_stderr.hpp"
 #include "control_client.hpp"
 #include "gpu/attribution.hpp"
 #include "gpu/gpu_timing.hpp"
@@ -666,25 +667,7 @@ TEST_F(GpuSpans, OffByDefaultAndSpansAreUnchanged) {
   EXPECT_EQ(handle_.stats().gpu_spans_timed, 0u);
 }
 
-// Runs `f` with fd 2 going to a file; returns what was written there.
-template <class F>
-std::string capture_stderr(F&& f) {
-  char path[] = "/tmp/lens-gpu-stderr-XXXXXX";
-  const int fd = ::mkstemp(path);
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  ::dup2(fd, 2);
-  f();
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  ::close(fd);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  ::unlink(path);
-  return text.str();
-}
+using lens_test::capture_stderr;
 
 TEST_F(GpuSpans, ASourceThatCannotStartSaysWhyOnceAndChangesNothingElse) {
   gpu_->refuse = "no GPU (test)";
