@@ -24,6 +24,7 @@
 #include "gpu/gpu_timing.hpp"
 #include "gpu/kernel_names.hpp"
 #include "nemo/lens/lens.hpp"
+#include "tracing/engine.hpp"
 #include "tracing_fixture.hpp"
 
 namespace {
@@ -619,6 +620,34 @@ TEST_F(GpuSpans, AHeldSpanLeavesAsSoonAsItsActivityComesWithoutAFlush) {
   ASSERT_EQ(memory_->spans().size(), 1u);
   EXPECT_EQ(int_attr(memory_->spans()[0], "gpu.busy"), 10);
   EXPECT_GT(gpu_->flushes.load(), 0);
+}
+
+TEST_F(GpuSpans, TheExporterLeavesTheLockOfAThreadWithoutLaunchesToItsOwner) {
+  // Each batch of GPU-timed spans makes the exporter thread take in the threads' launches. It
+  // takes a thread's lock only when that thread queued some: a guest's lock costs the owner a
+  // fence from then on once guests came often (owner_lock.hpp), on every span's start and end.
+  start_gpu("step");
+  constexpr int kBatches = 512;  // twice the guests after which a lock turns (owner_lock.hpp)
+  bool biased_before = false, biased = false;
+  std::thread([&] {  // a thread of its own: no earlier test's guest counts against its lock
+    biased_before = nemo::lens::detail::this_thread_lock_biased();
+    if (!biased_before) return;  // every lock fences here (TSan, or no membarrier)
+    for (int i = 0; i < kBatches; ++i) {
+      { auto step = open("step", "no_launch"); }
+      ASSERT_TRUE(handle_.force_flush(std::chrono::seconds(10)));
+    }
+    { auto step = open("step", "after"); }  // an owner whose guests came often turns here
+    biased = nemo::lens::detail::this_thread_lock_biased();
+    // Launches still reach the attribution.
+    auto step = open("step", "launching");
+    gpu_->launch(77);
+  }).join();
+  if (!biased_before) GTEST_SKIP() << "every owner lock fences here";
+  EXPECT_TRUE(biased);
+  gpu_->complete(kernel(77, 100, 130));
+  ASSERT_TRUE(handle_.force_flush(std::chrono::seconds(10)));
+  EXPECT_EQ(int_attr(only(memory_->spans(), "launching"), "gpu.busy"), 30);
+  EXPECT_EQ(memory_->spans().size(), static_cast<std::size_t>(kBatches + 2));
 }
 
 TEST_F(GpuSpans, ASpanSwitchedOffMidFlightKeepsItsGpuTimeAndLaterOnesRecordNothing) {

@@ -47,6 +47,7 @@ GpuTiming::~GpuTiming() {
       if (t.gpu != nullptr && t.gpu->owner == this) {
         t.gpu->inputs.clear();
         t.gpu->owner = nullptr;
+        t.gpu_pending.store(false, std::memory_order_relaxed);
       }
     });
   } catch (...) {
@@ -131,6 +132,9 @@ void GpuTiming::queue_input(ThreadState* locked, const Input& input) noexcept {
       }
       if (q.inputs.size() >= max_queued_.load(std::memory_order_relaxed)) return dropped(input);
       q.inputs.push_back(input);
+      if (!locked->gpu_pending.load(std::memory_order_relaxed)) {
+        locked->gpu_pending.store(true, std::memory_order_relaxed);
+      }
     } catch (...) {
       dropped(input);
     }
@@ -252,8 +256,13 @@ void GpuTiming::absorb_locked() {
     in_activities_dropped_ = 0;
   }
   visit_thread_states([&](ThreadState& t) {
+    // Read without the lock: a flag set after this read is seen at the next absorb, and the
+    // inputs it stands for wait until then (as they would behind the lock).
+    if (!t.gpu_pending.load(std::memory_order_relaxed)) return;
     std::lock_guard lock(t.mu);
-    if (t.gpu == nullptr || t.gpu->owner != this || t.gpu->inputs.empty()) return;
+    if (t.gpu == nullptr || t.gpu->owner != this) return;  // the flag stays for their timing
+    t.gpu_pending.store(false, std::memory_order_relaxed);
+    if (t.gpu->inputs.empty()) return;
     launches.insert(launches.end(), t.gpu->inputs.begin(), t.gpu->inputs.end());
     t.gpu->inputs.clear();
   });

@@ -349,6 +349,9 @@ struct ThreadState {
   /// GPU launches this thread reported for GPU time (gpu/gpu_timing.hpp), made at its first;
   /// guarded by `mu`.
   GpuInputs* gpu = nullptr;
+  /// Set (under `mu`) when `gpu` has inputs the exporter thread has not taken: it takes the lock
+  /// of a thread only when this is set, as a guest's lock costs the owner (owner_lock.hpp).
+  std::atomic<bool> gpu_pending{false};
   std::int64_t tid = 0;
   /// The owner thread's exception globals (lookup_eh_globals()), set when a thread acquires the
   /// state: what a span reads std::uncaught_exceptions() from, with no thread-local lookup.
@@ -430,6 +433,10 @@ inline bool StateLock::try_lock() noexcept {
 
 /// Acquires a state for the calling thread; null when memory ran out or the thread is exiting.
 ThreadState* acquire_for_this_thread() noexcept;
+
+/// Whether the calling thread's state lock (acquiring the state) still takes the owner's side
+/// without a fence (OwnerLock::biased()): false once guests took it often. For tests.
+NEMO_LENS_API bool this_thread_lock_biased() noexcept;
 
 /// The calling thread's state (acquired on first use, returned at thread exit). Null only when
 /// memory ran out.

@@ -133,6 +133,11 @@ void recycle_batch(std::vector<SpanRecord*>& records) noexcept {
                                                  std::memory_order_relaxed));
 }
 
+bool this_thread_lock_biased() noexcept {
+  const ThreadState* s = this_thread_state();
+  return s != nullptr && s->mu.biased();
+}
+
 SpanRecord* refill_and_take_record(ThreadState& s) noexcept {
   // Take every free batch at once (one atomic exchange per refill, not per span); the records
   // stay with this thread until it exits. Acquire pairs with recycle_batch()'s release.
