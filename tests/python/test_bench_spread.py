@@ -1,7 +1,6 @@
 """bench/spread.py: the spread of span_bench's run medians and the runs that held the targets,
 run against a stand-in benchmark binary whose medians the test chooses."""
 import json
-import os
 import pathlib
 import stat
 import subprocess
