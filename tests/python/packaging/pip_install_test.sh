@@ -14,7 +14,9 @@ shift 4
 rm -rf "$work"
 mkdir -p "$work/run"
 "$python" -m venv --system-site-packages "$work/venv"
-export NEMO_LENS_CMAKE_BUILD_DIR=$cmake_dir NEMO_LENS_CMAKE_ARGS="$*" CCACHE_NOHASHDIR=1
+# Quoted for setup.py's shlex.split: a flags option holds spaces.
+NEMO_LENS_CMAKE_ARGS=$(printf '%q ' "$@")
+export NEMO_LENS_CMAKE_BUILD_DIR=$cmake_dir NEMO_LENS_CMAKE_ARGS CCACHE_NOHASHDIR=1
 (cd "$source" && "$work/venv/bin/pip" install --no-build-isolation --no-index -q .) \
   > "$work/pip.log" 2>&1 || { tail -40 "$work/pip.log"; exit 1; }
 cd "$work/run"
