@@ -18,9 +18,12 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_setup.hpp"
@@ -315,6 +318,66 @@ void BM_GpuLaunchInsideATimedSpan(benchmark::State& state) {
   stop(state, ExporterKind::kFile);
 }
 BENCHMARK(BM_GpuLaunchInsideATimedSpan);
+
+// The same launches from a thread with no span (autograd's backward thread), the step span open on
+// another thread: the launch reads the threads' published chains of GPU-timed spans, and takes no
+// other thread's lock.
+void BM_GpuLaunchFromAThreadWithoutSpans(benchmark::State& state) {
+  start_gpu(ExporterKind::kFile);
+  std::mutex mu;
+  std::condition_variable cv;
+  int phase = 0;  // even: the step is to be (or was) opened; odd: it is open
+  bool done = false;
+  std::thread stepper([&] {
+    std::unique_lock lock(mu);
+    while (!done) {
+      {
+        Span step = managed_span("step", "train_step");
+        ++phase;
+        cv.notify_all();
+        const int open = phase;
+        cv.wait(lock, [&] { return done || phase != open; });
+      }
+      g_traced.handle.force_flush();
+    }
+  });
+  auto wait_open = [&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return phase % 2 == 1; });
+  };
+  wait_open();
+  std::uint64_t correlation = 1;
+  std::vector<detail::GpuActivity> records(kBurst);
+  int k = 0;
+  for (auto _ : state) {
+    g_gpu->timing_->on_launch(correlation++);
+    if (NEMO_LENS_UNLIKELY(++k == kBurst)) {
+      k = 0;
+      state.PauseTiming();
+      for (int j = 0; j < kBurst; ++j) {
+        const auto c = correlation - kBurst + static_cast<std::uint64_t>(j);
+        records[j] = {c, detail::GpuActivityKind::kKernel,  0,
+                      7, static_cast<std::int64_t>(c) * 10, static_cast<std::int64_t>(c) * 10 + 5};
+      }
+      g_gpu->timing_->on_activities(records);
+      {
+        std::lock_guard lock(mu);
+        ++phase;  // the stepper ends the step, flushes and opens the next
+      }
+      cv.notify_all();
+      wait_open();
+      state.ResumeTiming();
+    }
+  }
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  stepper.join();
+  stop(state, ExporterKind::kFile);
+}
+BENCHMARK(BM_GpuLaunchFromAThreadWithoutSpans);
 
 // The caller's share alone: the same span to an exporter that takes the records and discards
 // them, so that no record line ever leaves the caller's core. Not what a user sees; the

@@ -52,6 +52,11 @@ constinit std::atomic<bool> g_nvtx_emitting{false};  // written under g_writer_m
 // The groups the flight recorder records (those of them not enabled); null or empty: none.
 // Written under g_writer_mu only.
 constinit std::atomic<const GroupSet*> g_flight_snapshot{nullptr};
+// GPU-timed groups and those with kernel spans (set_gpu_timed_span_groups()), and who set them
+// (guarded by g_writer_mu).
+constinit std::atomic<const GroupSet*> g_gpu_snapshot{nullptr};
+constinit std::atomic<const GroupSet*> g_gpu_kernel_snapshot{nullptr};
+const void* g_gpu_owner = nullptr;
 constinit std::atomic<bool> g_table_full{false};  // some enabled name could not be interned
 constinit std::mutex g_writer_mu;                 // guards everything below
 
@@ -114,11 +119,16 @@ void update_flags_locked(const InternedGroup& e) noexcept {
   const bool flight = !on && recording && recorded->find(e.name) != recorded->end();
   // The triggers watch the ends of step spans (slow_step, error) and job spans (error).
   const bool watch = recording && (e.name == SpanGroup::STEP || e.name == SpanGroup::JOB);
+  // GPU time is given to exported spans only.
+  const bool gpu = on && contains(g_gpu_snapshot, e.name);
+  const bool kernels = gpu && contains(g_gpu_kernel_snapshot, e.name);
   store_if_changed(g_flags[e.index], on);
   store_if_changed(g_nvtx_flags[e.index], nvtx);
-  store_if_changed(g_span_modes[e.index], static_cast<std::uint8_t>((flight ? kModeFlight : 0) |
-                                                                    (watch ? kModeWatch : 0)));
-  store_if_changed(g_record_flags[e.index], (on || flight) && !nvtx);
+  store_if_changed(g_span_modes[e.index],
+                   static_cast<std::uint8_t>((flight ? kModeFlight : 0) | (watch ? kModeWatch : 0) |
+                                             (gpu ? kModeGpu : 0) | (kernels ? kModeGpuKernels : 0)));
+  // GPU-timed spans take the general start, which publishes their thread's chain of them.
+  store_if_changed(g_record_flags[e.index], (on || flight) && !nvtx && !gpu);
   store_if_changed(g_site_flags[e.index], on || flight || nvtx || tracked_by_mode());
 }
 
@@ -227,6 +237,25 @@ void set_recorded_span_groups(GroupSet groups) {
   for (const auto& name : *g_flight_snapshot.load(std::memory_order_relaxed)) intern_locked(name);
   intern_locked(SpanGroup::STEP);  // watched: their sites resolve to flags that say so
   intern_locked(SpanGroup::JOB);
+  update_all_flags_locked();
+}
+
+void set_gpu_timed_span_groups(const void* owner, GroupSet timed, GroupSet kernel_spans) {
+  std::lock_guard lock(g_writer_mu);
+  const GroupSet* published = publish_locked(std::move(timed));
+  g_gpu_snapshot.store(published, std::memory_order_release);
+  g_gpu_kernel_snapshot.store(publish_locked(std::move(kernel_spans)), std::memory_order_release);
+  g_gpu_owner = owner;
+  for (const auto& name : *published) intern_locked(name);
+  update_all_flags_locked();
+}
+
+void clear_gpu_timed_span_groups(const void* owner) {
+  std::lock_guard lock(g_writer_mu);
+  if (g_gpu_owner != owner) return;
+  g_gpu_snapshot.store(nullptr, std::memory_order_release);
+  g_gpu_kernel_snapshot.store(nullptr, std::memory_order_release);
+  g_gpu_owner = nullptr;
   update_all_flags_locked();
 }
 

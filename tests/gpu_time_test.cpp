@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -89,6 +90,27 @@ TEST(GpuAttribution, RecordsAfterTheSpanWasTakenAreLateAndUnknownLaunchesUnattri
   a.activity(kernel(99, 1000, 1010));
   EXPECT_EQ(a.unattributed(), 1u);
   EXPECT_TRUE(a.settled(10));  // forgotten
+}
+
+TEST(GpuAttribution, ALaunchForSpansTakenAlreadyCountsForTheOpenOnesElseLate) {
+  // A launch from a thread without spans reads another thread's chain without its lock; the span
+  // it read may end and be taken before the launch reaches the attribution.
+  GpuAttribution a;
+  EXPECT_EQ(a.take(10).activities, 0u);  // ended without launches of its own
+  GpuChain inner_taken = chain_of({10, 20});
+  inner_taken.kernel_spans = true;  // asked for by 10, which is gone
+  a.launch(1, inner_taken);
+  a.activity(kernel(1, 100, 140));
+  const GpuTime outer = a.take(20);
+  EXPECT_EQ(outer.kernels, 1u);
+  EXPECT_EQ(outer.busy_ns, 40);
+  EXPECT_TRUE(outer.children.empty());  // not 20's to export as kernel spans
+  a.launch(2, chain_of({10, 20}));      // both gone: its record is late
+  a.activity(kernel(2, 200, 210));
+  EXPECT_EQ(a.late(), 1u);
+  EXPECT_EQ(a.unattributed(), 0u);
+  EXPECT_EQ(a.spans(), 0u);  // nothing left waiting for a take that will not come
+  EXPECT_EQ(a.launches(), 0u);
 }
 
 TEST(GpuAttribution, LaunchesBeyondTheBoundAreCountedAndTheirRecordsUnattributed) {
@@ -648,6 +670,90 @@ TEST_F(GpuSpans, TheExporterLeavesTheLockOfAThreadWithoutLaunchesToItsOwner) {
   ASSERT_TRUE(handle_.force_flush(std::chrono::seconds(10)));
   EXPECT_EQ(int_attr(only(memory_->spans(), "launching"), "gpu.busy"), 30);
   EXPECT_EQ(memory_->spans().size(), static_cast<std::size_t>(kBatches + 2));
+}
+
+TEST_F(GpuSpans, LaunchesFromThreadsWithoutSpansLeaveTheSpansThreadsLockToItsOwner) {
+  // Autograd's backward threads launch every kernel of a backward pass with no span of their own:
+  // each launch counts for the process's innermost GPU-timed span, read from the chain its thread
+  // publishes. Taking that thread's lock instead, as a guest, would turn it symmetric after 256
+  // launches (owner_lock.hpp), and every span of that thread would pay a fence from then on.
+  start_gpu("step");
+  constexpr int kLaunches = 300;  // per launching thread; 256 guests turn a lock
+  bool biased_before = false, biased = false;
+  std::thread([&] {  // a thread of its own: no earlier test's guest counts against its lock
+    biased_before = nemo::lens::detail::this_thread_lock_biased();
+    auto step = open("step", "backward_step");
+    // One launching thread that never made a span (no thread state), one that did (its own
+    // launch queue), none with a GPU-timed span.
+    std::thread([&] {
+      for (int i = 0; i < kLaunches; ++i) gpu_->launch(1000 + i);
+    }).join();
+    std::thread([&] {
+      { auto other = open("job", "not_gpu_timed"); }
+      for (int i = 0; i < kLaunches; ++i) gpu_->launch(2000 + i);
+    }).join();
+    step.end();
+    { auto next = open("job", "after"); }  // an owner whose guests came often turns here
+    biased = nemo::lens::detail::this_thread_lock_biased();
+  }).join();
+  for (int i = 0; i < kLaunches; ++i) {
+    const std::int64_t at = 100 + 10 * i;  // a zero start would be CUPTI's "not timed"
+    gpu_->complete({kernel(1000 + i, at, at + 5), kernel(2000 + i, at + 5, at + 7)});
+  }
+  const auto all = spans();
+  EXPECT_EQ(int_attr(only(all, "backward_step"), "gpu.kernels"), 2 * kLaunches);
+  EXPECT_EQ(int_attr(only(all, "backward_step"), "gpu.busy"), 7 * kLaunches);
+  if (!biased_before) GTEST_SKIP() << "every owner lock fences here";
+  EXPECT_TRUE(biased);
+}
+
+std::uint64_t key_of(const nemo::lens::Span& span) {
+  std::uint64_t k = 0;
+  std::memcpy(&k, span.context().span_id.bytes.data(), sizeof(k));
+  return k;
+}
+
+// The calling thread's published chain, as span keys innermost first ({-1} when unreadable), and
+// whether its innermost asked for kernel spans.
+std::vector<std::uint64_t> published_chain(bool* kernel_spans = nullptr) {
+  nemo::lens::detail::GpuChainCopy copy;
+  if (!nemo::lens::detail::read_this_thread_gpu_chain(copy)) return {~0ull};
+  if (kernel_spans != nullptr) *kernel_spans = copy.kernel_spans;
+  return {copy.spans, copy.spans + copy.size};
+}
+
+TEST_F(GpuSpans, AThreadPublishesItsOpenGpuTimedSpansInnermostFirst) {
+  // What launches from threads without spans read (LaunchesFromThreadsWithoutSpans...): it
+  // follows the thread's stack through every way a span starts and ends.
+  env_.set("NEMO_LENS_GPU_KERNEL_SPANS", "forward_backward");
+  start_gpu("step,forward_backward");
+  std::thread([&] {
+    EXPECT_EQ(published_chain(), std::vector<std::uint64_t>{});
+    auto step = open("step", "step");
+    auto job = open("job", "not_timed");
+    // A LENS_SPAN site's too (a GPU-timed group's leaves the site's fast start for it).
+    LENS_SPAN(site_fb, "forward_backward", "site_fb", {"i", std::int64_t{1}});
+    bool kernels = false;
+    const auto chain = published_chain(&kernels);
+    ASSERT_EQ(chain.size(), 2u);
+    EXPECT_EQ(chain[0], key_of(site_fb));
+    EXPECT_EQ(chain[1], key_of(step));
+    EXPECT_TRUE(kernels);  // forward_backward's
+    {
+      auto fb = open("forward_backward", "fb");
+      EXPECT_EQ(published_chain(), (std::vector<std::uint64_t>{key_of(fb), chain[0], chain[1]}));
+      // Ended out of order, then on another thread: each end takes it out.
+      step.end();
+      EXPECT_EQ(published_chain(), (std::vector<std::uint64_t>{key_of(fb), chain[0]}));
+      std::thread([&] { fb.end(); }).join();
+    }
+    EXPECT_EQ(published_chain(), std::vector<std::uint64_t>{chain[0]});
+    job.end();
+    auto later = open("step", "later");
+    EXPECT_EQ(published_chain(), (std::vector<std::uint64_t>{key_of(later), chain[0]}));
+    EXPECT_TRUE(handle_.shutdown(std::chrono::seconds(10)));  // truncates the open ones
+    EXPECT_EQ(published_chain(), std::vector<std::uint64_t>{});
+  }).join();
 }
 
 TEST_F(GpuSpans, ASpanSwitchedOffMidFlightKeepsItsGpuTimeAndLaterOnesRecordNothing) {

@@ -5,9 +5,19 @@
 
 namespace nemo::lens::detail {
 
-void GpuAttribution::launch(std::uint64_t correlation, const GpuChain& chain,
+void GpuAttribution::launch(std::uint64_t correlation, const GpuChain& given,
                             std::uint32_t records) {
-  if (chain.size == 0) return;
+  // Spans taken already (a launch from another thread that read a span just as it ended) are
+  // left out: the launch counts for the enclosing ones, or its activity counts late.
+  GpuChain chain;
+  for (std::uint8_t i = 0; i < given.size; ++i) {
+    if (!taken_.contains(given.spans[i])) chain.spans[chain.size++] = given.spans[i];
+  }
+  chain.kernel_spans = given.kernel_spans && chain.size > 0 && chain.spans[0] == given.spans[0];
+  if (chain.size == 0) {
+    if (given.size > 0) retire(correlation);
+    return;
+  }
   if (launches_.size() >= max_launches_) {
     ++launches_dropped_;
     return;
@@ -138,6 +148,13 @@ void GpuAttribution::retire(std::uint64_t correlation) {
 
 GpuTime GpuAttribution::take(std::uint64_t span) {
   GpuTime t;
+  if (taken_.insert(span).second) {
+    taken_order_.push_back(span);
+    if (taken_order_.size() > kMaxRetired) {
+      taken_.erase(taken_order_.front());
+      taken_order_.pop_front();
+    }
+  }
   auto it = spans_.find(span);
   if (it == spans_.end()) return t;
   Span& s = it->second;

@@ -80,7 +80,9 @@ class GpuAttribution {
 
   /// A launch with correlation id `correlation`, attributed to `chain` (size >= 1). Each span of
   /// the chain waits until `records` activity records of it came (a kernel or a copy: 1; a graph:
-  /// its kernel, copy and memset nodes; 0: none will come, the launch is settled now).
+  /// its kernel, copy and memset nodes; 0: none will come, the launch is settled now). Spans of
+  /// the chain taken already (among the last kMaxRetired) are left out; when that leaves none,
+  /// the launch's activity counts late.
   void launch(std::uint64_t correlation, const GpuChain& chain, std::uint32_t records = 1);
   /// The launch `correlation` (or an alias of it) will bring no more records (it failed, or went
   /// into a stream being captured into a graph): its spans wait no longer for it. Nothing when it
@@ -150,6 +152,9 @@ class GpuAttribution {
   static constexpr std::size_t kMaxRetired = 1u << 16;
   std::unordered_set<std::uint64_t> retired_;
   std::deque<std::uint64_t> retired_order_;
+  // Spans taken (bounded the same way): a launch that comes for one after does not count for it.
+  std::unordered_set<std::uint64_t> taken_;
+  std::deque<std::uint64_t> taken_order_;
   std::uint64_t late_ = 0, unattributed_ = 0, launches_dropped_ = 0, invalid_ = 0;
 };
 

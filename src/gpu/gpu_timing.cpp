@@ -56,10 +56,18 @@ GpuTiming::~GpuTiming() {
 
 std::string GpuTiming::start(std::unique_ptr<GpuSource> source) noexcept {
   if (!source) return "no GPU activity source";
+  // The groups' spans publish their chains from their next start (kModeGpu): before the source
+  // reports launches.
+  try {
+    set_gpu_timed_span_groups(this, groups_, kernel_spans_);
+  } catch (...) {
+    return "out of memory";
+  }
   source_ = std::move(source);
   std::string why = source_->start(*this);
   if (!why.empty()) {
     source_.reset();
+    clear_gpu_timed_span_groups(this);
     return why;
   }
   try {
@@ -67,6 +75,7 @@ std::string GpuTiming::start(std::unique_ptr<GpuSource> source) noexcept {
   } catch (...) {
     source_->stop();
     source_.reset();
+    clear_gpu_timed_span_groups(this);
     return "could not start a thread";
   }
   return "";
@@ -81,37 +90,27 @@ void GpuTiming::stop() noexcept {
   cv_.notify_all();
   if (poller_.joinable()) poller_.join();
   if (source_) source_->stop();
-}
-
-bool GpuTiming::kernel_spans(const SpanRecord& r) const noexcept {
-  return !kernel_spans_.empty() && kernel_spans_.find(r.group()) != kernel_spans_.end();
+  try {
+    clear_gpu_timed_span_groups(this);
+  } catch (...) {  // std::mutex::lock: a system error
+  }
 }
 
 bool GpuTiming::timed(const SpanRecord& r) const noexcept {
-  return r.pipeline == &pipeline_ && r.recording && groups_.find(r.group()) != groups_.end();
+  return r.pipeline == &pipeline_ && r.recording && (r.mode & kModeGpu) != 0;
 }
 
 namespace {
 
-// The innermost record of `s`'s open spans that `timing` measures, or null. Requires s.mu.
-SpanRecord* innermost_timed(const GpuTiming& timing, const ThreadState& s) noexcept {
-  for (auto it = s.stack.rbegin(); it != s.stack.rend(); ++it) {
-    if (timing.timed(**it) && !(*it)->orphaned) return *it;
-  }
-  return nullptr;
-}
+static_assert(GpuChain::kMaxSpans == GpuChainSnapshot::kMaxSpans);
 
-// The chain of `s`'s open spans that `timing` measures, innermost first, their ids made.
-// Requires s.mu.
-GpuChain chain_of(const GpuTiming& timing, const ThreadState& s) noexcept {
+// `copy` as a chain of `timing`'s spans; empty when it is another pipeline's.
+GpuChain chain_of(const Pipeline& pipeline, const GpuChainCopy& copy) noexcept {
   GpuChain chain;
-  for (auto it = s.stack.rbegin(); it != s.stack.rend() && chain.size < GpuChain::kMaxSpans; ++it) {
-    SpanRecord& r = **it;
-    if (!timing.timed(r) || r.orphaned) continue;
-    ensure_ids(r, t_ids);
-    if (chain.size == 0) chain.kernel_spans = timing.kernel_spans(r);
-    chain.spans[chain.size++] = span_key(r.span_id);
-  }
+  if (copy.pipeline != &pipeline || copy.size == 0) return chain;
+  chain.size = copy.size;
+  chain.kernel_spans = copy.kernel_spans;
+  std::copy_n(copy.spans, copy.size, chain.spans);
   return chain;
 }
 
@@ -157,40 +156,38 @@ void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noex
   // A forked child: CUDA does not work there, and the parent's locks may be held forever.
   if (g_fork_generation.load(std::memory_order_relaxed) != generation_) return;
   ThreadState* own = this_thread_state_if_any();
+  Input in{correlation, {}, 0, records, Input::Op::kLaunch};
   if (own != nullptr) {
     // The span's end takes this lock too, on this thread: the launch is queued before the span
     // ends, so before the exporter thread sees the span.
     std::lock_guard lock(own->mu);
-    Input in{correlation, chain_of(*this, *own), 0, records, Input::Op::kLaunch};
-    if (in.chain.size > 0) {
-      queue_input(own, in);
-      return;
-    }
+    GpuChainCopy copy;
+    if (read_gpu_chain(*own, copy)) in.chain = chain_of(pipeline_, copy);
+    if (in.chain.size > 0) return queue_input(own, in);
   }
   // No such span on this thread (autograd's, NCCL's or a data loader's): the process's innermost
-  // one, the one that started last among every thread's innermost.
-  ThreadState* best = nullptr;
-  std::int64_t best_start = 0;  // read under its thread's lock, as the record may be reused
-  const TickConverter clock = tick_converter();
+  // one, the one that started last among every thread's innermost, read from the chains the
+  // threads publish: no other thread's lock is taken, so launches from a thread without spans
+  // (a backward pass: one per kernel) leave the owners' locks biased. A launch read a span from
+  // a chain just as it ends may come after the span was exported: it counts for the enclosing
+  // spans still open, or as late (GpuAttribution::launch()).
+  std::int64_t best_start = 0;
   try {
     visit_thread_states([&](ThreadState& s) {
       if (&s == own) return;
-      std::lock_guard lock(s.mu);
-      const SpanRecord* top = innermost_timed(*this, s);
-      if (top != nullptr && (best == nullptr || start_unix_nano(*top, clock) > best_start)) {
-        best = &s;
-        best_start = start_unix_nano(*top, clock);
+      GpuChainCopy copy;
+      if (!read_gpu_chain(s, copy)) return;
+      const GpuChain chain = chain_of(pipeline_, copy);
+      if (chain.size > 0 && (in.chain.size == 0 || copy.start_unix_nano > best_start)) {
+        in.chain = chain;
+        best_start = copy.start_unix_nano;
       }
     });
   } catch (...) {
     return;
   }
-  if (best == nullptr) return;
-  // Queued under that thread's lock, so before the span can end (should it have ended in the
-  // meantime, and its record been reused, the launch counts for whatever is innermost now).
-  std::lock_guard lock(best->mu);
-  Input in{correlation, chain_of(*this, *best), 0, records, Input::Op::kLaunch};
-  if (in.chain.size > 0) queue_input(best, in);
+  if (in.chain.size == 0) return;
+  queue_own(in);
 }
 
 void GpuTiming::on_alias(std::uint64_t alias, std::uint64_t correlation) noexcept {
@@ -267,9 +264,9 @@ void GpuTiming::absorb_locked() {
     t.gpu->inputs.clear();
   });
   counts_.launches_dropped += in_launches_dropped_.exchange(0, std::memory_order_relaxed);
-  // Launches, then their aliases, then cancellations: each thread's queue is in its order, but a
-  // launch may sit in another thread's queue (that of the span it counts for) than its alias or
-  // its cancellation (the launching thread's), which always come after it.
+  // Launches, then their aliases, then cancellations: each queue is in its order, but a launch
+  // may sit in another queue than its alias or its cancellation, which always come after it (the
+  // shared one, then the thread's own once the launching thread made its first span).
   for (const Input& in : launches) {
     if (in.op == Input::Op::kLaunch) attribution_.launch(in.correlation, in.chain, in.records);
   }

@@ -139,10 +139,9 @@ class GpuTiming {
   /// what is dropped beyond it. Any thread.
   NEMO_LENS_API void set_queue_bound(std::size_t bound) noexcept;
 
-  /// Whether `r` is a span whose GPU time this pipeline measures.
+  /// Whether `r` is a span whose GPU time this pipeline measures: recorded in it, its group
+  /// GPU-timed when it started (kModeGpu, which start() sets for the groups and stop() clears).
   bool timed(const SpanRecord& r) const noexcept;
-  /// Whether `r`, a timed span, exports its activity as kernel spans (<PREFIX>_GPU_KERNEL_SPANS).
-  bool kernel_spans(const SpanRecord& r) const noexcept;
   /// Exporter thread: the records of `batch` that are GPU-timed get their gpu.* attributes when
   /// their activity is all known (or they had none); the others leave `batch` and wait here.
   void sort(std::vector<SpanRecord*>& batch) noexcept;

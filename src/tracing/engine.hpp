@@ -328,6 +328,31 @@ struct SiteAddressEntry {
   std::uint32_t group_index = 0;  // site null: its index in the group flags
 };
 
+/// The chain of a thread's open GPU-timed spans (mode kModeGpu), innermost first, as the GPU
+/// timing's span keys (their span ids' first 8 bytes): what a launch from a thread with no such
+/// span of its own counts for (gpu/gpu_timing.cpp). Written under the thread's lock whenever such
+/// a span starts or leaves the thread's stack (publish_gpu_chain_locked()); read by any thread
+/// without the lock (read_gpu_chain()), so that launches from other threads, one per kernel of a
+/// backward pass, never take the lock as guests (owner_lock.hpp).
+struct alignas(64) GpuChainSnapshot {
+  static constexpr std::size_t kMaxSpans = 8;
+  std::atomic<std::uint32_t> seq{0};  // odd while being written
+  std::atomic<std::uint8_t> size{0};
+  std::atomic<bool> kernel_spans{false};        // the innermost's group has kModeGpuKernels
+  std::atomic<const Pipeline*> pipeline{nullptr};  // the innermost's
+  std::atomic<std::int64_t> start_unix_nano{0};    // the innermost's start
+  std::atomic<std::uint64_t> spans[kMaxSpans] = {};
+};
+
+/// A consistent copy of a GpuChainSnapshot (read_gpu_chain()).
+struct GpuChainCopy {
+  std::uint8_t size = 0;
+  bool kernel_spans = false;
+  const Pipeline* pipeline = nullptr;
+  std::int64_t start_unix_nano = 0;
+  std::uint64_t spans[GpuChainSnapshot::kMaxSpans] = {};
+};
+
 /// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records on it, `nvtx`
 /// and writes to `open` are guarded by `mu`; counters are written by the owner and read by anyone.
 struct ThreadState {
@@ -360,6 +385,9 @@ struct ThreadState {
   std::atomic<std::uint64_t> started{0};
   std::atomic<std::uint64_t> ended{0};
   std::atomic<std::uint64_t> dropped_queue_full{0};
+  /// Its open GPU-timed spans, for launches from other threads (on a line of its own: those
+  /// threads read it at every launch).
+  GpuChainSnapshot gpu_chain;
 
   void count(std::atomic<std::uint64_t>& c) noexcept {
     // Relaxed load + store: only this thread writes its counters.
@@ -437,6 +465,16 @@ ThreadState* acquire_for_this_thread() noexcept;
 /// Whether the calling thread's state lock (acquiring the state) still takes the owner's side
 /// without a fence (OwnerLock::biased()): false once guests took it often. For tests.
 NEMO_LENS_API bool this_thread_lock_biased() noexcept;
+
+/// Publishes `s`'s chain of open GPU-timed spans (ThreadState::gpu_chain), making their ids.
+/// Requires s.mu; called where such a span starts or leaves the stack, or is orphaned.
+NEMO_LENS_API void publish_gpu_chain_locked(ThreadState& s) noexcept;
+/// A consistent copy of `s`'s published chain, without its lock; false (nothing copied) when
+/// writers kept changing it.
+NEMO_LENS_API bool read_gpu_chain(const ThreadState& s, GpuChainCopy& out) noexcept;
+/// read_gpu_chain() of the calling thread's state (acquired if it has none; false when memory
+/// ran out). For tests.
+NEMO_LENS_API bool read_this_thread_gpu_chain(GpuChainCopy& out) noexcept;
 
 /// The calling thread's state (acquired on first use, returned at thread exit). Null only when
 /// memory ran out.

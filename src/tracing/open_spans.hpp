@@ -41,8 +41,10 @@ void set_open_span_tracking(TrackOpen mode);
 
 /// A group's mode bits (g_span_modes): its spans go to the flight recorder's rings rather than
 /// the export queue (recorded, not exported); their ends are watched by its triggers (step and
-/// job spans while it records).
-inline constexpr std::uint8_t kModeFlight = 1, kModeWatch = 2;
+/// job spans while it records); they are exported with GPU time (kModeGpu: their thread publishes
+/// its chain of them, ThreadState::gpu_chain), and their GPU activity as kernel spans
+/// (kModeGpuKernels, with kModeGpu).
+inline constexpr std::uint8_t kModeFlight = 1, kModeWatch = 2, kModeGpu = 4, kModeGpuKernels = 8;
 
 /// What a group's flags say: enabled for export; tracked (enabled, or its open spans are tracked);
 /// its spans open NVTX ranges; its mode bits (flight-recorded, watched). `index` is its place in
@@ -63,8 +65,8 @@ inline constexpr std::uint32_t kMaxGroups = 4096;
 extern std::atomic<bool> g_flags[kMaxGroups];
 extern std::atomic<bool> g_site_flags[kMaxGroups];
 extern std::atomic<bool> g_nvtx_flags[kMaxGroups];
-/// Enabled or flight-recorded, and without NVTX ranges, in one flag: what a recorded span's start
-/// reads first.
+/// Enabled or flight-recorded, without NVTX ranges and not GPU-timed, in one flag: what a
+/// recorded span's start reads first (the others take the general start).
 extern std::atomic<bool> g_record_flags[kMaxGroups];
 /// Each group's mode bits (kModeFlight, kModeWatch).
 extern std::atomic<std::uint8_t> g_span_modes[kMaxGroups];
@@ -102,10 +104,10 @@ inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
          reinterpret_cast<std::uintptr_t>(g_site_flags);
 }
 
-/// Whether spans of a resolved site's group are recorded (exported or flight-recorded) and open no
-/// NVTX range: what such a span's start checks first (the site's flag pointer and one load).
-/// False for an unresolved site (the table is full), which span_site_state() then looks up by
-/// name.
+/// Whether spans of a resolved site's group are recorded (exported or flight-recorded), open no
+/// NVTX range and are not GPU-timed: what such a span's start checks first (the site's flag
+/// pointer and one load). False for an unresolved site (the table is full), which
+/// span_site_state() then looks up by name.
 inline bool records_without_range(const SiteGate& site) noexcept {
   const std::uintptr_t index = site_group_index(site);
   return index < kMaxGroups && g_record_flags[index].load(std::memory_order_relaxed);
@@ -138,6 +140,11 @@ void set_nvtx_span_groups(GroupSet groups);
 void set_recorded_span_groups(GroupSet groups);
 /// The set set_recorded_span_groups() set last.
 GroupSet recorded_span_groups();
+/// Sets the groups whose exported spans `owner` (a GpuTiming) times, and among them those whose
+/// GPU activity it exports as kernel spans: their mode bits kModeGpu and kModeGpuKernels.
+void set_gpu_timed_span_groups(const void* owner, GroupSet timed, GroupSet kernel_spans);
+/// Clears what set_gpu_timed_span_groups() set, when `owner` set it last.
+void clear_gpu_timed_span_groups(const void* owner);
 /// Whether spans of the NVTX groups open NVTX ranges (set-up decides, from <PREFIX>_NVTX).
 void set_nvtx_emitting(bool on);
 /// The value set_nvtx_emitting() set last.

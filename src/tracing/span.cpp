@@ -216,6 +216,7 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
       rec->mode = group_state(req.group).mode;
     }
     ts->stack.push_back(rec);
+    if (NEMO_LENS_UNLIKELY((rec->mode & kModeGpu) != 0)) publish_gpu_chain_locked(*ts);
   } catch (...) {
     recycle(rec);  // out of memory: this span is not recorded
     return nullptr;
@@ -427,7 +428,8 @@ namespace {
   rec->orphaned = false;
   rec->truncated = false;
   rec->not_current = false;
-  // The caller checked records_without_range(): the site points into the flags.
+  // The caller checked records_without_range(): the site points into the flags, and its group
+  // is not GPU-timed.
   rec->mode = g_span_modes[site_group_index(site.gate)].load(std::memory_order_relaxed);
   rec->unix_times = false;
   rec->inline_used = static_cast<std::uint8_t>(count);
@@ -803,6 +805,9 @@ namespace {
         }
       }
     }
+    if (NEMO_LENS_UNLIKELY((rec->mode & detail::kModeGpu) != 0)) {
+      detail::publish_gpu_chain_locked(*owner);
+    }
     export_it = rec->recording && !rec->orphaned;
     if (export_it) {
       if (unwinding && !rec->exception_recorded) {
@@ -887,7 +892,8 @@ namespace {
   }
   const std::uint64_t now = detail::tsc_ticks();
   if (NEMO_LENS_UNLIKELY(rec->nvtx != 0 || stack.empty() || stack.back() != rec ||
-                         !rec->recording || rec->orphaned || rec->unix_times)) {
+                         !rec->recording || rec->orphaned || rec->unix_times ||
+                         (rec->mode & detail::kModeGpu) != 0)) {  // end_record() publishes
     current->mu.unlock_as_owner();
     return false;
   }

@@ -138,6 +138,53 @@ bool this_thread_lock_biased() noexcept {
   return s != nullptr && s->mu.biased();
 }
 
+void publish_gpu_chain_locked(ThreadState& s) noexcept {
+  GpuChainSnapshot& g = s.gpu_chain;
+  // A seqlock: writers hold s.mu; a reader retries when the count changed or was odd.
+  const std::uint32_t seq = g.seq.load(std::memory_order_relaxed);
+  g.seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::uint8_t n = 0;
+  for (auto it = s.stack.rbegin(); it != s.stack.rend() && n < GpuChainSnapshot::kMaxSpans; ++it) {
+    SpanRecord& r = **it;
+    if ((r.mode & kModeGpu) == 0 || !r.recording || r.orphaned) continue;
+    ensure_ids(r, t_ids);
+    if (n == 0) {
+      g.kernel_spans.store((r.mode & kModeGpuKernels) != 0, std::memory_order_relaxed);
+      g.pipeline.store(r.pipeline, std::memory_order_relaxed);
+      g.start_unix_nano.store(start_unix_nano(r, tick_converter()), std::memory_order_relaxed);
+    }
+    std::uint64_t key = 0;
+    std::memcpy(&key, r.span_id.bytes.data(), sizeof(key));
+    g.spans[n++].store(key, std::memory_order_relaxed);
+  }
+  g.size.store(n, std::memory_order_relaxed);
+  g.seq.store(seq + 2, std::memory_order_release);
+}
+
+bool read_gpu_chain(const ThreadState& s, GpuChainCopy& out) noexcept {
+  const GpuChainSnapshot& g = s.gpu_chain;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const std::uint32_t before = g.seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0) continue;
+    out.size = g.size.load(std::memory_order_relaxed);
+    out.kernel_spans = g.kernel_spans.load(std::memory_order_relaxed);
+    out.pipeline = g.pipeline.load(std::memory_order_relaxed);
+    out.start_unix_nano = g.start_unix_nano.load(std::memory_order_relaxed);
+    for (std::uint8_t i = 0; i < out.size && i < GpuChainSnapshot::kMaxSpans; ++i) {
+      out.spans[i] = g.spans[i].load(std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (g.seq.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
+bool read_this_thread_gpu_chain(GpuChainCopy& out) noexcept {
+  const ThreadState* s = this_thread_state();
+  return s != nullptr && read_gpu_chain(*s, out);
+}
+
 SpanRecord* refill_and_take_record(ThreadState& s) noexcept {
   // Take every free batch at once (one atomic exchange per refill, not per span); the records
   // stay with this thread until it exits. Acquire pairs with recycle_batch()'s release.
@@ -190,6 +237,7 @@ void reset_thread_states_in_child() noexcept {
   const bool biased = register_owner_locks();  // a new process: register it for membarrier
   for (ThreadState* s : registry()) {
     for (SpanRecord* r : s->stack) r->orphaned = true;
+    publish_gpu_chain_locked(*s);  // empty: every span is orphaned
     // The flight recorder's spans are the parent's to capture: its rings are emptied here, their
     // records leaked rather than reused (as the other threads' caches are).
     if (s->flight != nullptr) s->flight->head = s->flight->size = 0;
