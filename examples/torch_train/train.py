@@ -72,7 +72,7 @@ VOCAB = 64
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--microbatches", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="sequences per microbatch and rank")
@@ -110,7 +110,22 @@ def parse_args(argv):
     p.add_argument("--cuda-events", default="", metavar="PATH",
                    help="CUDA only: write each step's forward_backward and optimizer time by "
                    "CUDA events to PATH as JSON lines ({rank} is replaced)")
+    p.add_argument("--profile-steps", default="", metavar="A:B",
+                   help="run torch.profiler (CPU, and CUDA on a GPU) from step A to step B, "
+                   "both included: another CUPTI client in the middle of a job with GPU time "
+                   "(the summary says what it saw)")
     args = p.parse_args(argv)
+    args.profile_window = None
+    if args.profile_steps:
+        first, _, last = args.profile_steps.partition(":")
+        try:
+            window = (int(first), int(last or first))
+        except ValueError:
+            window = (0, 0)
+        if not 1 <= window[0] <= window[1] <= args.steps:
+            p.error(f"argument --profile-steps: '{args.profile_steps}' is not A:B with "
+                    f"1 <= A <= B <= --steps ({args.steps})")
+        args.profile_window = window
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     elif args.device == "cuda" and not torch.cuda.is_available():
@@ -196,6 +211,47 @@ class CudaEvents:
                         start, end = pairs[phase]
                         row[f"{phase}_ms"] = start.elapsed_time(end)
                 f.write(json.dumps(row) + "\n")
+
+
+class ProfilerWindow:
+    """--profile-steps: torch.profiler from the start of step A to the end of step B. Under
+    NEMO_LENS_GPU_TIME both lens and Kineto use CUPTI: what each saw goes into the summary."""
+
+    def __init__(self, window, device):
+        self.window = window
+        self.device = device
+        self.profiler = None
+
+    def before_step(self, step):
+        if self.window is None or step != self.window[0]:
+            return
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.profiler = torch.profiler.profile(activities=activities)
+        self.profiler.start()
+
+    def marked(self):
+        """The step as a range of the profiler's own, while it runs."""
+        if self.profiler is None:
+            return contextlib.nullcontext()
+        return torch.profiler.record_function("train_step")
+
+    def after_step(self, step, summary):
+        if self.profiler is None or step != self.window[1]:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.profiler.stop()
+        events = self.profiler.events()
+        summary["profiler"] = {
+            "steps": list(self.window),
+            "events": len(events),
+            "gpu_events": sum(1 for e in events
+                              if e.device_type == torch.autograd.DeviceType.CUDA),
+            "train_steps_seen": sum(1 for e in events if e.name == "train_step"),
+        }
+        self.profiler = None
 
 
 class Block(nn.Module):
@@ -315,6 +371,7 @@ def train(args, rank, world, handle, summary, device):
     data = batches(torch.Generator().manual_seed(args.seed + 1 + rank), args.batch, args.seq,
                    device)
     events = CudaEvents(args.cuda_events)
+    profiler = ProfilerWindow(args.profile_window, device)
     summary["gradient_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
     metrics = Metrics(handle.meter)
     tracer = handle.tracer
@@ -324,8 +381,9 @@ def train(args, rank, world, handle, summary, device):
     for it in range(1, args.steps + 1):
         if it == args.die_at_step and rank == args.die_rank:
             os._exit(3)  # a crash: nothing flushed, no goodbye to the process group
+        profiler.before_step(it)
         t0 = time.perf_counter()
-        with managed_span(G.STEP, "train_step", iteration=it) as step:
+        with managed_span(G.STEP, "train_step", iteration=it) as step, profiler.marked():
             with managed_span(G.DATA_LOADING, "load_batches", microbatches=args.microbatches):
                 micro = [next(data) for _ in range(args.microbatches)]
             with managed_span(G.FORWARD_BACKWARD, "forward_backward"), \
@@ -353,6 +411,7 @@ def train(args, rank, world, handle, summary, device):
             if step is not None:
                 step.set_attribute("dl.loss", loss_value)
         seconds = time.perf_counter() - t0
+        profiler.after_step(it, summary)
         durations.append(seconds)
         metrics.record(seconds, loss_value, args.batch * args.seq * args.microbatches,
                        args.lr)

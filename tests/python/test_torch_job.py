@@ -75,9 +75,10 @@ def _value(v):
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("torch_job")
+    # torch.profiler runs over steps 2 and 3: every test below holds with it in the middle.
     result = run_job(tmp, "--steps", "4", "--microbatches", "2", "--checkpoint-every", "2",
                      "--eval-every", "2", "--generate-tokens", "4", "--layers", str(LAYERS),
-                     "--checkpoint-dir", str(tmp / "ckpt"))
+                     "--checkpoint-dir", str(tmp / "ckpt"), "--profile-steps", "2:3")
     return (tmp, *result)
 
 
@@ -326,13 +327,46 @@ def test_device_cuda_without_a_gpu_is_a_usage_error(tmp_path):
     assert not (tmp_path / "events.jsonl").exists()
 
 
-def test_the_cuda_events_file_has_a_line_per_step(tmp_path, monkeypatch):
-    """train.CudaEvents with torch.cuda's events and synchronize stood in for: the format
-    scripts/gpu-check reads, one JSON object per line and step."""
+def test_torch_profiler_in_the_middle_of_the_job_sees_its_steps_and_lens_every_span(job):
+    """scripts/gpu-check runs the same window on a GPU, where Kineto and lens share CUPTI."""
+    _, _, spans, summaries = job
+    for rank in range(RANKS):
+        profiler = summaries[rank]["profiler"]
+        assert profiler["steps"] == [2, 3]
+        assert profiler["train_steps_seen"] == 2, profiler  # its own ranges: it ran there
+        assert profiler["events"] > 0 and profiler["gpu_events"] == 0, profiler  # on the CPU
+        steps = sorted(attrs["iteration"] for attrs in
+                       (dict((kv["key"], _value(kv["value"])) for kv in s.get("attributes", []))
+                        for s in spans[rank] if s["name"] == "train_step"))
+        assert steps == [1, 2, 3, 4], (rank, steps)
+
+
+def load_train_module():
     spec = importlib.util.spec_from_file_location("torch_train_job",
                                                   os.path.join(EXAMPLE, "train.py"))
     train = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train)
+    return train
+
+
+def test_a_profile_window_outside_the_steps_is_a_usage_error(capsys):
+    train = load_train_module()
+    assert train.parse_args(["--steps", "4", "--profile-steps", "2:3"]).profile_window == (2, 3)
+    assert train.parse_args(["--steps", "4", "--profile-steps", "4"]).profile_window == (4, 4)
+    assert train.parse_args(["--steps", "4"]).profile_window is None
+    for window in ("0:2", "3:9", "3:2", "x", "2:y"):
+        with pytest.raises(SystemExit) as exit_info:
+            train.parse_args(["--steps", "4", "--profile-steps", window])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert error.startswith(f"train.py: error: argument --profile-steps: '{window}'"), error
+        assert "--steps (4)" in error, error
+
+
+def test_the_cuda_events_file_has_a_line_per_step(tmp_path, monkeypatch):
+    """train.CudaEvents with torch.cuda's events and synchronize stood in for: the format
+    scripts/gpu-check reads, one JSON object per line and step."""
+    train = load_train_module()
     clock = iter(range(1000))
 
     class Event:
