@@ -4,10 +4,29 @@
 # attributes, managed_span by name with two set_attribute calls, a disabled managed_span by name
 # and is_span_group_enabled (bench/span_instructions.cpp says how).
 # Usage: bench/count_span_instructions.sh [BUILD_DIR] [span|managed|disabled|enabled ...]
+#        bench/count_span_instructions.sh --check [--budget FILE] [BUILD_DIR]
+# --check counts the modes of the budget (default bench/instruction_budget.txt) and exits 1 when
+# one is above its ceiling, 77 when valgrind is missing (the ctest bench.instruction_budget).
 set -euo pipefail
+check=0
+budget=$(dirname "$0")/instruction_budget.txt
+while (($#)); do
+  case "$1" in
+    --check) check=1; shift ;;
+    --budget) budget=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 build=${1:-build}
 shift || true
 modes=${*:-span managed disabled enabled}
+if ((check)); then
+  if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
+    echo "count_span_instructions.sh: valgrind is not installed (scripts/install-deps)" >&2
+    exit 77
+  fi
+  modes=$(awk '!/^#/ && NF { print $1 }' "$budget")
+fi
 chunks=20
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -17,6 +36,17 @@ for mode in $modes; do
     >"$dir/$mode.log" 2>&1 || { cat "$dir/$mode.log" >&2; exit 1; }
   # Collection was on only on the main thread (the first profile), around the measured loops.
   total=$(callgrind_annotate "$dir/$mode-01" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-  awk -v m="$mode" -v t="$total" -v n=$((chunks * 1000)) \
-    'BEGIN { printf "%s: %.1f instructions on the calling thread\n", m, t / n }'
+  count=$(awk -v t="$total" -v n=$((chunks * 1000)) 'BEGIN { printf "%.1f", t / n }')
+  if ((check)); then
+    read -r ceiling goal < <(awk -v m="$mode" '$1 == m { print $2, $3 }' "$budget")
+    verdict=$(awk -v c="$count" -v l="$ceiling" 'BEGIN { print (c + 0 <= l + 0) ? "ok" : "OVER" }')
+    echo "$mode: $count instructions on the calling thread (ceiling $ceiling, goal $goal): $verdict"
+    [[ $verdict == ok ]] || failed=1
+  else
+    echo "$mode: $count instructions on the calling thread"
+  fi
 done
+if ((${failed:-0})); then
+  echo "count_span_instructions.sh: above the ceiling of $budget: a change made the span dearer" >&2
+  exit 1
+fi
