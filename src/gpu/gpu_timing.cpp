@@ -168,9 +168,9 @@ void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noex
   // No such span on this thread (autograd's, NCCL's or a data loader's): the process's innermost
   // one, the one that started last among every thread's innermost, read from the chains the
   // threads publish: no other thread's lock is taken, so launches from a thread without spans
-  // (a backward pass: one per kernel) leave the owners' locks biased. A launch read a span from
-  // a chain just as it ends may come after the span was exported: it counts for the enclosing
-  // spans still open, or as late (GpuAttribution::launch()).
+  // (a backward pass: one per kernel) leave the owners' locks biased. A launch that read a span
+  // from a chain just as it ended may come after the span was exported: it counts for the
+  // enclosing spans still open, or as late (GpuAttribution::launch()).
   std::int64_t best_start = 0;
   try {
     visit_thread_states([&](ThreadState& s) {

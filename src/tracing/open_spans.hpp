@@ -68,7 +68,7 @@ extern std::atomic<bool> g_nvtx_flags[kMaxGroups];
 /// Enabled or flight-recorded, without NVTX ranges and not GPU-timed, in one flag: what a
 /// recorded span's start reads first (the others take the general start).
 extern std::atomic<bool> g_record_flags[kMaxGroups];
-/// Each group's mode bits (kModeFlight, kModeWatch).
+/// Each group's mode bits (kModeFlight, kModeWatch, kModeGpu, kModeGpuKernels).
 extern std::atomic<std::uint8_t> g_span_modes[kMaxGroups];
 
 /// Whether the open spans of groups that are off are tracked too (TRACK_OPEN=all).

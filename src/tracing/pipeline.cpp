@@ -539,14 +539,19 @@ void Pipeline::begin_shutdown(std::chrono::steady_clock::time_point deadline) no
   try {
     visit_thread_states([&](ThreadState& t) {
       std::lock_guard lock(t.mu);
-      bool gpu_timed = false;
-      for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {  // innermost first
-        SpanRecord* r = *it;
-        if (!r->recording || r->orphaned || r->pipeline != this) continue;
-        SpanRecord* copy = truncated_copy(*r, now);
-        r->orphaned = true;
-        gpu_timed = gpu_timed || (r->mode & kModeGpu) != 0;
-        copies.push_back(copy);
+      bool gpu_timed = false;  // its published chain lost a span: published again
+      try {
+        for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {  // innermost first
+          SpanRecord* r = *it;
+          if (!r->recording || r->orphaned || r->pipeline != this) continue;
+          SpanRecord* copy = truncated_copy(*r, now);
+          r->orphaned = true;
+          gpu_timed = gpu_timed || (r->mode & kModeGpu) != 0;
+          copies.push_back(copy);
+        }
+      } catch (...) {
+        if (gpu_timed) publish_gpu_chain_locked(t);
+        throw;
       }
       if (gpu_timed) publish_gpu_chain_locked(t);
     });
