@@ -271,7 +271,8 @@ void start_gpu(ExporterKind kind) {
 }
 
 // The same span as BM_EnabledSpanTwoAttributes with its group GPU-timed: the calling thread's
-// cost (the goal: at most 1.2x that row), its GPU time joined on lens' threads.
+// cost (the general start and end, which publish the thread's chain of GPU-timed spans), its GPU
+// time joined on lens' threads.
 void BM_GpuTimedSpanTwoAttributes(benchmark::State& state) {
   const auto kind = static_cast<ExporterKind>(state.range(0));
   start_gpu(kind);
