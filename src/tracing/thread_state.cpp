@@ -140,41 +140,43 @@ bool this_thread_lock_biased() noexcept {
 
 void publish_gpu_chain_locked(ThreadState& s) noexcept {
   GpuChainSnapshot& g = s.gpu_chain;
-  // A seqlock: writers hold s.mu; a reader retries when the count changed or was odd.
+  // A seqlock without fences (which TSan does not model): writers hold s.mu and store the fields
+  // with release after making the count odd, so a reader that loads (acquire) any new field then
+  // sees the odd or a later count and retries; the even count, last, publishes the whole.
+  constexpr auto kPublish = std::memory_order_release;
   const std::uint32_t seq = g.seq.load(std::memory_order_relaxed);
   g.seq.store(seq + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   std::uint8_t n = 0;
   for (auto it = s.stack.rbegin(); it != s.stack.rend() && n < GpuChainSnapshot::kMaxSpans; ++it) {
     SpanRecord& r = **it;
     if ((r.mode & kModeGpu) == 0 || !r.recording || r.orphaned) continue;
     ensure_ids(r, t_ids);
     if (n == 0) {
-      g.kernel_spans.store((r.mode & kModeGpuKernels) != 0, std::memory_order_relaxed);
-      g.pipeline.store(r.pipeline, std::memory_order_relaxed);
-      g.start_unix_nano.store(start_unix_nano(r, tick_converter()), std::memory_order_relaxed);
+      g.kernel_spans.store((r.mode & kModeGpuKernels) != 0, kPublish);
+      g.pipeline.store(r.pipeline, kPublish);
+      g.start_unix_nano.store(start_unix_nano(r, tick_converter()), kPublish);
     }
     std::uint64_t key = 0;
     std::memcpy(&key, r.span_id.bytes.data(), sizeof(key));
-    g.spans[n++].store(key, std::memory_order_relaxed);
+    g.spans[n++].store(key, kPublish);
   }
-  g.size.store(n, std::memory_order_relaxed);
+  g.size.store(n, kPublish);
   g.seq.store(seq + 2, std::memory_order_release);
 }
 
 bool read_gpu_chain(const ThreadState& s, GpuChainCopy& out) noexcept {
   const GpuChainSnapshot& g = s.gpu_chain;
+  constexpr auto kRead = std::memory_order_acquire;  // keeps the count's second load after them
   for (int attempt = 0; attempt < 16; ++attempt) {
     const std::uint32_t before = g.seq.load(std::memory_order_acquire);
     if ((before & 1) != 0) continue;
-    out.size = g.size.load(std::memory_order_relaxed);
-    out.kernel_spans = g.kernel_spans.load(std::memory_order_relaxed);
-    out.pipeline = g.pipeline.load(std::memory_order_relaxed);
-    out.start_unix_nano = g.start_unix_nano.load(std::memory_order_relaxed);
+    out.size = g.size.load(kRead);
+    out.kernel_spans = g.kernel_spans.load(kRead);
+    out.pipeline = g.pipeline.load(kRead);
+    out.start_unix_nano = g.start_unix_nano.load(kRead);
     for (std::uint8_t i = 0; i < out.size && i < GpuChainSnapshot::kMaxSpans; ++i) {
-      out.spans[i] = g.spans[i].load(std::memory_order_relaxed);
+      out.spans[i] = g.spans[i].load(kRead);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
     if (g.seq.load(std::memory_order_relaxed) == before) return true;
   }
   return false;
