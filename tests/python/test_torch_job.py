@@ -172,7 +172,13 @@ def test_the_report_tells_hidden_from_exposed_all_reduce_time(job):
 def test_the_report_names_the_slow_rank_and_nobody_in_a_balanced_job(tmp_path, slow_rank):
     """Issue 47: rank 2 computing twice as long (--slow-rank) does not take longer steps, every
     rank waits for it in the DDP all-reduces; lens report names it, slow in forward_backward and
-    last into the buckets' all-reduces. Without a slow rank it names none."""
+    last into the buckets' all-reduces. Without a slow rank it names none.
+
+    The 4 ranks share 2 cores here, so the scheduler alone makes a rank late at the all-reduces by
+    several percent of the step, now and then on most of a short job's steps (one CI run: rank 2
+    of a balanced job 8.3 ms late per step of 130 ms, past the default floor of 5 %). Both cases
+    use a floor of 15 % (--straggler-threshold): far above that noise, far below the slow rank's
+    lateness (half its step)."""
     lens_binary = os.environ.get("LENS_BINARY")
     if not lens_binary:
         pytest.skip("LENS_BINARY (the built lens command) is not set")
@@ -182,9 +188,10 @@ def test_the_report_names_the_slow_rank_and_nobody_in_a_balanced_job(tmp_path, s
         args += ["--slow-rank", str(slow_rank), "--slow-factor", "2"]
     run_job(tmp_path, *args)
     files = sorted(str(p) for p in tmp_path.glob("traces-rank*.jsonl"))
-    report = subprocess.run([lens_binary, "report", "--json", *files], capture_output=True,
-                            text=True, timeout=120, check=True)
+    report = subprocess.run([lens_binary, "report", "--json", "--straggler-threshold", "15",
+                             *files], capture_output=True, text=True, timeout=120, check=True)
     r = json.loads(report.stdout)
+    assert r["stragglers"]["threshold_pct"] == 15
     ranks = [(x["rank"], x["last_count"], x["late_ns"])
              for c in r["collectives"] for x in c["ranks"]]
     flagged = [s["rank"] for s in r["stragglers"]["ranks"]]
