@@ -289,6 +289,17 @@ BENCHMARK(BM_GpuTimedSpanTwoAttributes)
     ->ArgName("exporter")
     ->Arg(static_cast<int>(ExporterKind::kFile));
 
+// Hands the timing a kernel record for each of the burst's launches, the last `records.size()`
+// before `next` (kernel c ran from 10c to 10c + 5 ns, on stream 7): what CUPTI delivers later.
+void complete_burst(std::vector<detail::GpuActivity>& records, std::uint64_t next) {
+  for (std::size_t j = 0; j < records.size(); ++j) {
+    const auto c = next - records.size() + j;
+    records[j] = {c, detail::GpuActivityKind::kKernel,  0,
+                  7, static_cast<std::int64_t>(c) * 10, static_cast<std::int64_t>(c) * 10 + 5};
+  }
+  g_gpu->timing_->on_activities(records);
+}
+
 // What lens adds to a kernel launch on the launching thread: the launch callback's attribution to
 // the innermost GPU-timed span, here inside a step span of 1,024 launches whose records come back
 // at the burst's end (the goal: at most 10 % of CUPTI's own record cost, 1.6 us).
@@ -304,12 +315,7 @@ void BM_GpuLaunchInsideATimedSpan(benchmark::State& state) {
       k = 0;
       state.PauseTiming();
       step.reset();
-      for (int j = 0; j < kBurst; ++j) {
-        const auto c = correlation - kBurst + static_cast<std::uint64_t>(j);
-        records[j] = {c, detail::GpuActivityKind::kKernel,  0,
-                      7, static_cast<std::int64_t>(c) * 10, static_cast<std::int64_t>(c) * 10 + 5};
-      }
-      g_gpu->timing_->on_activities(records);
+      complete_burst(records, correlation);
       g_traced.handle.force_flush();
       step = std::make_unique<Span>(managed_span("step", "train_step"));
       state.ResumeTiming();
@@ -355,12 +361,7 @@ void BM_GpuLaunchFromAThreadWithoutSpans(benchmark::State& state) {
     if (NEMO_LENS_UNLIKELY(++k == kBurst)) {
       k = 0;
       state.PauseTiming();
-      for (int j = 0; j < kBurst; ++j) {
-        const auto c = correlation - kBurst + static_cast<std::uint64_t>(j);
-        records[j] = {c, detail::GpuActivityKind::kKernel,  0,
-                      7, static_cast<std::int64_t>(c) * 10, static_cast<std::int64_t>(c) * 10 + 5};
-      }
-      g_gpu->timing_->on_activities(records);
+      complete_burst(records, correlation);
       {
         std::lock_guard lock(mu);
         ++phase;  // the stepper ends the step, flushes and opens the next

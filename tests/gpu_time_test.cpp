@@ -10,7 +10,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -708,9 +707,7 @@ TEST_F(GpuSpans, LaunchesFromThreadsWithoutSpansLeaveTheSpansThreadsLockToItsOwn
 }
 
 std::uint64_t key_of(const nemo::lens::Span& span) {
-  std::uint64_t k = 0;
-  std::memcpy(&k, span.context().span_id.bytes.data(), sizeof(k));
-  return k;
+  return nemo::lens::detail::span_key(span.context().span_id);
 }
 
 // The calling thread's published chain, as span keys innermost first ({-1} when unreadable), and

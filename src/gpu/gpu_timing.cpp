@@ -2,7 +2,6 @@
 #include "gpu/gpu_timing.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "tracing/engine.hpp"
 
@@ -13,12 +12,6 @@ namespace {
 GpuSourceFactory& source_factory() {
   static GpuSourceFactory f;
   return f;
-}
-
-std::uint64_t span_key(const SpanId& id) noexcept {
-  std::uint64_t k = 0;
-  std::memcpy(&k, id.bytes.data(), sizeof(k));
-  return k;
 }
 
 }  // namespace

@@ -328,8 +328,15 @@ struct SiteAddressEntry {
   std::uint32_t group_index = 0;  // site null: its index in the group flags
 };
 
-/// The chain of a thread's open GPU-timed spans (mode kModeGpu), innermost first, as the GPU
-/// timing's span keys (their span ids' first 8 bytes): what a launch from a thread with no such
+/// A span's key in the GPU timing's bookkeeping: its span id's first 8 bytes.
+inline std::uint64_t span_key(const SpanId& id) noexcept {
+  std::uint64_t k = 0;
+  std::memcpy(&k, id.bytes.data(), sizeof(k));
+  return k;
+}
+
+/// The chain of a thread's open GPU-timed spans (mode kModeGpu), innermost first, as span keys
+/// (span_key()): what a launch from a thread with no such
 /// span of its own counts for (gpu/gpu_timing.cpp). Written under the thread's lock whenever such
 /// a span starts or leaves the thread's stack (publish_gpu_chain_locked()); read by any thread
 /// without the lock (read_gpu_chain()), so that launches from other threads, one per kernel of a

@@ -156,9 +156,7 @@ void publish_gpu_chain_locked(ThreadState& s) noexcept {
       g.pipeline.store(r.pipeline, kPublish);
       g.start_unix_nano.store(start_unix_nano(r, tick_converter()), kPublish);
     }
-    std::uint64_t key = 0;
-    std::memcpy(&key, r.span_id.bytes.data(), sizeof(key));
-    g.spans[n++].store(key, kPublish);
+    g.spans[n++].store(span_key(r.span_id), kPublish);
   }
   g.size.store(n, kPublish);
   g.seq.store(seq + 2, std::memory_order_release);

@@ -342,9 +342,7 @@ def test_torch_profiler_in_the_middle_of_the_job_sees_its_steps_and_lens_every_s
         assert profiler["steps"] == [2, 3]
         assert profiler["train_steps_seen"] == 2, profiler  # its own ranges: it ran there
         assert profiler["events"] > 0 and profiler["gpu_events"] == 0, profiler  # on the CPU
-        steps = sorted(attrs["iteration"] for attrs in
-                       (dict((kv["key"], _value(kv["value"])) for kv in s.get("attributes", []))
-                        for s in spans[rank] if s["name"] == "train_step"))
+        steps = sorted(s["attrs"]["iteration"] for s in spans[rank] if s["name"] == "train_step")
         assert steps == [1, 2, 3, 4], (rank, steps)
 
 
