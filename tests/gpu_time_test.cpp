@@ -706,6 +706,41 @@ TEST_F(GpuSpans, LaunchesFromThreadsWithoutSpansLeaveTheSpansThreadsLockToItsOwn
   EXPECT_TRUE(biased);
 }
 
+TEST_F(GpuSpans, TakingAThreadsOwnLaunchesLeavesItsLockToItsOwner) {
+  // A thread that launches inside its own GPU-timed spans (a training loop) has its launches
+  // taken by the exporter thread at nearly every batch. Taken under its lock, as a guest, 256
+  // takes would turn the lock symmetric (owner_lock.hpp): every span of the training loop would
+  // pay a fence from then on.
+  start_gpu("step");
+  constexpr int kSteps = 300;  // each one's launch taken by a flush of its own
+  bool biased_before = false, biased = false;
+  std::thread([&] {  // a thread of its own: no earlier test's guest counts against its lock
+    biased_before = nemo::lens::detail::this_thread_lock_biased();
+    for (int i = 0; i < kSteps; ++i) {
+      {
+        auto step = open("step", "train_step");
+        gpu_->launch(5000 + i);
+      }
+      const std::int64_t at = 100 + 10 * i;
+      gpu_->complete(kernel(5000 + i, at, at + 4));
+      ASSERT_TRUE(handle_.force_flush(std::chrono::seconds(10)));
+    }
+    { auto next = open("job", "after"); }  // an owner whose guests came often turns here
+    biased = nemo::lens::detail::this_thread_lock_biased();
+  }).join();
+  const auto all = spans();
+  int steps = 0;
+  for (const auto& s : all) {
+    if (s.name != "train_step") continue;
+    ++steps;
+    EXPECT_EQ(int_attr(s, "gpu.kernels"), 1);
+    EXPECT_EQ(int_attr(s, "gpu.busy"), 4);
+  }
+  EXPECT_EQ(steps, kSteps);
+  if (!biased_before) GTEST_SKIP() << "every owner lock fences here";
+  EXPECT_TRUE(biased);
+}
+
 std::uint64_t key_of(const nemo::lens::Span& span) {
   return nemo::lens::detail::span_key(span.context().span_id);
 }

@@ -2,6 +2,7 @@
 #include "gpu/gpu_timing.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "tracing/engine.hpp"
 
@@ -14,7 +15,51 @@ GpuSourceFactory& source_factory() {
   return f;
 }
 
+// The next GpuTiming's id_.
+std::atomic<std::uint32_t> g_next_timing_id{1};
+
 }  // namespace
+
+GpuInputs::~GpuInputs() {
+  while (head_ != nullptr) delete std::exchange(head_, head_->next.load(std::memory_order_relaxed));
+}
+
+bool GpuInputs::push(const GpuInput& input, std::size_t bound) {
+  const std::uint64_t produced = produced_.load(std::memory_order_relaxed);
+  if (produced - consumed_seen_ >= bound) {
+    consumed_seen_ = consumed_.load(std::memory_order_relaxed);  // read only when it may be full
+    if (produced - consumed_seen_ >= bound) return false;
+  }
+  if (tail_index_ == kBlockInputs) {
+    Block* next = new Block();
+    // Published by the release of produced_ below, with the input stored into it.
+    tail_->next.store(next, std::memory_order_relaxed);
+    tail_ = next;
+    tail_index_ = 0;
+  }
+  tail_->inputs[tail_index_++] = input;
+  produced_.store(produced + 1, std::memory_order_release);  // pairs with take()'s acquire
+  return true;
+}
+
+void GpuInputs::take(std::uint32_t timing, std::vector<GpuInput>& out) {
+  const std::uint64_t produced = produced_.load(std::memory_order_acquire);
+  std::uint64_t consumed = consumed_.load(std::memory_order_relaxed);
+  while (consumed != produced) {
+    if (head_index_ == kBlockInputs) {
+      // The producer linked the next block before it counted an input stored there.
+      Block* next = head_->next.load(std::memory_order_relaxed);
+      delete std::exchange(head_, next);
+      head_index_ = 0;
+    }
+    const GpuInput& in = head_->inputs[head_index_];
+    if (in.timing == timing) out.push_back(in);  // may throw: this input stays queued
+    ++head_index_;
+    ++consumed;
+    // Each input given back at once: a producer that found the queue full sees the room.
+    consumed_.store(consumed, std::memory_order_relaxed);
+  }
+}
 
 void set_gpu_source_factory(GpuSourceFactory factory) { source_factory() = std::move(factory); }
 
@@ -29,19 +74,20 @@ GpuTiming::GpuTiming(Pipeline& pipeline, GroupSet groups, std::chrono::milliseco
       groups_(std::move(groups)),
       kernel_spans_(std::move(kernel_spans)),
       wait_(wait),
-      generation_(g_fork_generation.load(std::memory_order_relaxed)) {}
+      generation_(g_fork_generation.load(std::memory_order_relaxed)),
+      id_(g_next_timing_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 GpuTiming::~GpuTiming() {
   stop();
-  // The threads' queues hold nothing for a timing that is gone.
+  // The threads' queues keep nothing for a timing that is gone (a later one would skip it).
   try {
+    std::vector<Input> gone;
     visit_thread_states([&](ThreadState& t) {
-      std::lock_guard lock(t.mu);
-      if (t.gpu != nullptr && t.gpu->owner == this) {
-        t.gpu->inputs.clear();
-        t.gpu->owner = nullptr;
-        t.gpu_pending.store(false, std::memory_order_relaxed);
-      }
+      GpuInputs* q = t.gpu.load(std::memory_order_acquire);
+      if (q == nullptr || !q->pending()) return;
+      std::lock_guard lock(q->consumer_mu);
+      q->take(id_, gone);
+      gone.clear();
     });
   } catch (...) {
   }
@@ -113,20 +159,16 @@ void GpuTiming::dropped(const Input& input) noexcept {
   if (input.op == Input::Op::kLaunch) in_launches_dropped_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void GpuTiming::queue_input(ThreadState* locked, const Input& input) noexcept {
-  if (locked != nullptr) {
+void GpuTiming::queue_input(ThreadState* own, Input input) noexcept {
+  input.timing = id_;
+  if (own != nullptr) {
     try {
-      if (locked->gpu == nullptr) locked->gpu = new GpuInputs();  // kept with the state
-      GpuInputs& q = *locked->gpu;
-      if (q.owner != this) {  // a former timing's, never taken: stale
-        q.inputs.clear();
-        q.owner = this;
+      GpuInputs* q = own->gpu.load(std::memory_order_relaxed);  // only this thread stores it
+      if (q == nullptr) {
+        q = new GpuInputs();
+        own->gpu.store(q, std::memory_order_release);  // pairs with absorb_locked()'s acquire
       }
-      if (q.inputs.size() >= max_queued_.load(std::memory_order_relaxed)) return dropped(input);
-      q.inputs.push_back(input);
-      if (!locked->gpu_pending.load(std::memory_order_relaxed)) {
-        locked->gpu_pending.store(true, std::memory_order_relaxed);
-      }
+      if (!q->push(input, max_queued_.load(std::memory_order_relaxed))) dropped(input);
     } catch (...) {
       dropped(input);
     }
@@ -195,9 +237,7 @@ void GpuTiming::on_cancel(std::uint64_t correlation) noexcept {
 
 void GpuTiming::queue_own(const Input& input) noexcept {
   ThreadState* own = this_thread_state_if_any();
-  if (own == nullptr) return queue_input(nullptr, input);
-  std::lock_guard lock(own->mu);
-  queue_input(own, input);
+  queue_input(own, input);  // its own queue needs no lock: this thread is its only producer
 }
 
 void GpuTiming::on_synchronized() noexcept {
@@ -245,16 +285,12 @@ void GpuTiming::absorb_locked() {
     counts_.activities_dropped += in_activities_dropped_;
     in_activities_dropped_ = 0;
   }
+  // The threads' own queues, without their locks (GpuInputs).
   visit_thread_states([&](ThreadState& t) {
-    // Read without the lock: a flag set after this read is seen at the next absorb, and the
-    // inputs it stands for wait until then (as they would behind the lock).
-    if (!t.gpu_pending.load(std::memory_order_relaxed)) return;
-    std::lock_guard lock(t.mu);
-    if (t.gpu == nullptr || t.gpu->owner != this) return;  // the flag stays for their timing
-    t.gpu_pending.store(false, std::memory_order_relaxed);
-    if (t.gpu->inputs.empty()) return;
-    launches.insert(launches.end(), t.gpu->inputs.begin(), t.gpu->inputs.end());
-    t.gpu->inputs.clear();
+    GpuInputs* q = t.gpu.load(std::memory_order_acquire);
+    if (q == nullptr || !q->pending()) return;
+    std::lock_guard lock(q->consumer_mu);
+    q->take(id_, launches);
   });
   counts_.launches_dropped += in_launches_dropped_.exchange(0, std::memory_order_relaxed);
   // Launches, then their aliases, then cancellations: each queue is in its order, but a launch

@@ -88,14 +88,54 @@ struct GpuInput {
   std::uint64_t aliased = 0;  // kAlias: the launch `correlation` is another id of
   std::uint32_t records = 1;  // kLaunch
   Op op = Op::kLaunch;
+  /// The GpuTiming it is for (its id_, set when queued); a consumer drops another's (stale).
+  std::uint32_t timing = 0;
 };
 
-/// A thread's reports for one GpuTiming's exporter thread (ThreadState::gpu), guarded by the
-/// thread state's lock, which a launch holds anyway to read the thread's open spans: a launch
-/// takes no lock shared with other launching threads.
-struct GpuInputs {
-  const void* owner = nullptr;  // the GpuTiming they are for; another: stale, dropped
-  std::vector<GpuInput> inputs;
+/// A thread's reports for the exporter thread (ThreadState::gpu): a queue of one producer, the
+/// thread itself (under its own lock, which a launch holds anyway to read its open spans), and
+/// one consumer at a time (`consumer_mu`), which takes no lock of the thread: a guest's lock
+/// costs the owner (owner_lock.hpp), and a thread that launches kernels would have its lock
+/// taken at nearly every take, then turn symmetric and fence at every span. Blocks of
+/// kBlockInputs, linked: the producer allocates one every kBlockInputs inputs, the consumer
+/// frees those it emptied.
+class GpuInputs {
+ public:
+  static constexpr std::size_t kBlockInputs = 256;
+
+  GpuInputs() : head_(new Block()), tail_(head_) {}
+  ~GpuInputs();
+  GpuInputs(const GpuInputs&) = delete;
+  GpuInputs& operator=(const GpuInputs&) = delete;
+
+  /// Producer: appends `input` unless `bound` inputs are queued already (false). May throw
+  /// std::bad_alloc (nothing appended).
+  bool push(const GpuInput& input, std::size_t bound);
+  /// Consumer: appends every queued input of timing `timing` to `out` and drops the others. May
+  /// throw std::bad_alloc from `out` (what was not appended stays queued).
+  void take(std::uint32_t timing, std::vector<GpuInput>& out);
+  /// Consumer: whether something is queued (a read of the producer's count).
+  bool pending() const noexcept {
+    return produced_.load(std::memory_order_acquire) != consumed_.load(std::memory_order_relaxed);
+  }
+
+  /// Consumers take it around take() (two timings, one being destroyed, may meet here).
+  std::mutex consumer_mu;
+
+ private:
+  struct Block {
+    GpuInput inputs[kBlockInputs];
+    std::atomic<Block*> next{nullptr};
+  };
+  // The consumer's side.
+  Block* head_;
+  std::size_t head_index_ = 0;
+  alignas(64) std::atomic<std::uint64_t> consumed_{0};
+  // The producer's side, on lines of its own.
+  alignas(64) Block* tail_;
+  std::size_t tail_index_ = 0;
+  std::uint64_t consumed_seen_ = 0;  // consumed_ when the producer last read it
+  std::atomic<std::uint64_t> produced_{0};
 };
 
 class GpuTiming {
@@ -167,12 +207,12 @@ class GpuTiming {
   // own, children of `r`) go to `children`.
   void attach_locked(SpanRecord& r, std::uint64_t span, std::vector<SpanRecord*>& children);
   using Input = GpuInput;
-  // Queues an input for absorb_locked(): into `locked`'s queue (a thread state whose lock the
-  // caller holds), else into the shared one (a thread lens has no state for).
-  void queue_input(ThreadState* locked, const Input& input) noexcept;
+  // Queues an input for absorb_locked(): into the queue of `own`, the calling thread's state,
+  // else into the shared one (a thread lens has no state for).
+  void queue_input(ThreadState* own, Input input) noexcept;
   // A dropped input: counted when it is a launch.
   void dropped(const Input& input) noexcept;
-  // queue_input() into the calling thread's queue, under its lock.
+  // queue_input() into the calling thread's queue.
   void queue_own(const Input& input) noexcept;
   void poll_loop() noexcept;
 
@@ -181,6 +221,7 @@ class GpuTiming {
   const GroupSet kernel_spans_;
   const std::chrono::milliseconds wait_;
   const std::uint64_t generation_;  // g_fork_generation at construction
+  const std::uint32_t id_;          // GpuInput::timing of what this timing's launches queue
   std::unique_ptr<GpuSource> source_;
 
   // What the source reported and the exporter thread has not taken in yet: activity records, and

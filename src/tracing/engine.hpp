@@ -378,12 +378,10 @@ struct ThreadState {
   /// The flight recorder's ring of this thread's recorded spans (record/recorder.hpp), made at its
   /// first; guarded by `mu`.
   FlightRing* flight = nullptr;
-  /// GPU launches this thread reported for GPU time (gpu/gpu_timing.hpp), made at its first;
-  /// guarded by `mu`.
-  GpuInputs* gpu = nullptr;
-  /// Set (under `mu`) when `gpu` has inputs the exporter thread has not taken: it takes the lock
-  /// of a thread only when this is set, as a guest's lock costs the owner (owner_lock.hpp).
-  std::atomic<bool> gpu_pending{false};
+  /// GPU launches this thread reported for GPU time (gpu/gpu_timing.hpp), made at its first
+  /// (under `mu`, by this thread) and kept with the state; the exporter thread takes them
+  /// without `mu`.
+  std::atomic<GpuInputs*> gpu{nullptr};
   std::int64_t tid = 0;
   /// The owner thread's exception globals (lookup_eh_globals()), set when a thread acquires the
   /// state: what a span reads std::uncaught_exceptions() from, with no thread-local lookup.

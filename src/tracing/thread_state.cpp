@@ -238,6 +238,9 @@ void reset_thread_states_in_child() noexcept {
   for (ThreadState* s : registry()) {
     for (SpanRecord* r : s->stack) r->orphaned = true;
     publish_gpu_chain_locked(*s);  // empty: every span is orphaned
+    // The GPU launches queued for the parent's exporter, whose consumer may have been taking
+    // them (its lock held) when the process forked: leaked, a new queue made at the next launch.
+    s->gpu.store(nullptr, std::memory_order_relaxed);
     // The flight recorder's spans are the parent's to capture: its rings are emptied here, their
     // records leaked rather than reused (as the other threads' caches are).
     if (s->flight != nullptr) s->flight->head = s->flight->size = 0;
