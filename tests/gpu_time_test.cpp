@@ -127,6 +127,67 @@ TEST(GpuAttribution, LaunchesBeyondTheBoundAreCountedAndTheirRecordsUnattributed
   EXPECT_EQ(a.take(10).kernels, 2u);
 }
 
+// A thread's launch queue (GpuInputs: one producer, one consumer, no lock between them) against
+// a plain vector of what was pushed: every input of the consumer's timing comes out once, in
+// order, through block boundaries and reused blocks, while both run; another timing's are dropped.
+TEST(GpuInputQueue, DeliversEveryInputOnceInOrderWhileBothSidesRun) {
+  using nemo::lens::detail::GpuInput;
+  using nemo::lens::detail::GpuInputs;
+  constexpr std::uint32_t kMine = 7, kStale = 8;
+  constexpr std::uint64_t kInputs = 20 * GpuInputs::kBlockInputs + 13;
+  GpuInputs q;
+  std::vector<std::uint64_t> pushed;  // the producer's own record of what it queued for kMine
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (std::uint64_t i = 1; i <= kInputs; ++i) {
+      GpuInput in;
+      in.correlation = i;
+      in.timing = i % 5 == 0 ? kStale : kMine;  // a former timing's, left in the queue
+      in.records = static_cast<std::uint32_t>(i % 3 + 1);
+      // A bound the consumer keeps up with only at times: a push that finds the queue full is
+      // tried again once the consumer made room.
+      while (!q.push(in, 3 * GpuInputs::kBlockInputs / 2)) std::this_thread::yield();
+      if (in.timing == kMine) pushed.push_back(i);
+    }
+    done.store(true, std::memory_order_release);
+  });
+  std::vector<GpuInput> taken;
+  while (!done.load(std::memory_order_acquire) || q.pending()) {
+    std::lock_guard lock(q.consumer_mu);
+    q.take(kMine, taken);
+  }
+  producer.join();
+  EXPECT_FALSE(q.pending());
+  std::vector<std::uint64_t> out;
+  for (const GpuInput& in : taken) {
+    EXPECT_EQ(in.timing, kMine);
+    EXPECT_EQ(in.records, in.correlation % 3 + 1);
+    out.push_back(in.correlation);
+  }
+  EXPECT_EQ(out, pushed);
+  EXPECT_EQ(pushed.size(), kInputs - kInputs / 5);  // through 20 blocks, some reused
+}
+
+TEST(GpuInputQueue, ABoundedQueueRefusesUntilTheConsumerTakes) {
+  using nemo::lens::detail::GpuInput;
+  using nemo::lens::detail::GpuInputs;
+  GpuInputs q;
+  GpuInput in;
+  in.timing = 1;
+  for (std::uint64_t i = 0; i < 300; ++i) {
+    in.correlation = i;
+    ASSERT_TRUE(q.push(in, 300)) << i;  // past one block: a second one is linked
+  }
+  EXPECT_FALSE(q.push(in, 300));
+  std::vector<GpuInput> taken;
+  q.take(1, taken);
+  ASSERT_EQ(taken.size(), 300u);
+  EXPECT_EQ(taken.back().correlation, 299u);
+  EXPECT_FALSE(q.pending());
+  EXPECT_TRUE(q.push(in, 300));  // room again
+  EXPECT_TRUE(q.pending());
+}
+
 TEST(GpuAttribution, AnAliasedIdIsTheSameLaunch) {
   GpuAttribution a;
   a.launch(5, chain_of({10}));

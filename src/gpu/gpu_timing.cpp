@@ -21,6 +21,7 @@ std::atomic<std::uint32_t> g_next_timing_id{1};
 }  // namespace
 
 GpuInputs::~GpuInputs() {
+  delete spare_.load(std::memory_order_relaxed);
   while (head_ != nullptr) delete std::exchange(head_, head_->next.load(std::memory_order_relaxed));
 }
 
@@ -31,7 +32,12 @@ bool GpuInputs::push(const GpuInput& input, std::size_t bound) {
     if (produced - consumed_seen_ >= bound) return false;
   }
   if (tail_index_ == kBlockInputs) {
-    Block* next = new Block();
+    Block* next = spare_.exchange(nullptr, std::memory_order_acquire);
+    if (next == nullptr) {
+      next = new Block();
+    } else {
+      next->next.store(nullptr, std::memory_order_relaxed);
+    }
     // Published by the release of produced_ below, with the input stored into it.
     tail_->next.store(next, std::memory_order_relaxed);
     tail_ = next;
@@ -49,7 +55,9 @@ void GpuInputs::take(std::uint32_t timing, std::vector<GpuInput>& out) {
     if (head_index_ == kBlockInputs) {
       // The producer linked the next block before it counted an input stored there.
       Block* next = head_->next.load(std::memory_order_relaxed);
-      delete std::exchange(head_, next);
+      // The producer's next block, unless it has one waiting already. Release: what this
+      // thread read from the block happens before the producer writes into it again.
+      delete spare_.exchange(std::exchange(head_, next), std::memory_order_acq_rel);
       head_index_ = 0;
     }
     const GpuInput& in = head_->inputs[head_index_];

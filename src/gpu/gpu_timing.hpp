@@ -97,9 +97,9 @@ struct GpuInput {
 /// one consumer at a time (`consumer_mu`), which takes no lock of the thread: a guest's lock
 /// costs the owner (owner_lock.hpp), and a thread that launches kernels would have its lock
 /// taken at nearly every take, then turn symmetric and fence at every span. Blocks of
-/// kBlockInputs, linked: the producer allocates one every kBlockInputs inputs, the consumer
-/// frees those it emptied.
-class GpuInputs {
+/// kBlockInputs, linked: the producer needs one every kBlockInputs inputs, and takes the one the
+/// consumer emptied last (a spare) before it allocates; the consumer frees the others.
+class NEMO_LENS_API GpuInputs {
  public:
   static constexpr std::size_t kBlockInputs = 256;
 
@@ -127,6 +127,9 @@ class GpuInputs {
     GpuInput inputs[kBlockInputs];
     std::atomic<Block*> next{nullptr};
   };
+  // An emptied block for the producer's next, or null: the consumer stores one, the producer
+  // takes it (acquire pairs with the consumer's release: the consumer read it before).
+  std::atomic<Block*> spare_{nullptr};
   // The consumer's side.
   Block* head_;
   std::size_t head_index_ = 0;
