@@ -93,8 +93,8 @@ struct GpuInput {
 };
 
 /// A thread's reports for the exporter thread (ThreadState::gpu): a queue of one producer, the
-/// thread itself (under its own lock, which a launch holds anyway to read its open spans), and
-/// one consumer at a time (`consumer_mu`), which takes no lock of the thread: a guest's lock
+/// thread itself, and one consumer at a time (`consumer_mu`), which takes no lock of the
+/// thread: a guest's lock
 /// costs the owner (owner_lock.hpp), and a thread that launches kernels would have its lock
 /// taken at nearly every take, then turn symmetric and fence at every span. Blocks of
 /// kBlockInputs, linked: the producer needs one every kBlockInputs inputs, and takes the one the

@@ -378,9 +378,8 @@ struct ThreadState {
   /// The flight recorder's ring of this thread's recorded spans (record/recorder.hpp), made at its
   /// first; guarded by `mu`.
   FlightRing* flight = nullptr;
-  /// GPU launches this thread reported for GPU time (gpu/gpu_timing.hpp), made at its first
-  /// (under `mu`, by this thread) and kept with the state; the exporter thread takes them
-  /// without `mu`.
+  /// GPU launches this thread reported for GPU time (gpu/gpu_timing.hpp), made by this thread at
+  /// its first and kept with the state; the exporter thread takes them without `mu`.
   std::atomic<GpuInputs*> gpu{nullptr};
   std::int64_t tid = 0;
   /// The owner thread's exception globals (lookup_eh_globals()), set when a thread acquires the
