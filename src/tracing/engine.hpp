@@ -46,7 +46,7 @@ class GpuTiming;
 struct SpanRing;
 struct EhGlobals;
 struct FlightRing;
-struct GpuInputs;
+class GpuInputs;
 
 /// ThreadState::mu: an OwnerLock whose owner is the thread the state belongs to. lock(), unlock()
 /// and try_lock() take the owner's side on that thread and the guests' side on any other; code
