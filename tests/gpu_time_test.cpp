@@ -11,12 +11,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "capture_stderr.hpp"
 #include "control_client.hpp"
@@ -800,6 +802,30 @@ TEST_F(GpuSpans, TakingAThreadsOwnLaunchesLeavesItsLockToItsOwner) {
   EXPECT_EQ(steps, kSteps);
   if (!biased_before) GTEST_SKIP() << "every owner lock fences here";
   EXPECT_TRUE(biased);
+}
+
+TEST_F(GpuSpans, ALaunchFromAThreadWithoutSpansTakesNoLockAtAll) {
+  // Not even the registry's, which a thread takes when it starts or exits: the launch reads the
+  // states linked for for_each_thread_state(). Here the launch comes while the registry's mutex
+  // is held; with visit_thread_states() back in on_launch() it would wait for it.
+  start_gpu("step");
+  auto step = open("step", "train_step");
+  bool launched_meanwhile = false;
+  bool first = true;
+  std::future<void> launch;  // out here: its end is waited for once the mutex is released
+  nemo::lens::detail::visit_thread_states([&](nemo::lens::detail::ThreadState&) {
+    if (!std::exchange(first, false)) return;
+    // A thread that never made a span: no state, so no lock of its own either.
+    launch = std::async(std::launch::async, [&] { gpu_->launch(81); });
+    launched_meanwhile = launch.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  });
+  launch.wait();  // a launch that waited for the registry's mutex ends now
+  EXPECT_TRUE(launched_meanwhile);
+  step.end();
+  gpu_->complete(kernel(81, 100, 140));
+  const auto s = only(spans(), "train_step");
+  EXPECT_EQ(int_attr(s, "gpu.kernels"), 1);
+  EXPECT_EQ(int_attr(s, "gpu.busy"), 40);
 }
 
 std::uint64_t key_of(const nemo::lens::Span& span) {

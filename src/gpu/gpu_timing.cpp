@@ -211,24 +211,21 @@ void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noex
   // No such span on this thread (autograd's, NCCL's or a data loader's): the process's innermost
   // one, the one that started last among every thread's innermost, read from the chains the
   // threads publish: no other thread's lock is taken, so launches from a thread without spans
-  // (a backward pass: one per kernel) leave the owners' locks biased. A launch that read a span
-  // from a chain just as it ended may come after the span was exported: it counts for the
-  // enclosing spans still open, or as late (GpuAttribution::launch()).
+  // (a backward pass: one per kernel) leave the owners' locks biased, and no lock at all, not
+  // even the registry's. A launch that read a span from a chain just as it ended may come after
+  // the span was exported: it counts for the enclosing spans still open, or as late
+  // (GpuAttribution::launch()).
   std::int64_t best_start = 0;
-  try {
-    visit_thread_states([&](ThreadState& s) {
-      if (&s == own) return;
-      GpuChainCopy copy;
-      if (!read_gpu_chain(s, copy)) return;
-      const GpuChain chain = chain_of(pipeline_, copy);
-      if (chain.size > 0 && (in.chain.size == 0 || copy.start_unix_nano > best_start)) {
-        in.chain = chain;
-        best_start = copy.start_unix_nano;
-      }
-    });
-  } catch (...) {
-    return;
-  }
+  for_each_thread_state([&](ThreadState& s) noexcept {
+    if (&s == own) return;
+    GpuChainCopy copy;
+    if (!read_gpu_chain(s, copy)) return;
+    const GpuChain chain = chain_of(pipeline_, copy);
+    if (chain.size > 0 && (in.chain.size == 0 || copy.start_unix_nano > best_start)) {
+      in.chain = chain;
+      best_start = copy.start_unix_nano;
+    }
+  });
   if (in.chain.size == 0) return;
   queue_own(in);
 }
@@ -293,8 +290,8 @@ void GpuTiming::absorb_locked() {
     counts_.activities_dropped += in_activities_dropped_;
     in_activities_dropped_ = 0;
   }
-  // The threads' own queues, without their locks (GpuInputs).
-  visit_thread_states([&](ThreadState& t) {
+  // The threads' own queues, without their locks (GpuInputs) or the registry's.
+  for_each_thread_state([&](ThreadState& t) {
     GpuInputs* q = t.gpu.load(std::memory_order_acquire);
     if (q == nullptr || !q->pending()) return;
     std::lock_guard lock(q->consumer_mu);

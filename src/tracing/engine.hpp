@@ -392,6 +392,10 @@ struct ThreadState {
   /// Its open GPU-timed spans, for launches from other threads (on a line of its own: those
   /// threads read it at every launch).
   GpuChainSnapshot gpu_chain;
+  /// The state created before this one (for_each_thread_state()); set before this one is
+  /// published, never changed. On a line of its own: walking the states reads it in each, and
+  /// the owner's counters, written at every span, would make each read a miss.
+  alignas(64) ThreadState* registry_next = nullptr;
 
   void count(std::atomic<std::uint64_t>& c) noexcept {
     // Relaxed load + store: only this thread writes its counters.
@@ -491,7 +495,25 @@ inline ThreadState* this_thread_state() noexcept {
 inline ThreadState* this_thread_state_if_any() noexcept { return t_state; }
 
 /// Calls f for every state ever created, holding the registry mutex (not the states' locks).
-void visit_thread_states(const std::function<void(ThreadState&)>& f);
+/// Exported from the library for tests.
+NEMO_LENS_API void visit_thread_states(const std::function<void(ThreadState&)>& f);
+
+/// The newest state created (thread_state.cpp): the head of the states linked by
+/// ThreadState::registry_next. States are never freed.
+extern std::atomic<ThreadState*> g_newest_thread_state;
+
+/// Calls f for every state created before the call, newest first, with no lock at all (where
+/// visit_thread_states() holds the registry's mutex): for a GPU launch and the exporter's take
+/// of launch queues, which must not wait for a thread that starts or exits. A state created
+/// meanwhile may be missed; f must read only what is safe without the state's lock.
+template <class F>
+void for_each_thread_state(F&& f) {
+  // Acquire pairs with the creator's release: each state's registry_next was set before.
+  for (ThreadState* s = g_newest_thread_state.load(std::memory_order_acquire); s != nullptr;
+       s = s->registry_next) {
+    f(*s);
+  }
+}
 
 /// take_record() when the thread's cache is empty: refills it from the global free pool, or
 /// allocates.

@@ -60,6 +60,9 @@ ThreadState* acquire_state() noexcept {
     auto* s = new ThreadState();
     registry().reserve(registry().size() + 1);
     registry().push_back(s);
+    // Linked for for_each_thread_state() (one writer: the registry mutex is held).
+    s->registry_next = g_newest_thread_state.load(std::memory_order_relaxed);
+    g_newest_thread_state.store(s, std::memory_order_release);
     s->in_use = true;
     s->tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
     return s;
@@ -89,6 +92,8 @@ struct ThreadStateHolder {
 };
 
 }  // namespace
+
+std::atomic<ThreadState*> g_newest_thread_state{nullptr};
 
 [[gnu::tls_model("initial-exec")]] constinit thread_local ThreadState* t_state = nullptr;
 
