@@ -35,6 +35,8 @@ using nemo::lens::detail::GpuActivity;
 using nemo::lens::detail::GpuActivityKind;
 using nemo::lens::detail::GpuAttribution;
 using nemo::lens::detail::GpuChain;
+using nemo::lens::detail::GpuInput;
+using nemo::lens::detail::GpuInputs;
 using nemo::lens::detail::GpuSource;
 using nemo::lens::detail::GpuTime;
 using nemo::lens::detail::GpuTiming;
@@ -133,8 +135,6 @@ TEST(GpuAttribution, LaunchesBeyondTheBoundAreCountedAndTheirRecordsUnattributed
 // a plain vector of what was pushed: every input of the consumer's timing comes out once, in
 // order, through block boundaries and reused blocks, while both run; another timing's are dropped.
 TEST(GpuInputQueue, DeliversEveryInputOnceInOrderWhileBothSidesRun) {
-  using nemo::lens::detail::GpuInput;
-  using nemo::lens::detail::GpuInputs;
   constexpr std::uint32_t kMine = 7, kStale = 8;
   constexpr std::uint64_t kInputs = 20 * GpuInputs::kBlockInputs + 13;
   GpuInputs q;
@@ -171,8 +171,6 @@ TEST(GpuInputQueue, DeliversEveryInputOnceInOrderWhileBothSidesRun) {
 }
 
 TEST(GpuInputQueue, ABoundedQueueRefusesUntilTheConsumerTakes) {
-  using nemo::lens::detail::GpuInput;
-  using nemo::lens::detail::GpuInputs;
   GpuInputs q;
   GpuInput in;
   in.timing = 1;

@@ -90,15 +90,18 @@ GpuTiming::~GpuTiming() {
   // The threads' queues keep nothing for a timing that is gone (a later one would skip it).
   try {
     std::vector<Input> gone;
-    visit_thread_states([&](ThreadState& t) {
-      GpuInputs* q = t.gpu.load(std::memory_order_acquire);
-      if (q == nullptr || !q->pending()) return;
-      std::lock_guard lock(q->consumer_mu);
-      q->take(id_, gone);
-      gone.clear();
-    });
+    take_thread_queues(gone);
   } catch (...) {
   }
+}
+
+void GpuTiming::take_thread_queues(std::vector<Input>& out) {
+  for_each_thread_state([&](ThreadState& t) {
+    GpuInputs* q = t.gpu.load(std::memory_order_acquire);
+    if (q == nullptr || !q->pending()) return;
+    std::lock_guard lock(q->consumer_mu);
+    q->take(id_, out);
+  });
 }
 
 std::string GpuTiming::start(std::unique_ptr<GpuSource> source) noexcept {
@@ -290,13 +293,7 @@ void GpuTiming::absorb_locked() {
     counts_.activities_dropped += in_activities_dropped_;
     in_activities_dropped_ = 0;
   }
-  // The threads' own queues, without their locks (GpuInputs) or the registry's.
-  for_each_thread_state([&](ThreadState& t) {
-    GpuInputs* q = t.gpu.load(std::memory_order_acquire);
-    if (q == nullptr || !q->pending()) return;
-    std::lock_guard lock(q->consumer_mu);
-    q->take(id_, launches);
-  });
+  take_thread_queues(launches);
   counts_.launches_dropped += in_launches_dropped_.exchange(0, std::memory_order_relaxed);
   // Launches, then their aliases, then cancellations: each queue is in its order, but a launch
   // may sit in another queue than its alias or its cancellation, which always come after it (the

@@ -217,6 +217,10 @@ class GpuTiming {
   void dropped(const Input& input) noexcept;
   // queue_input() into the calling thread's queue.
   void queue_own(const Input& input) noexcept;
+  // Appends what the threads' own queues hold for this timing to `out`, and drops the rest,
+  // without their locks (GpuInputs) or the registry's. May throw std::bad_alloc (what was not
+  // taken stays queued).
+  void take_thread_queues(std::vector<Input>& out);
   void poll_loop() noexcept;
 
   Pipeline& pipeline_;
