@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <set>
@@ -381,6 +382,100 @@ TEST(CacheLines, AnExportedRecordsWrittenLinesAreEvictedAndKeepTheirContents) {
   EXPECT_EQ(r->end_ticks, 22u);
   EXPECT_EQ(r->attributes[3].i, 33);
   EXPECT_EQ(r->inline_used, SpanRecord::kInlineAttributes);
+}
+
+// The common end's one-word test of five fields against the same test field by field, for every
+// combination of values that matter (and some that do not: the other mode bits).
+TEST(EndWord, AgreesWithTheFieldsTestedOneByOne) {
+  using nemo::lens::detail::end_word;
+  using nemo::lens::detail::end_word_is_common;
+  using nemo::lens::detail::kModeGpu;
+  auto r = std::make_unique<SpanRecord>();
+  int common = 0;
+  for (std::uint32_t nvtx : {0u, 1u, 0x100u, 0x10000u, 0x80000000u}) {
+    for (int recording = 0; recording < 2; ++recording) {
+      for (int orphaned = 0; orphaned < 2; ++orphaned) {
+        for (int mode = 0; mode < 16; ++mode) {
+          for (int unix_times = 0; unix_times < 2; ++unix_times) {
+            r->nvtx = nvtx;
+            r->recording = recording != 0;
+            r->orphaned = orphaned != 0;
+            r->mode = static_cast<std::uint8_t>(mode);
+            r->unix_times = unix_times != 0;
+            const bool expected = nvtx == 0 && recording != 0 && orphaned == 0 &&
+                                  (mode & kModeGpu) == 0 && unix_times == 0;
+            ASSERT_EQ(end_word_is_common(end_word(*r)), expected)
+                << nvtx << " " << recording << " " << orphaned << " " << mode << " "
+                << unix_times;
+            common += expected ? 1 : 0;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(common, 8);  // nvtx 0, recording, not orphaned, no unix times: the 8 modes without GPU
+}
+
+// A thread's stack of open records: top() is the newest or null, iteration sees only records.
+TEST(RecordStack, TopIsTheNewestOrNullAndIterationSeesOnlyRecords) {
+  nemo::lens::detail::RecordStack stack;
+  SpanRecord a, b, c;
+  EXPECT_TRUE(stack.empty());
+  EXPECT_EQ(stack.size(), 0u);
+  EXPECT_EQ(stack.top(), nullptr);
+  EXPECT_EQ(stack.begin(), stack.end());
+  EXPECT_EQ(stack.rbegin(), stack.rend());
+  stack.push_back(&a);
+  stack.push_back(&b);
+  stack.push_back(&c);
+  EXPECT_EQ(stack.size(), 3u);
+  EXPECT_EQ(stack.top(), &c);
+  EXPECT_EQ(std::vector<SpanRecord*>(stack.begin(), stack.end()),
+            (std::vector<SpanRecord*>{&a, &b, &c}));
+  EXPECT_EQ(std::vector<SpanRecord*>(stack.rbegin(), stack.rend()),
+            (std::vector<SpanRecord*>{&c, &b, &a}));
+  stack.erase(std::next(stack.rbegin(), 2).base() - 1);  // a, the oldest, through its reverse
+  EXPECT_EQ(std::vector<SpanRecord*>(stack.begin(), stack.end()),
+            (std::vector<SpanRecord*>{&b, &c}));
+  stack.pop_back();
+  EXPECT_EQ(stack.top(), &b);
+  while (!stack.full()) stack.push_back(&a);
+  EXPECT_EQ(stack.top(), &a);
+  stack.clear();
+  EXPECT_TRUE(stack.empty());
+  EXPECT_EQ(stack.top(), nullptr);
+}
+
+// clean_record() sets every field the common start does not write, and record_is_clean() notices
+// each of them set otherwise.
+TEST(CleanRecord, SetsWhatTheCommonStartLeavesAndTheCheckSeesEachField) {
+  using nemo::lens::detail::clean_record;
+  using nemo::lens::detail::record_is_clean;
+  auto r = std::make_unique<SpanRecord>();
+  const std::vector<std::function<void(SpanRecord&)>> dirty = {
+      [](SpanRecord& x) { x.span_id = *nemo::lens::SpanId::from_hex("00f067aa0ba902b7"); },
+      [](SpanRecord& x) { x.nvtx = 7; },
+      [](SpanRecord& x) { x.recording = false; },
+      [](SpanRecord& x) { x.orphaned = true; },
+      [](SpanRecord& x) { x.unix_times = true; },
+      [](SpanRecord& x) { x.dropped_attributes_count = 2; },
+      [](SpanRecord& x) { x.is_remote = true; },
+      [](SpanRecord& x) { x.kind = nemo::lens::SpanKind::kClient; },
+      [](SpanRecord& x) { x.status_code = nemo::lens::StatusCode::kError; },
+      [](SpanRecord& x) { x.exception_recorded = true; },
+      [](SpanRecord& x) { x.status_final = true; },
+      [](SpanRecord& x) { x.truncated = true; },
+      [](SpanRecord& x) { x.not_current = true; },
+  };
+  for (std::size_t i = 0; i < dirty.size(); ++i) {
+    clean_record(*r);
+    ASSERT_TRUE(record_is_clean(*r));
+    dirty[i](*r);
+    EXPECT_FALSE(record_is_clean(*r)) << "field " << i;
+  }
+  for (const auto& d : dirty) d(*r);
+  clean_record(*r);
+  EXPECT_TRUE(record_is_clean(*r));
 }
 
 }  // namespace

@@ -657,6 +657,44 @@ TEST_F(Tracing, RecycledRecordsCarryNothingColdOfEarlierSpans) {
   EXPECT_EQ(bare, 40);
 }
 
+// A LENS_SPAN site's common start writes only what differs between spans: the rest of a free
+// record is clean. A span that is not exported (sampled out here, with a remote parent, a kind
+// and a status of its own) goes back to its thread's cache at once, to be the next start's record.
+TEST_F(Tracing, ARecordASpanDidNotExportComesBackCleanForTheNextSite) {
+  SpanContext remote = w3c_example_context();
+  remote.trace_flags = 0;  // not sampled
+  for (int round = 0; round < 3; ++round) {
+    {
+      SpanStartOptions o;
+      o.parent = &remote;
+      o.kind = SpanKind::kServer;
+      auto out = start_span("sampled_out", o);
+      out.set_status(StatusCode::kError, "ignored");
+      out.set_attribute("k", 1);
+      EXPECT_FALSE(out);
+    }
+    { LENS_SPAN(site, SpanGroup::STEP, "after_sampled_out", {"round", round}); }
+  }
+  ASSERT_TRUE(handle_.force_flush());
+  int seen = 0;
+  for (const auto& s : memory_->spans()) {
+    ASSERT_EQ(s.name, "after_sampled_out");
+    ++seen;
+    EXPECT_TRUE(s.context.is_sampled());
+    EXPECT_FALSE(s.context.is_remote);
+    EXPECT_FALSE(s.parent_span_id.is_valid());
+    EXPECT_NE(s.context.trace_id, remote.trace_id);
+    EXPECT_EQ(s.kind, SpanKind::kInternal);
+    EXPECT_EQ(s.status_code, StatusCode::kUnset);
+    ASSERT_EQ(s.attributes.size(), 1u);
+    EXPECT_EQ(s.attributes[0].key, "round");
+    EXPECT_EQ(s.dropped_attributes_count, 0u);
+    EXPECT_FALSE(s.truncated);
+    EXPECT_LE(s.start_time_unix_nano, s.end_time_unix_nano);
+  }
+  EXPECT_EQ(seen, 3);
+}
+
 TEST_F(Tracing, LimitsDropAndCount) {
   env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2");
   env_.set("OTEL_SPAN_EVENT_COUNT_LIMIT", "1");

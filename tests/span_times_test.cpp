@@ -14,6 +14,7 @@
 #include "control_client.hpp"  // TempDir
 #include "nemo/lens/lens.hpp"
 #include "scoped_env.hpp"
+#include "tracing/clock.hpp"
 #include "tracing_fixture.hpp"
 
 namespace {
@@ -105,6 +106,34 @@ TEST_F(SpanTimes, ABackdatedSpanIsAParentAsAnyOther) {
   const auto child = only(all, "child");
   EXPECT_EQ(child.parent_span_id, parent.context.span_id);
   EXPECT_GE(child.start_time_unix_nano, parent.start_time_unix_nano);
+}
+
+// Where the clock does not use the TSC, a span's ticks are Unix nanoseconds. The common end reads
+// the TSC without asking the clock, so such a span must leave it to the general end: its start is
+// marked as Unix nanoseconds. Stood in for here by turning the TSC off around spans started with
+// start_span() (a LENS_SPAN site's common start is off where set-up found no TSC) and their export.
+TEST_F(SpanTimes, ASpanStartedWithoutTheTscEndsOnTheSystemClock) {
+  auto& tsc = nemo::lens::detail::g_clock_ticks_are_tsc;
+  if (!tsc.load()) GTEST_SKIP() << "no TSC here: every span already runs on the system clock";
+  const std::int64_t before = unix_now();
+  tsc.store(false);
+  {
+    Span s = nemo::lens::span_cm("system_clock");
+    Span child = nemo::lens::span_cm("system_clock_child");
+    const std::int64_t inside = unix_now();
+    while (unix_now() < inside + 1'000'000) {
+    }  // both spans last at least 1 ms by the system clock
+  }
+  const bool flushed = handle_.force_flush();  // converted while the TSC is still off
+  tsc.store(true);
+  const std::int64_t after = unix_now();
+  ASSERT_TRUE(flushed);
+  for (const char* name : {"system_clock", "system_clock_child"}) {
+    const auto d = only(spans(), name);
+    EXPECT_GE(d.start_time_unix_nano, before) << name;
+    EXPECT_GE(d.end_time_unix_nano - d.start_time_unix_nano, 1'000'000) << name;
+    EXPECT_LE(d.end_time_unix_nano, after) << name;
+  }
 }
 
 // The OTLP/JSON the file exporter writes from the record itself carries the same times.

@@ -11,7 +11,7 @@
 
 namespace nemo::lens::detail {
 
-constinit std::atomic<bool> g_clock_ticks_are_tsc{false};
+NEMO_LENS_API constinit std::atomic<bool> g_clock_ticks_are_tsc{false};
 
 namespace {
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "nemo/lens/detail/export.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define NEMO_LENS_HAVE_TSC 1
@@ -16,8 +18,9 @@
 namespace nemo::lens::detail {
 
 /// Whether timestamps come from the TSC: set once, by the first calibration, before any span
-/// starts (a pipeline calibrates before it is published), and never cleared.
-extern std::atomic<bool> g_clock_ticks_are_tsc;
+/// starts (a pipeline calibrates before it is published), and never cleared. Exported for the
+/// test that stands in for a machine without a usable TSC.
+extern NEMO_LENS_API std::atomic<bool> g_clock_ticks_are_tsc;
 
 /// Unix nanoseconds from clock_gettime(CLOCK_REALTIME).
 std::int64_t system_now_unix_nano() noexcept;
@@ -28,6 +31,17 @@ std::int64_t system_now_unix_nano() noexcept;
 inline std::uint64_t now_ticks() noexcept {
 #if NEMO_LENS_HAVE_TSC
   if (g_clock_ticks_are_tsc.load(std::memory_order_relaxed)) return __rdtsc();
+#endif
+  return static_cast<std::uint64_t>(system_now_unix_nano());
+}
+
+/// now_ticks(), and in `tsc` whether it read the TSC (else the value is Unix nanoseconds).
+inline std::uint64_t now_ticks(bool& tsc) noexcept {
+#if NEMO_LENS_HAVE_TSC
+  tsc = g_clock_ticks_are_tsc.load(std::memory_order_relaxed);
+  if (tsc) return __rdtsc();
+#else
+  tsc = false;
 #endif
   return static_cast<std::uint64_t>(system_now_unix_nano());
 }

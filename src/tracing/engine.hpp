@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -129,28 +130,30 @@ struct alignas(64) SpanRecord {
   // From here to inline_room: what init_record() sets, in one run of stores.
   /// The NVTX range opened on the owner's thread for this span (nvtx_open()); 0: none.
   std::uint32_t nvtx = 0;
+  // nvtx and the next four fields: one word, which the common end tests at once (end_word()).
+  bool recording = false;  // false: sampled out; only the context is kept
+  /// Not exported when it ends: shutdown exported a copy, or fork inherited it.
+  bool orphaned = false;
+  /// Its group's mode bits when it started (kModeFlight: recorded for the flight recorder, not
+  /// exported; kModeWatch: its end runs the recorder's triggers); 0 for nearly every span.
+  std::uint8_t mode = 0;
+  /// start_ticks and end_ticks hold Unix nanoseconds, not TSC ticks: the span was given a time
+  /// of its own (SpanStartOptions::start_time_unix_nano, Span::end(time)), or it started while
+  /// the clock did not use the TSC. Read them through start_unix_nano() and end_unix_nano().
+  /// False: both are TSC ticks, so that the common end may read the TSC with no further check.
+  bool unix_times = false;
   std::uint32_t dropped_attributes_count = 0;
   std::uint8_t trace_flags = 0;
   bool is_remote = false;  // an attached context from another process
   bool parent_is_remote = false;
   SpanKind kind = SpanKind::kInternal;
   StatusCode status_code = StatusCode::kUnset;
-  bool recording = false;  // false: sampled out; only the context is kept
   bool exception_recorded = false;
   bool status_final = false;  // an OK status was set
-  bool orphaned =
-      false;  // not exported when it ends: shutdown exported a copy, or fork inherited it
-  bool truncated = false;  // a copy ended by shutdown
+  bool truncated = false;     // a copy ended by shutdown
   /// Started with SpanStartOptions::current = false: never the parent of a span started on its
   /// thread (OpenTelemetry's tracer.start_span); attached contexts and other spans are.
   bool not_current = false;
-  /// Its group's mode bits when it started (kModeFlight: recorded for the flight recorder, not
-  /// exported; kModeWatch: its end runs the recorder's triggers); 0 for nearly every span.
-  std::uint8_t mode = 0;
-  /// start_ticks and end_ticks hold Unix nanoseconds, not now_ticks() values: the span was given
-  /// a time of its own (SpanStartOptions::start_time_unix_nano, Span::end(time)). Read them
-  /// through start_unix_nano() and end_unix_nano().
-  bool unix_times = false;
   std::uint8_t inline_used = 0;  // attributes[0, inline_used) are the span's first attributes
   /// New attributes go inline while inline_used < inline_room: the slots the count limit allows,
   /// until an attribute goes to the cold list (then every later one does too, to keep the order).
@@ -180,6 +183,34 @@ struct alignas(64) SpanRecord {
   /// state). Requires the owner's lock while the span is open.
   SpanContext context();
 };
+
+static_assert(offsetof(SpanRecord, nvtx) % 8 == 0 && offsetof(SpanRecord, recording) ==
+                                                     offsetof(SpanRecord, nvtx) + 4);
+static_assert(offsetof(SpanRecord, orphaned) == offsetof(SpanRecord, nvtx) + 5 &&
+              offsetof(SpanRecord, mode) == offsetof(SpanRecord, nvtx) + 6 &&
+              offsetof(SpanRecord, unix_times) == offsetof(SpanRecord, nvtx) + 7);
+
+/// What the common end of a span needs of `r` in one word: its nvtx, recording, orphaned, mode
+/// and unix_times fields as they lie in memory. end_word_is_common() tests it.
+inline std::uint64_t end_word(const SpanRecord& r) noexcept {
+  std::uint64_t w;
+  // The five fields, adjacent (asserted above), read as the record's bytes.
+  std::memcpy(&w, reinterpret_cast<const unsigned char*>(&r) + offsetof(SpanRecord, nvtx),
+              sizeof w);
+  return w;
+}
+
+/// Whether an end_word() is that of a span the common end takes: no NVTX range, recording, not
+/// orphaned, not GPU-timed (its end publishes the thread's GPU chain), times in TSC ticks.
+inline bool end_word_is_common(std::uint64_t w) noexcept {
+  // In memory order: nvtx's four bytes, recording, orphaned, mode (only kModeGpu tested),
+  // unix_times.
+  using Bytes = std::array<std::uint8_t, 8>;
+  constexpr auto kMask = std::bit_cast<std::uint64_t>(Bytes{0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                                            kModeGpu, 0xff});
+  constexpr auto kCommon = std::bit_cast<std::uint64_t>(Bytes{0, 0, 0, 0, 1, 0, 0, 0});
+  return (w & kMask) == kCommon;
+}
 
 /// A span's trace and span id.
 struct RecordIds {
@@ -360,11 +391,41 @@ struct GpuChainCopy {
   std::uint64_t spans[GpuChainSnapshot::kMaxSpans] = {};
 };
 
+/// A thread's open span records, oldest first: a vector with a null element below the first, so
+/// that top() is the newest or null without a test of the size, and a span's end compares it with
+/// its record at once. Iterates over the records only.
+class RecordStack {
+ public:
+  RecordStack() : v_(1, nullptr) {}  // may throw std::bad_alloc (a thread state's creation)
+  bool empty() const noexcept { return v_.size() == 1; }
+  std::size_t size() const noexcept { return v_.size() - 1; }
+  /// Whether a push_back() would allocate.
+  bool full() const noexcept { return v_.size() == v_.capacity(); }
+  /// The newest record; null when empty.
+  SpanRecord* top() const noexcept { return v_.back(); }
+  void push_back(SpanRecord* r) { v_.push_back(r); }  // may throw when full()
+  void pop_back() noexcept { v_.pop_back(); }         // requires !empty()
+  void clear() noexcept { v_.resize(1); }
+  auto begin() noexcept { return v_.begin() + 1; }
+  auto end() noexcept { return v_.end(); }
+  auto begin() const noexcept { return v_.begin() + 1; }
+  auto end() const noexcept { return v_.end(); }
+  auto rbegin() noexcept { return v_.rbegin(); }
+  auto rend() noexcept { return v_.rend() - 1; }
+  auto rbegin() const noexcept { return v_.rbegin(); }
+  auto rend() const noexcept { return v_.rend() - 1; }
+  /// Removes the record at `it` (an iterator of this stack).
+  void erase(std::vector<SpanRecord*>::iterator it) noexcept { v_.erase(it); }
+
+ private:
+  std::vector<SpanRecord*> v_;
+};
+
 /// Per-thread state. Only its owner thread touches `cache`; `stack`, the open records on it, `nvtx`
 /// and writes to `open` are guarded by `mu`; counters are written by the owner and read by anyone.
 struct ThreadState {
   StateLock mu{this};
-  std::vector<SpanRecord*> stack;       // open spans started by this thread, oldest first
+  RecordStack stack;                    // open spans started by this thread, oldest first
   OpenStack open;                       // the open-span registry's light entries
   NvtxStack nvtx;                       // NVTX ranges of this thread's spans
   std::vector<SpanRecord*> cache;       // free records
@@ -575,12 +636,14 @@ void lock_all_thread_states() noexcept;
 void unlock_all_thread_states() noexcept;
 void reset_thread_states_in_child() noexcept;
 
-/// Returns a record to the calling thread's cache (or frees it); its next start resets it.
+/// Returns a record to the calling thread's cache, cleaned (clean_record()), or frees it; its next
+/// start resets the rest.
 void recycle(SpanRecord* rec) noexcept;
 
-/// Returns records to the global free pool as one batch (their next starts reset them). Any
-/// thread; leaves `records` empty.
-void recycle_batch(std::vector<SpanRecord*>& records) noexcept;
+/// Returns records to the global free pool as one batch, cleaned (clean_record()) unless
+/// `cleaned` says they are already; their next starts reset the rest. Any thread; leaves
+/// `records` empty.
+void recycle_batch(std::vector<SpanRecord*>& records, bool cleaned = false) noexcept;
 
 /// Batch span processor settings (OTEL_BSP_*).
 struct BatchOptions {
@@ -830,10 +893,6 @@ inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
   return true;
 }
 
-/// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
-/// needed before), and clears the cold part the record's previous span left in use: nothing
-/// clears it when a span is exported, since reading the record there would pull its lines to the
-/// exporter thread's core.
 /// A span's start in Unix nanoseconds, its ticks converted by `clock` (a copy of the calibration:
 /// one batch's spans keep their order) unless the span was given times of its own.
 inline std::int64_t start_unix_nano(const SpanRecord& r, const TickConverter& clock) noexcept {
@@ -844,6 +903,39 @@ inline std::int64_t start_unix_nano(const SpanRecord& r, const TickConverter& cl
 inline std::int64_t end_unix_nano(const SpanRecord& r, const TickConverter& clock) noexcept {
   return r.unix_times ? static_cast<std::int64_t>(r.end_ticks) : clock.to_unix_nano(r.end_ticks);
 }
+/// Sets the fields of `r` that a LENS_SPAN site's common start (try_start_site_record()) does not
+/// write to what that start needs: no ids, no NVTX range, recording, nothing dropped, internal,
+/// status unset, TSC times. Every record is clean while free (in a thread's cache or the free
+/// pool): recycle() and recycle_batch() clean what they take, and the exporter thread before it
+/// evicts an exported record's lines.
+inline void clean_record(SpanRecord& r) noexcept {
+  r.span_id = SpanId{};
+  r.nvtx = 0;
+  r.recording = true;
+  r.orphaned = false;
+  r.unix_times = false;
+  r.dropped_attributes_count = 0;
+  r.is_remote = false;
+  r.kind = SpanKind::kInternal;
+  r.status_code = StatusCode::kUnset;
+  r.exception_recorded = false;
+  r.status_final = false;
+  r.truncated = false;
+  r.not_current = false;
+}
+
+/// Whether `r` is as clean_record() leaves it (its checks in debug builds).
+inline bool record_is_clean(const SpanRecord& r) noexcept {
+  return !r.span_id.is_valid() && r.nvtx == 0 && r.recording && !r.orphaned && !r.unix_times &&
+         r.dropped_attributes_count == 0 && !r.is_remote && r.kind == SpanKind::kInternal &&
+         r.status_code == StatusCode::kUnset && !r.exception_recorded && !r.status_final &&
+         !r.truncated && !r.not_current;
+}
+
+/// Writes every field a span's start writes, for a span of `owner` in `pipeline` (so no reset is
+/// needed before), and clears the cold part the record's previous span left in use: nothing
+/// clears it when a span is exported, since reading the record there would pull its lines to the
+/// exporter thread's core.
 inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
   if (NEMO_LENS_UNLIKELY(r.cold_used)) reset_record(r);
   r.trace_id = TraceId{};

@@ -308,8 +308,12 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     // start, on the thread that starts spans.
     for (SpanRecord* r : batch) reset_record(*r);
   }
-  for (const SpanRecord* r : batch) evict_record(*r);
-  recycle_batch(batch);
+  // Cleaned before their lines are evicted: cleaning them after would bring the lines back here.
+  for (SpanRecord* r : batch) {
+    clean_record(*r);
+    evict_record(*r);
+  }
+  recycle_batch(batch, true);
   return open;
 }
 

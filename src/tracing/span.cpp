@@ -3,6 +3,7 @@
 #include "nemo/lens/span.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -205,7 +206,11 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
         rec->start_ticks = static_cast<std::uint64_t>(req.start_unix);
         rec->unix_times = true;
       } else {
-        rec->start_ticks = now_ticks();
+        // Unix nanoseconds where the clock does not use the TSC: marked so, so that the common
+        // end, which reads the TSC, leaves the span to end_record().
+        bool tsc = false;
+        rec->start_ticks = now_ticks(tsc);
+        rec->unix_times = !tsc;
       }
     }
     rec->not_current = req.not_current;
@@ -389,9 +394,9 @@ namespace {
   }
   // Parent: the thread's current span, else none (start_record() for every other case). The
   // capacity is checked here, next to the push, so that the push needs no growing path.
-  const SpanRecord* top = stack.empty() ? nullptr : stack.back();
+  const SpanRecord* top = stack.top();
   if (NEMO_LENS_UNLIKELY(
-          stack.size() == stack.capacity() ||
+          stack.full() ||
           (top == nullptr ? (p.fast_starts & Pipeline::kFastRoots) == 0
                           : (p.fast_starts & Pipeline::kFastChildren) == 0 || top->not_current ||
                                 !top->span_id.is_valid() || (top->trace_flags & 0x01) == 0 ||
@@ -413,25 +418,15 @@ namespace {
     rec->parent_is_remote = top->is_remote;
     rec->trace_flags = static_cast<std::uint8_t>(0x01 | (top->trace_flags & 0x02));
   }
-  rec->span_id = SpanId{};
+  // The rest of what init_record() and start_record() leave is there already: the record is
+  // clean (clean_record()), as every free record is.
+  assert(record_is_clean(*rec));
   rec->owner = &ts;
   rec->pipeline = &p;
   rec->thread_id = ts.tid;
-  rec->nvtx = 0;
-  rec->dropped_attributes_count = 0;
-  rec->is_remote = false;
-  rec->kind = SpanKind::kInternal;
-  rec->status_code = StatusCode::kUnset;
-  rec->recording = true;
-  rec->exception_recorded = false;
-  rec->status_final = false;
-  rec->orphaned = false;
-  rec->truncated = false;
-  rec->not_current = false;
   // The caller checked records_without_range(): the site points into the flags, and its group
   // is not GPU-timed.
   rec->mode = g_span_modes[site_group_index(site.gate)].load(std::memory_order_relaxed);
-  rec->unix_times = false;
   rec->inline_used = static_cast<std::uint8_t>(count);
   rec->inline_room = p.inline_room;
   rec->start_ticks = tsc_ticks();
@@ -795,7 +790,7 @@ namespace {
     std::lock_guard lock(owner->mu);
     if (rec->nvtx != 0) detail::nvtx_close_locked(*owner, std::exchange(rec->nvtx, 0));
     auto& stack = owner->stack;
-    if (NEMO_LENS_LIKELY(!stack.empty() && stack.back() == rec)) {
+    if (NEMO_LENS_LIKELY(stack.top() == rec)) {
       stack.pop_back();  // spans mostly end innermost first
     } else {
       for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
@@ -885,15 +880,14 @@ namespace {
 [[gnu::always_inline]] inline bool try_end_record(SpanRecord* rec,
                                                   detail::ThreadState* current) noexcept {
   auto& stack = current->stack;
-  if (NEMO_LENS_UNLIKELY(!detail::kTscTicks ||
-                         !detail::g_clock_ticks_are_tsc.load(std::memory_order_relaxed) ||
-                         !current->mu.try_lock_as_owner_if_unshared())) {
+  if (NEMO_LENS_UNLIKELY(!detail::kTscTicks || !current->mu.try_lock_as_owner_if_unshared())) {
     return false;
   }
+  // A span whose times are not in Unix nanoseconds started on the TSC, which the clock, once it
+  // uses it, uses for good: no check of the clock here.
   const std::uint64_t now = detail::tsc_ticks();
-  if (NEMO_LENS_UNLIKELY(rec->nvtx != 0 || stack.empty() || stack.back() != rec ||
-                         !rec->recording || rec->orphaned || rec->unix_times ||
-                         (rec->mode & detail::kModeGpu) != 0)) {  // end_record() publishes
+  if (NEMO_LENS_UNLIKELY(!detail::end_word_is_common(detail::end_word(*rec)) ||
+                         stack.top() != rec)) {
     current->mu.unlock_as_owner();
     return false;
   }

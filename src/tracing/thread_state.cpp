@@ -110,6 +110,7 @@ ThreadState* acquire_for_this_thread() noexcept {
 void recycle(SpanRecord* rec) noexcept {
   ThreadState* s = this_thread_state();
   if (s != nullptr && s->cache.size() < kMaxCachedRecords) {
+    clean_record(*rec);
     try {
       s->cache.push_back(rec);
       return;
@@ -119,8 +120,11 @@ void recycle(SpanRecord* rec) noexcept {
   delete rec;
 }
 
-void recycle_batch(std::vector<SpanRecord*>& records) noexcept {
+void recycle_batch(std::vector<SpanRecord*>& records, bool cleaned) noexcept {
   if (records.empty()) return;
+  if (!cleaned) {
+    for (SpanRecord* r : records) clean_record(*r);
+  }
   FreeBatch* batch = nullptr;
   try {
     batch = new FreeBatch{std::move(records), nullptr};
@@ -206,7 +210,9 @@ SpanRecord* refill_and_take_record(ThreadState& s) noexcept {
   }
   if (s.cache.empty()) {
     try {
-      return new SpanRecord();
+      auto* rec = new SpanRecord();
+      clean_record(*rec);
+      return rec;
     } catch (...) {
       return nullptr;
     }
