@@ -826,6 +826,39 @@ TEST_F(GpuSpans, ALaunchFromAThreadWithoutSpansTakesNoLockAtAll) {
   EXPECT_EQ(int_attr(s, "gpu.busy"), 40);
 }
 
+TEST_F(GpuSpans, ALaunchInsideAGpuTimedSpanWaitsForNoLockOfItsThread) {
+  // Not even its own thread's, held here by a guest (as by a thread ending a span this thread
+  // started, or a dump of its open spans): the launch reads its thread's chain as other threads
+  // do. With the lock back in on_launch() the launch waits for the guest.
+  start_gpu("step");
+  std::promise<void> opened;  // once the worker's span is open
+  std::promise<void> go;
+  std::promise<void> launched;
+  std::future<void> launched_future = launched.get_future();
+  std::thread worker([&] {
+    auto step = open("step", "train_step");
+    opened.set_value();
+    go.get_future().wait();
+    gpu_->launch(83);
+    launched.set_value();
+    step.end();  // takes the lock: after the guest let it go
+  });
+  opened.get_future().wait();
+  // Every thread state's lock, the worker's as a guest (this is not its thread), and the
+  // registry's.
+  nemo::lens::detail::lock_all_thread_states();
+  go.set_value();
+  const bool launched_meanwhile =
+      launched_future.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  nemo::lens::detail::unlock_all_thread_states();
+  worker.join();
+  EXPECT_TRUE(launched_meanwhile);
+  gpu_->complete(kernel(83, 100, 140));
+  const auto s = only(spans(), "train_step");
+  EXPECT_EQ(int_attr(s, "gpu.kernels"), 1);
+  EXPECT_EQ(int_attr(s, "gpu.busy"), 40);
+}
+
 std::uint64_t key_of(const nemo::lens::Span& span) {
   return nemo::lens::detail::span_key(span.context().span_id);
 }

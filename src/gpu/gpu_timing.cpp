@@ -204,9 +204,11 @@ void GpuTiming::on_launch(std::uint64_t correlation, std::uint32_t records) noex
   ThreadState* own = this_thread_state_if_any();
   Input in{correlation, {}, 0, records, Input::Op::kLaunch};
   if (own != nullptr) {
-    // The span's end takes this lock too, on this thread: the launch is queued before the span
-    // ends, so before the exporter thread sees the span.
-    std::lock_guard lock(own->mu);
+    // No lock, not even this thread's own: its chain is read as any thread reads it (a guest
+    // ending a span of this thread's may be writing it), and the queue's only producer is this
+    // thread. The launch is queued before this thread ends the span, so before the exporter
+    // thread sees the span; a span another thread is ending meanwhile is one a launch from a
+    // thread without spans may read too (below).
     GpuChainCopy copy;
     if (read_gpu_chain(*own, copy)) in.chain = chain_of(pipeline_, copy);
     if (in.chain.size > 0) return queue_input(own, in);

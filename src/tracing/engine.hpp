@@ -632,8 +632,9 @@ inline void prefetch_next_record(const ThreadState& s) noexcept {
 
 /// Fork support: take every thread-state lock (prepare), release them (parent), or reset them and
 /// orphan every inherited open span (child).
-void lock_all_thread_states() noexcept;
-void unlock_all_thread_states() noexcept;
+/// (Exported for the tests that hold every state's lock as a guest while a thread works.)
+NEMO_LENS_API void lock_all_thread_states() noexcept;
+NEMO_LENS_API void unlock_all_thread_states() noexcept;
 void reset_thread_states_in_child() noexcept;
 
 /// Returns a record to the calling thread's cache, cleaned (clean_record()), or frees it; its next
