@@ -113,10 +113,10 @@ TEST_F(SpanTimes, ABackdatedSpanIsAParentAsAnyOther) {
 // marked as Unix nanoseconds. Stood in for here by turning the TSC off around spans started with
 // start_span() (a LENS_SPAN site's common start is off where set-up found no TSC) and their export.
 TEST_F(SpanTimes, ASpanStartedWithoutTheTscEndsOnTheSystemClock) {
-  auto& tsc = nemo::lens::detail::g_clock_ticks_are_tsc;
-  if (!tsc.load()) GTEST_SKIP() << "no TSC here: every span already runs on the system clock";
   const std::int64_t before = unix_now();
-  tsc.store(false);
+  if (!nemo::lens::detail::set_clock_ticks_are_tsc(false)) {
+    GTEST_SKIP() << "no TSC here: every span already runs on the system clock";
+  }
   {
     Span s = nemo::lens::span_cm("system_clock");
     Span child = nemo::lens::span_cm("system_clock_child");
@@ -125,7 +125,7 @@ TEST_F(SpanTimes, ASpanStartedWithoutTheTscEndsOnTheSystemClock) {
     }  // both spans last at least 1 ms by the system clock
   }
   const bool flushed = handle_.force_flush();  // converted while the TSC is still off
-  tsc.store(true);
+  nemo::lens::detail::set_clock_ticks_are_tsc(true);
   const std::int64_t after = unix_now();
   ASSERT_TRUE(flushed);
   for (const char* name : {"system_clock", "system_clock_child"}) {

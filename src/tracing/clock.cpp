@@ -11,7 +11,7 @@
 
 namespace nemo::lens::detail {
 
-NEMO_LENS_API constinit std::atomic<bool> g_clock_ticks_are_tsc{false};
+constinit std::atomic<bool> g_clock_ticks_are_tsc{false};
 
 namespace {
 
@@ -151,5 +151,9 @@ void lock_clock_for_fork() noexcept { g_cal_mu.lock(); }
 void unlock_clock_after_fork() noexcept { g_cal_mu.unlock(); }
 
 bool clock_uses_tsc() noexcept { return g_cal.mult.load(std::memory_order_relaxed) != 0; }
+
+bool set_clock_ticks_are_tsc(bool tsc) noexcept {
+  return g_clock_ticks_are_tsc.exchange(tsc, std::memory_order_acq_rel);
+}
 
 }  // namespace nemo::lens::detail

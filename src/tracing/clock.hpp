@@ -18,9 +18,9 @@
 namespace nemo::lens::detail {
 
 /// Whether timestamps come from the TSC: set once, by the first calibration, before any span
-/// starts (a pipeline calibrates before it is published), and never cleared. Exported for the
-/// test that stands in for a machine without a usable TSC.
-extern NEMO_LENS_API std::atomic<bool> g_clock_ticks_are_tsc;
+/// starts (a pipeline calibrates before it is published), and never cleared (but by
+/// set_clock_ticks_are_tsc()).
+extern std::atomic<bool> g_clock_ticks_are_tsc;
 
 /// Unix nanoseconds from clock_gettime(CLOCK_REALTIME).
 std::int64_t system_now_unix_nano() noexcept;
@@ -88,5 +88,11 @@ void unlock_clock_after_fork() noexcept;
 
 /// Whether timestamps come from the TSC.
 bool clock_uses_tsc() noexcept;
+
+/// Sets g_clock_ticks_are_tsc and returns what it was: for the test that stands in for a machine
+/// without a usable TSC by turning it off around a few spans, never called by lens itself. (A
+/// function, not the variable, is exported: tests that compile clock.cpp in would define the
+/// variable twice.)
+NEMO_LENS_API bool set_clock_ticks_are_tsc(bool tsc) noexcept;
 
 }  // namespace nemo::lens::detail
