@@ -904,6 +904,7 @@ inline std::int64_t start_unix_nano(const SpanRecord& r, const TickConverter& cl
 inline std::int64_t end_unix_nano(const SpanRecord& r, const TickConverter& clock) noexcept {
   return r.unix_times ? static_cast<std::int64_t>(r.end_ticks) : clock.to_unix_nano(r.end_ticks);
 }
+
 /// Sets the fields of `r` that a LENS_SPAN site's common start (try_start_site_record()) does not
 /// write to what that start needs: no ids, no NVTX range, recording, nothing dropped, internal,
 /// status unset, TSC times. Every record is clean while free (in a thread's cache or the free
@@ -939,27 +940,16 @@ inline bool record_is_clean(const SpanRecord& r) noexcept {
 /// exporter thread's core.
 inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) noexcept {
   if (NEMO_LENS_UNLIKELY(r.cold_used)) reset_record(r);
+  clean_record(r);      // what every span starts with (not every record here comes from a cache)
+  r.recording = false;  // until the sampler decides
   r.trace_id = TraceId{};
-  r.span_id = SpanId{};
   r.parent_span_id = SpanId{};
   r.site = nullptr;
   r.owner = owner;
   r.pipeline = pipeline;
-  r.nvtx = 0;
-  r.dropped_attributes_count = 0;
   r.trace_flags = 0;
-  r.is_remote = false;
   r.parent_is_remote = false;
-  r.kind = SpanKind::kInternal;
-  r.status_code = StatusCode::kUnset;
-  r.recording = false;
-  r.exception_recorded = false;
-  r.status_final = false;
-  r.orphaned = false;
-  r.truncated = false;
-  r.not_current = false;
   r.mode = 0;
-  r.unix_times = false;
   r.inline_used = 0;
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;
 }

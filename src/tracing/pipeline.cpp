@@ -303,13 +303,11 @@ bool Pipeline::export_batch(std::vector<SpanRecord*>& batch,
     }
   }
   const bool open = ledger_.settle(batch.size(), outcome);
-  if (gpu != nullptr) {
-    // The cold part GPU time's attributes used is cleared here rather than at the record's next
-    // start, on the thread that starts spans.
-    for (SpanRecord* r : batch) reset_record(*r);
-  }
   // Cleaned before their lines are evicted: cleaning them after would bring the lines back here.
+  // With GPU time, the cold part its attributes used is cleared here too rather than at the
+  // record's next start, on the thread that starts spans.
   for (SpanRecord* r : batch) {
+    if (gpu != nullptr) reset_record(*r);
     clean_record(*r);
     evict_record(*r);
   }
