@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -928,6 +929,79 @@ TEST_F(Tracing, LensSpansNestLikeEveryOtherSpan) {
   const TelemetryStats st = handle_.stats();
   EXPECT_EQ(st.spans_started, 128u + 18u);  // the sampled-out span is started and ended too
   EXPECT_EQ(st.spans_ended, 128u + 18u);
+}
+
+// A managed span of a pair this thread started before takes LENS_SPAN's common start (the pair's
+// site, found by the names' addresses): roots and children of it export as the general start's
+// do, with the attributes set_attribute() gave them.
+TEST_F(Tracing, AManagedSpanOfAPairStartedBeforeNestsAndExportsAsTheFirst) {
+  warm_record_cache(handle_);
+  for (int i = 0; i < 3; ++i) {
+    auto root = managed_span("step", "again_root");
+    root.set_attribute("iteration", i).set_attribute("stage", "forward");
+    for (int j = 0; j < 2; ++j) {
+      auto child = managed_span("step", "again_child");
+      child.set_attribute("j", 10 * i + j);
+    }
+  }
+  const auto all = spans();
+  std::vector<SpanData> roots;
+  for (const auto& s : all) {
+    if (s.name == "again_root") roots.push_back(s);
+  }
+  ASSERT_EQ(roots.size(), 3u);
+  std::set<std::string> traces;
+  for (const auto& root : roots) {
+    EXPECT_FALSE(root.parent_span_id.is_valid());
+    EXPECT_TRUE(root.context.is_sampled());
+    EXPECT_EQ(root.group, "step");
+    EXPECT_EQ(root.kind, SpanKind::kInternal);
+    EXPECT_EQ(root.status_code, StatusCode::kUnset);
+    EXPECT_LE(root.start_time_unix_nano, root.end_time_unix_nano);
+    ASSERT_EQ(root.attributes.size(), 2u);
+    const std::int64_t i = std::get<std::int64_t>(*attr(root, "iteration"));
+    EXPECT_EQ(std::get<std::string>(*attr(root, "stage")), "forward");
+    traces.insert(root.context.trace_id.to_hex());
+    std::vector<std::int64_t> js;
+    for (const auto& s : all) {
+      if (s.name != "again_child" || s.parent_span_id != root.context.span_id) continue;
+      EXPECT_EQ(s.context.trace_id, root.context.trace_id);
+      EXPECT_TRUE(s.context.is_sampled());
+      EXPECT_GE(s.start_time_unix_nano, root.start_time_unix_nano);
+      EXPECT_LE(s.end_time_unix_nano, root.end_time_unix_nano);
+      ASSERT_EQ(s.attributes.size(), 1u);
+      js.push_back(std::get<std::int64_t>(*attr(s, "j")));
+    }
+    std::sort(js.begin(), js.end());
+    EXPECT_EQ(js, (std::vector<std::int64_t>{10 * i, 10 * i + 1})) << "children of root " << i;
+  }
+  EXPECT_EQ(traces.size(), 3u);  // a root's trace is new each time
+}
+
+// set_attribute()'s common case copies a short key and a short string with one 16-byte move each:
+// keys up to a slot's 21 bytes and strings up to its 16 arrive whole, and a string that the length
+// limit cuts is cut as in every other path.
+TEST_F(Tracing, SetAttributeKeysAndStringsAtTheSlotSizesArriveWhole) {
+  // Keys whose bytes past the 16th differ from their first 16.
+  const std::string k16(16, 'k'), k17 = std::string(16, 'l') + "X", k21 = std::string(16, 'm') + "WXYZ!";
+  {
+    auto s = managed_span("step", "slot_sizes");
+    s.set_attribute(k16, "sixteen bytes!!!").set_attribute(k17, 17).set_attribute(k21, "x");
+  }
+  const auto whole = only(spans(), "slot_sizes");
+  env_.set("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "4");
+  start("all");
+  {
+    auto s = managed_span("step", "slot_cut");
+    s.set_attribute(k21, "abcdefgh").set_attribute("short", "abcd");
+  }
+  for (const std::string& k : {k16, k17, k21}) ASSERT_NE(attr(whole, k), nullptr) << k;
+  EXPECT_EQ(std::get<std::string>(*attr(whole, k16)), "sixteen bytes!!!");
+  EXPECT_EQ(std::get<std::int64_t>(*attr(whole, k17)), 17);
+  EXPECT_EQ(std::get<std::string>(*attr(whole, k21)), "x");
+  const auto cut = only(spans(), "slot_cut");
+  EXPECT_EQ(std::get<std::string>(*attr(cut, k21)), "abcd");
+  EXPECT_EQ(std::get<std::string>(*attr(cut, "short")), "abcd");
 }
 
 // A string attribute of a LENS_SPAN is copied with one 16-byte read when that read stays in the

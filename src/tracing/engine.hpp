@@ -473,6 +473,15 @@ inline SiteAddressEntry& site_address_entry(ThreadState& ts, std::string_view gr
   return ts.site_addresses[(a * 0x9e3779b97f4a7c15ull) >> 58];  // 64 entries: the top 6 bits
 }
 
+/// Whether `a`, an entry without a site found by the addresses of `group` and a name, says that
+/// the pair's group is off: the group the entry remembers (its content compared) and its site
+/// flag off, read now.
+[[gnu::always_inline]] inline bool is_off_pair(const SiteAddressEntry& a,
+                                               std::string_view group) noexcept {
+  return equal_short(a.off_group, group) &&
+         !g_site_flags[a.group_index].load(std::memory_order_relaxed);
+}
+
 /// What a thread's cache knows of a pair of names (find_cached_pair()).
 enum class CachedPair : std::uint8_t {
   kSite,     // the pair's interned site
@@ -494,8 +503,7 @@ enum class CachedPair : std::uint8_t {
         site = a.site;
         return CachedPair::kSite;
       }
-    } else if (equal_short(a.off_group, group) &&
-               !g_site_flags[a.group_index].load(std::memory_order_relaxed)) {
+    } else if (is_off_pair(a, group)) {
       return CachedPair::kOff;
     }
   }
@@ -955,16 +963,53 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
 }
 
 /// Adds `key` to `r` as a new inline attribute when that is all put_span_attribute() would do: no
-/// attribute of `r` has the key, the key is not one that may be redacted (for a string) and the
-/// value fits a free slot. False, `r` unchanged, otherwise. Requires the owner's lock while the
+/// attribute of `r` has the key, the key is not one that may be redacted (for a string), the value
+/// fits a free slot and no limit cuts it. False, `r` unchanged, otherwise. Short keys and strings
+/// are copied with one 16-byte move each (copy_within_page()). Requires the owner's lock while the
 /// span is open.
 [[gnu::always_inline]] inline bool append_new_inline(SpanRecord& r, std::string_view key,
                                                      const AttributeArg& value) noexcept {
-  for (std::uint32_t i = 0; i < r.inline_used; ++i) {
+  const std::uint32_t n = r.inline_used;
+  for (std::uint32_t i = 0; i < n; ++i) {
     if (equal_short(r.attributes[i].key_view(), key)) return false;
   }
-  if (value.type() == AttributeArg::Type::kString && r.pipeline->may_be_redacted(key)) return false;
-  return append_inline(r, key, value, false);
+  if (n >= r.inline_room || key.size() > InlineAttribute::kKeyCapacity) return false;
+  InlineAttribute& slot = r.attributes[n];
+  using T = AttributeArg::Type;
+  switch (value.type()) {
+    case T::kInt:
+      slot.type = InlineAttribute::kInt;
+      slot.i = value.as_int();
+      break;
+    case T::kString: {
+      const std::string_view v = value.as_string();
+      if (r.pipeline->may_be_redacted(key) || v.size() > InlineAttribute::kStringCapacity ||
+          v.size() > r.pipeline->limits.attribute_value_length ||
+          !copy_within_page(slot.s, v.data(), v.size())) {
+        return false;
+      }
+      slot.type = InlineAttribute::kString;
+      slot.string_size = static_cast<std::uint8_t>(v.size());
+      break;
+    }
+    case T::kDouble:
+      slot.type = InlineAttribute::kDouble;
+      slot.d = value.as_double();
+      break;
+    case T::kBool:
+      slot.type = InlineAttribute::kBool;
+      slot.b = value.as_bool();
+      break;
+    default:
+      return false;
+  }
+  if (key.size() > InlineAttribute::kStringCapacity ||
+      !copy_within_page(slot.key, key.data(), key.size())) {
+    copy_small(slot.key, key.data(), key.size());
+  }
+  slot.key_size = static_cast<std::uint8_t>(key.size());
+  r.inline_used = static_cast<std::uint8_t>(n + 1);
+  return true;
 }
 
 /// Sets (or replaces) a span attribute of `r`, within the pipeline's limits and redaction.
