@@ -29,7 +29,7 @@ const std::atomic<bool> g_unresolved_flag{true};
 constinit std::atomic<bool> g_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_site_flags[kMaxGroups] = {};
 constinit std::atomic<bool> g_nvtx_flags[kMaxGroups] = {};
-constinit std::atomic<bool> g_record_flags[kMaxGroups] = {};
+constinit std::atomic<std::uint8_t> g_record_flags[kMaxGroups] = {};
 constinit std::atomic<std::uint8_t> g_span_modes[kMaxGroups] = {};
 
 namespace {
@@ -124,11 +124,13 @@ void update_flags_locked(const InternedGroup& e) noexcept {
   const bool kernels = gpu && contains(g_gpu_kernel_snapshot, e.name);
   store_if_changed(g_flags[e.index], on);
   store_if_changed(g_nvtx_flags[e.index], nvtx);
-  store_if_changed(g_span_modes[e.index],
-                   static_cast<std::uint8_t>((flight ? kModeFlight : 0) | (watch ? kModeWatch : 0) |
-                                             (gpu ? kModeGpu : 0) | (kernels ? kModeGpuKernels : 0)));
+  const auto mode =
+      static_cast<std::uint8_t>((flight ? kModeFlight : 0) | (watch ? kModeWatch : 0) |
+                                (gpu ? kModeGpu : 0) | (kernels ? kModeGpuKernels : 0));
+  store_if_changed(g_span_modes[e.index], mode);
   // GPU-timed spans take the general start, which publishes their thread's chain of them.
-  store_if_changed(g_record_flags[e.index], (on || flight) && !nvtx && !gpu);
+  store_if_changed(g_record_flags[e.index],
+                   (on || flight) && !nvtx && !gpu ? kRecordsWithoutRange | mode : 0);
   store_if_changed(g_site_flags[e.index], on || flight || nvtx || tracked_by_mode());
 }
 

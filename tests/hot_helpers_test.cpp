@@ -466,6 +466,13 @@ TEST(CleanRecord, SetsWhatTheCommonStartLeavesAndTheCheckSeesEachField) {
       [](SpanRecord& x) { x.status_final = true; },
       [](SpanRecord& x) { x.truncated = true; },
       [](SpanRecord& x) { x.not_current = true; },
+      [](SpanRecord& x) {
+        x.trace_id = *nemo::lens::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736");
+      },
+      [](SpanRecord& x) { x.parent_span_id = *nemo::lens::SpanId::from_hex("00f067aa0ba902b7"); },
+      [](SpanRecord& x) { x.parent_is_remote = true; },
+      [](SpanRecord& x) { x.trace_flags = 0x01; },
+      [](SpanRecord& x) { x.inline_room = 1; },
   };
   for (std::size_t i = 0; i < dirty.size(); ++i) {
     clean_record(*r);

@@ -978,6 +978,28 @@ TEST_F(Tracing, AManagedSpanOfAPairStartedBeforeNestsAndExportsAsTheFirst) {
   EXPECT_EQ(traces.size(), 3u);  // a root's trace is new each time
 }
 
+// A free record offers a span every inline slot; under a count limit below that number,
+// LENS_SPAN's spans take the general start, which gives the record the room the limit allows.
+TEST_F(Tracing, ALensSpanUnderALowCountLimitKeepsToIt) {
+  env_.set("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2");
+  start("all");
+  warm_record_cache(handle_);
+  for (int i = 0; i < 3; ++i) {
+    LENS_SPAN(s, SpanGroup::STEP, "low_limit", {"a", i});
+    s.set_attribute("b", 2).set_attribute("c", 3).set_attribute("d", 4);
+  }
+  int seen = 0;
+  for (const auto& s : spans()) {
+    if (s.name != "low_limit") continue;
+    ++seen;
+    EXPECT_EQ(s.attributes.size(), 2u);
+    EXPECT_EQ(s.dropped_attributes_count, 2u);
+    EXPECT_NE(attr(s, "a"), nullptr);
+    EXPECT_NE(attr(s, "b"), nullptr);
+  }
+  EXPECT_EQ(seen, 3);
+}
+
 // set_attribute()'s common case copies a short key and a short string with one 16-byte move each:
 // keys up to a slot's 21 bytes and strings up to its 16 arrive whole, and a string that the length
 // limit cuts is cut as in every other path.

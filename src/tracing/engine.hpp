@@ -588,16 +588,7 @@ void for_each_thread_state(F&& f) {
 /// allocates.
 SpanRecord* refill_and_take_record(ThreadState& s) noexcept;
 
-/// A free record for `s` (its cache, the global free pool, or new), its cold part unused; null
-/// when memory ran out.
-inline SpanRecord* take_record(ThreadState& s) noexcept {
-  if (NEMO_LENS_UNLIKELY(s.cache.empty())) return refill_and_take_record(s);
-  SpanRecord* rec = s.cache.back();
-  s.cache.pop_back();
-  return rec;
-}
-
-/// How many spans before its start prefetch_next_record() asks for a record's lines: a line the
+/// How many spans before its start prefetch_record_ahead() asks for a record's lines: a line the
 /// exporter thread's core read last can take longer than a span to come back (on this project's
 /// VM, spans took twice as long with only the next record asked for).
 inline constexpr std::size_t kPrefetchAhead = 8;
@@ -631,11 +622,23 @@ inline void evict_record(const SpanRecord& r) noexcept {
   for (std::size_t i = 0; i < lines; ++i) evict_line(a + 64 * i);
 }
 
-/// prefetch_record() for the record of `s`'s cache kPrefetchAhead starts from now (the cache is a
-/// stack, its last taken first); refill_and_take_record() asks for the nearer ones after a refill.
-inline void prefetch_next_record(const ThreadState& s) noexcept {
-  const std::size_t n = s.cache.size();
-  if (n > kPrefetchAhead) prefetch_record(s.cache[n - 1 - kPrefetchAhead]);
+/// prefetch_record() for the record of a thread's cache `cache` that the start kPrefetchAhead
+/// starts after the next one takes (the cache is a stack, its last taken first): every start
+/// asks before it takes its record from the cache; refill_and_take_record() asks for the nearer
+/// ones after a refill.
+inline void prefetch_record_ahead(const std::vector<SpanRecord*>& cache) noexcept {
+  const std::size_t n = cache.size();
+  if (n > kPrefetchAhead) prefetch_record(cache[n - 1 - kPrefetchAhead]);
+}
+
+/// A free record for `s` (its cache, the global free pool, or new), its cold part unused; null
+/// when memory ran out.
+inline SpanRecord* take_record(ThreadState& s) noexcept {
+  if (NEMO_LENS_UNLIKELY(s.cache.empty())) return refill_and_take_record(s);
+  prefetch_record_ahead(s.cache);
+  SpanRecord* rec = s.cache.back();
+  s.cache.pop_back();
+  return rec;
 }
 
 /// Fork support: take every thread-state lock (prepare), release them (parent), or reset them and
@@ -756,7 +759,8 @@ struct Pipeline {
   /// sampler. Set with `inherited`.
   bool plain_roots = false;
   /// What a LENS_SPAN site's common start (try_start_site_record()) may take with no further
-  /// check of the pipeline and the clock, both needing TSC ticks: kFastRoots, spans without a
+  /// check of the pipeline and the clock, both needing TSC ticks and every inline slot open to
+  /// attributes (a clean record's inline_room; no lower count limit): kFastRoots, spans without a
   /// parent (plain_roots); kFastChildren, children of a sampled parent (a parent-based sampler
   /// in a pipeline that records). Set with `inherited`.
   static constexpr std::uint8_t kFastRoots = 1, kFastChildren = 2;
@@ -766,10 +770,11 @@ struct Pipeline {
   void inherit(const SpanContext& context) noexcept {
     inherited = context;
     plain_roots = !inherited.is_valid() && sampler.root == SamplerConfig::Root::kAlwaysOn;
-    const bool tsc = g_clock_ticks_are_tsc.load(std::memory_order_acquire);
+    const bool fast = g_clock_ticks_are_tsc.load(std::memory_order_acquire) &&
+                      inline_room == SpanRecord::kInlineAttributes;
     fast_starts = static_cast<std::uint8_t>(
-        (tsc && plain_roots ? kFastRoots : 0) |
-        (tsc && sampler.parent_based && sampler.records_anything ? kFastChildren : 0));
+        (fast && plain_roots ? kFastRoots : 0) |
+        (fast && sampler.parent_based && sampler.records_anything ? kFastChildren : 0));
   }
 
   /// GPU time of spans (<PREFIX>_GPU_TIME), when on and its source runs; set before the pipeline
@@ -915,11 +920,17 @@ inline std::int64_t end_unix_nano(const SpanRecord& r, const TickConverter& cloc
 
 /// Sets the fields of `r` that a LENS_SPAN site's common start (try_start_site_record()) does not
 /// write to what that start needs: no ids, no NVTX range, recording, nothing dropped, internal,
-/// status unset, TSC times. Every record is clean while free (in a thread's cache or the free
-/// pool): recycle() and recycle_batch() clean what they take, and the exporter thread before it
-/// evicts an exported record's lines.
+/// status unset, TSC times, every inline slot open to attributes, and the context of a sampled
+/// root (no parent, trace flags 0x03), which a child's start overwrites. Every record is clean
+/// while free (in a thread's cache or the free pool): recycle() and recycle_batch() clean what
+/// they take, and the exporter thread before it evicts an exported record's lines.
 inline void clean_record(SpanRecord& r) noexcept {
+  r.trace_id = TraceId{};
   r.span_id = SpanId{};
+  r.parent_span_id = SpanId{};
+  r.parent_is_remote = false;
+  r.trace_flags = 0x03;  // sampled; a root's trace id is random
+  r.inline_room = SpanRecord::kInlineAttributes;
   r.nvtx = 0;
   r.recording = true;
   r.orphaned = false;
@@ -936,7 +947,9 @@ inline void clean_record(SpanRecord& r) noexcept {
 
 /// Whether `r` is as clean_record() leaves it (its checks in debug builds).
 inline bool record_is_clean(const SpanRecord& r) noexcept {
-  return !r.span_id.is_valid() && r.nvtx == 0 && r.recording && !r.orphaned && !r.unix_times &&
+  return !r.trace_id.is_valid() && !r.span_id.is_valid() && !r.parent_span_id.is_valid() &&
+         !r.parent_is_remote && r.trace_flags == 0x03 &&
+         r.inline_room == SpanRecord::kInlineAttributes && r.nvtx == 0 && r.recording && !r.orphaned && !r.unix_times &&
          r.dropped_attributes_count == 0 && !r.is_remote && r.kind == SpanKind::kInternal &&
          r.status_code == StatusCode::kUnset && !r.exception_recorded && !r.status_final &&
          !r.truncated && !r.not_current;
@@ -950,13 +963,10 @@ inline void init_record(SpanRecord& r, ThreadState* owner, Pipeline* pipeline) n
   if (NEMO_LENS_UNLIKELY(r.cold_used)) reset_record(r);
   clean_record(r);      // what every span starts with (not every record here comes from a cache)
   r.recording = false;  // until the sampler decides
-  r.trace_id = TraceId{};
-  r.parent_span_id = SpanId{};
   r.site = nullptr;
   r.owner = owner;
   r.pipeline = pipeline;
   r.trace_flags = 0;
-  r.parent_is_remote = false;
   r.mode = 0;
   r.inline_used = 0;
   r.inline_room = pipeline != nullptr ? pipeline->inline_room : 0;

@@ -65,9 +65,11 @@ inline constexpr std::uint32_t kMaxGroups = 4096;
 extern std::atomic<bool> g_flags[kMaxGroups];
 extern std::atomic<bool> g_site_flags[kMaxGroups];
 extern std::atomic<bool> g_nvtx_flags[kMaxGroups];
-/// Enabled or flight-recorded, without NVTX ranges and not GPU-timed, in one flag: what a
-/// recorded span's start reads first (the others take the general start).
-extern std::atomic<bool> g_record_flags[kMaxGroups];
+/// Enabled or flight-recorded, without NVTX ranges and not GPU-timed: kRecordsWithoutRange with
+/// the group's mode bits (g_span_modes) in one byte, else 0. What a recorded span's start reads
+/// first (the others take the general start), and its mode with it.
+inline constexpr std::uint8_t kRecordsWithoutRange = 0x80;
+extern std::atomic<std::uint8_t> g_record_flags[kMaxGroups];
 /// Each group's mode bits (kModeFlight, kModeWatch, kModeGpu, kModeGpuKernels).
 extern std::atomic<std::uint8_t> g_span_modes[kMaxGroups];
 
@@ -104,13 +106,18 @@ inline std::uintptr_t site_group_index(const SiteGate& site) noexcept {
          reinterpret_cast<std::uintptr_t>(g_site_flags);
 }
 
-/// Whether spans of a resolved site's group are recorded (exported or flight-recorded), open no
-/// NVTX range and are not GPU-timed: what such a span's start checks first (the site's flag
-/// pointer and one load). False for an unresolved site (the table is full), which
-/// span_site_state() then looks up by name.
-inline bool records_without_range(const SiteGate& site) noexcept {
+/// The record flags (g_record_flags) of a resolved site's group: kRecordsWithoutRange with the
+/// group's mode bits when its spans are recorded (exported or flight-recorded), open no NVTX
+/// range and are not GPU-timed, what such a span's start reads first (the site's flag pointer
+/// and one load); else 0, as for an unresolved site (the table is full), which span_site_state()
+/// then looks up by name.
+inline std::uint8_t site_record_flags(const SiteGate& site) noexcept {
   const std::uintptr_t index = site_group_index(site);
-  return index < kMaxGroups && g_record_flags[index].load(std::memory_order_relaxed);
+  return index < kMaxGroups ? g_record_flags[index].load(std::memory_order_relaxed) : 0;
+}
+/// Whether site_record_flags() says kRecordsWithoutRange.
+inline bool records_without_range(const SiteGate& site) noexcept {
+  return site_record_flags(site) != 0;
 }
 
 /// The mode bits of the group of a LENS_SPAN or interned site: one load when it is resolved.

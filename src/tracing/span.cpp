@@ -372,9 +372,11 @@ namespace {
 // The common start of a LENS_SPAN site's span, with no call on its way: a recorded span of
 // thread state `ts` (the caller's) whose record cache and stack have room, the site's keys checked
 // for `p` and recognised by address, a root or the child of a sampled parent with ids and no trace
-// state as `p` allows (Pipeline::fast_starts). Null, with nothing changed, otherwise.
+// state as `p` allows (Pipeline::fast_starts). `record_flags` is what site_record_flags() of the
+// site's group said (not 0). Null, with nothing changed, otherwise.
 [[gnu::always_inline]] inline SpanRecord* try_start_site_record(const SpanSite& site, Pipeline& p,
                                                                 ThreadState& ts,
+                                                                std::uint8_t record_flags,
                                                                 const Attribute* attributes,
                                                                 std::size_t count) noexcept {
   auto& stack = ts.stack;
@@ -387,6 +389,7 @@ namespace {
   }
   SpanRecord* rec = cache.back();  // owner only: nobody sees it until it is on the stack
   rec->site = &site;               // (early: one value less to keep until the stores below)
+  prefetch_record_ahead(cache);    // (here, where the cache's bounds are in registers)
   if (NEMO_LENS_UNLIKELY(rec->cold_used ||
                          (count != 0 && !put_site_attributes(*rec, *keys, attributes, count)) ||
                          !ts.mu.try_lock_as_owner_if_unshared())) {
@@ -404,31 +407,23 @@ namespace {
     ts.mu.unlock_as_owner();
     return nullptr;
   }
+  // The record is clean (clean_record()), as every free record is: what init_record() and
+  // start_record() leave in a recorded root of a site is there already, and a child's context
+  // comes from its parent.
+  assert(record_is_clean(*rec));
   cache.pop_back();
   stack.push_back(rec);  // within its capacity: no allocation
-  // What init_record() and start_record() leave in a recorded span of a site.
-  if (top == nullptr) {
-    rec->trace_id = TraceId{};
-    rec->parent_span_id = SpanId{};
-    rec->parent_is_remote = false;
-    rec->trace_flags = 0x03;  // sampled; a root's trace id is random
-  } else {
+  if (top != nullptr) {
     rec->trace_id = top->trace_id;
     rec->parent_span_id = top->span_id;
     rec->parent_is_remote = top->is_remote;
     rec->trace_flags = static_cast<std::uint8_t>(0x01 | (top->trace_flags & 0x02));
   }
-  // The rest of what init_record() and start_record() leave is there already: the record is
-  // clean (clean_record()), as every free record is.
-  assert(record_is_clean(*rec));
   rec->owner = &ts;
   rec->pipeline = &p;
   rec->thread_id = ts.tid;
-  // The caller checked records_without_range(): the site points into the flags, and its group
-  // is not GPU-timed.
-  rec->mode = g_span_modes[site_group_index(site.gate)].load(std::memory_order_relaxed);
+  rec->mode = static_cast<std::uint8_t>(record_flags & ~kRecordsWithoutRange);  // not GPU-timed
   rec->inline_used = static_cast<std::uint8_t>(count);
-  rec->inline_room = p.inline_room;
   rec->start_ticks = tsc_ticks();
   ts.mu.unlock_as_owner();
   ts.count(ts.started);
@@ -459,9 +454,12 @@ namespace {
 Span start_site_span(const SpanSite& site, std::initializer_list<Attribute> attributes) noexcept {
   Pipeline* p = g_active_pipeline.load(std::memory_order_acquire);
   ThreadState* ts = t_state;
-  if (NEMO_LENS_LIKELY(records_without_range(site.gate) && p != nullptr && ts != nullptr)) {
-    if (SpanRecord* rec =
-            try_start_site_record(site, *p, *ts, attributes.begin(), attributes.size())) {
+  const std::uint8_t record_flags = site_record_flags(site.gate);
+  if (NEMO_LENS_LIKELY(record_flags != 0)) {
+    if (SpanRecord* rec = p != nullptr && ts != nullptr
+                              ? try_start_site_record(site, *p, *ts, record_flags,
+                                                      attributes.begin(), attributes.size())
+                              : nullptr) {
       return SpanAccess::make(rec, static_cast<int>(ts->eh->uncaught_exceptions));
     }
   }
@@ -622,12 +620,13 @@ Span start_managed_span(std::string_view group, std::string_view name,
     if (NEMO_LENS_LIKELY(a.name == name.data() && a.group == group.data())) {
       const SpanSite* site = a.site;
       if (NEMO_LENS_LIKELY(site != nullptr)) {
-        if (NEMO_LENS_LIKELY(names_are(*site, group, name) &&
-                             records_without_range(site->gate) && p->sampler.records_anything)) {
+        const std::uint8_t record_flags = site_record_flags(site->gate);
+        if (NEMO_LENS_LIKELY(names_are(*site, group, name) && record_flags != 0 &&
+                             p->sampler.records_anything)) {
           // Attributes given at the start take the general start: the site's keys are checked
           // by address only for a LENS_SPAN site's literals.
           if (SpanRecord* rec = attributes.size() == 0
-                                    ? try_start_site_record(*site, *p, *ts, nullptr, 0)
+                                    ? try_start_site_record(*site, *p, *ts, record_flags, nullptr, 0)
                                     : nullptr) {
             return SpanAccess::make(rec, static_cast<int>(ts->eh->uncaught_exceptions));
           }
@@ -875,7 +874,6 @@ namespace {
   } else {
     rec->pipeline->enqueue(rec, current);
   }
-  if (current != nullptr) detail::prefetch_next_record(*current);
 }
 
 // end_record() for a span whose scope an exception is leaving.
@@ -958,7 +956,6 @@ void Span::finish_scope() noexcept {
                        try_end_record(rec, current))) {
     // The handle is not cleared: only its destructor calls this, and nothing reads it after.
     current->count(current->ended);
-    detail::prefetch_next_record(*current);
     if (NEMO_LENS_UNLIKELY(rec->mode != 0)) return detail::end_span_with_mode(rec, current);
     return rec->pipeline->enqueue(rec, current);  // its calls are tail calls
   }

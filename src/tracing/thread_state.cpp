@@ -219,7 +219,8 @@ SpanRecord* refill_and_take_record(ThreadState& s) noexcept {
   }
   SpanRecord* rec = s.cache.back();
   s.cache.pop_back();
-  // The next starts' records: prefetch_next_record() asks for each one further back as spans end.
+  // The next starts' records: prefetch_record_ahead() asks for each one further back as spans
+  // start.
   const std::size_t ahead = std::min(s.cache.size(), kPrefetchAhead);
   for (std::size_t i = 1; i <= ahead; ++i) prefetch_record(s.cache.end()[-std::ptrdiff_t(i)]);
   return rec;
