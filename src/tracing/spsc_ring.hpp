@@ -38,7 +38,10 @@ class SpscRing {
     *slot = v;
     // The slots a few lines on: the consumer read them last, and the store into each would
     // otherwise wait for its line to come back (and a locked instruction after it, for the store).
-    prefetch_for_write(reinterpret_cast<std::uintptr_t>(slot) + kPrefetchBytes);
+    // Once a line: at the push into the first slot that starts in it.
+    if ((reinterpret_cast<std::uintptr_t>(slot) & (kLineBytes - 1)) < sizeof(T)) {
+      prefetch_for_write(reinterpret_cast<std::uintptr_t>(slot) + kPrefetchBytes);
+    }
     tail_.store(tail + 1, std::memory_order_release);  // publishes the slot to the consumer
     return true;
   }
@@ -82,7 +85,8 @@ class SpscRing {
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
-  static constexpr std::size_t kPrefetchBytes = 256;  // four lines ahead
+  static constexpr std::size_t kLineBytes = 64;
+  static constexpr std::size_t kPrefetchBytes = 4 * kLineBytes;  // four lines ahead
   const std::size_t capacity_;
   const std::size_t mask_;  // the slots less one
   const std::unique_ptr<T[]> slots_;
