@@ -174,24 +174,25 @@ def test_the_report_names_the_slow_rank_and_nobody_in_a_balanced_job(tmp_path, s
     rank waits for it in the DDP all-reduces; lens report names it, slow in forward_backward and
     last into the buckets' all-reduces. Without a slow rank it names none.
 
-    The 4 ranks share 2 cores here, so the scheduler alone makes a rank late at the all-reduces by
-    several percent of the step, now and then on most of a short job's steps (one CI run: rank 2
-    of a balanced job 8.3 ms late per step of 130 ms, past the default floor of 5 %). Both cases
-    use a floor of 15 % (--straggler-threshold): far above that noise, far below the slow rank's
-    lateness (half its step)."""
+    The 4 ranks share 2 cores here, so the scheduler alone makes a rank late at the all-reduces,
+    now and then on most of a short job's steps: in CI rank 2 of a balanced job 8.3 ms late per
+    step of 130 ms (past the default floor of 5 %), another run rank 0 20.5 ms (16 %, past a floor
+    of 15 %). Both cases use a floor of 30 % (--straggler-threshold), twice that noise, and the
+    slow rank computes 3 times as long: it is late by twice its compute, about two thirds of the
+    others' step, twice the floor."""
     lens_binary = os.environ.get("LENS_BINARY")
     if not lens_binary:
         pytest.skip("LENS_BINARY (the built lens command) is not set")
     args = ["--steps", "12", "--microbatches", "2", "--checkpoint-every", "0", "--eval-every",
             "0", "--generate-tokens", "0"]
     if slow_rank is not None:
-        args += ["--slow-rank", str(slow_rank), "--slow-factor", "2"]
+        args += ["--slow-rank", str(slow_rank), "--slow-factor", "3"]
     run_job(tmp_path, *args)
     files = sorted(str(p) for p in tmp_path.glob("traces-rank*.jsonl"))
-    report = subprocess.run([lens_binary, "report", "--json", "--straggler-threshold", "15",
+    report = subprocess.run([lens_binary, "report", "--json", "--straggler-threshold", "30",
                              *files], capture_output=True, text=True, timeout=120, check=True)
     r = json.loads(report.stdout)
-    assert r["stragglers"]["threshold_pct"] == 15
+    assert r["stragglers"]["threshold_pct"] == 30
     ranks = [(x["rank"], x["last_count"], x["late_ns"])
              for c in r["collectives"] for x in c["ranks"]]
     flagged = [s["rank"] for s in r["stragglers"]["ranks"]]
