@@ -1,8 +1,7 @@
 // Hints about cache lines that cross between a thread that writes them and one that reads them: a
-// prefetch for writing (asks for a line in a state that allows a store, ahead of the store), an
+// prefetch for writing (asks for a line in a state that allows a store, ahead of the store) and an
 // eviction (drops a line this core read from every cache, so that the next store does not wait for
-// it to be taken from this core) and a write-back (puts a line this core wrote in memory, for the
-// next reader to take from there). Internal.
+// it to be taken from this core). Internal.
 #pragma once
 
 #include <cstdint>
@@ -54,24 +53,6 @@ inline const bool g_cpu_evicts_lines = cpuid_bit(7, CpuidRegister::kEbx, 23);
 [[gnu::always_inline]] inline void evict_line(std::uintptr_t address) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   if (g_cpu_evicts_lines) asm volatile("clflushopt (%0)" ::"r"(address));
-#else
-  (void)address;
-#endif
-}
-
-/// Whether the CPU writes a modified line back to memory on request (x86 CLWB), read once per
-/// program.
-inline const bool g_cpu_writes_back_lines = cpuid_bit(7, CpuidRegister::kEbx, 24);
-
-/// Writes the line at `address` back to memory if it was modified; the line may stay in this
-/// core's caches, clean. For lines this thread has just written and another core reads next: that
-/// core's read then finds the line in memory rather than modified in this core's cache, where
-/// taking it interrupts this core's own work. The contents stay as they are. `address` must be
-/// mapped, and g_cpu_writes_back_lines true.
-/// For callers that tested g_cpu_writes_back_lines already (true).
-[[gnu::always_inline]] inline void write_back_line(std::uintptr_t address) noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("clwb (%0)" ::"r"(address));
 #else
   (void)address;
 #endif

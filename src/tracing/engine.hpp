@@ -622,24 +622,6 @@ inline void evict_record(const SpanRecord& r) noexcept {
   for (std::size_t i = 0; i < lines; ++i) evict_line(a + 64 * i);
 }
 
-/// Writes the lines of a record whose span has just ended back to memory (write_back_line()),
-/// before it is queued: the exporter thread reads them on another core, often while this thread
-/// goes on starting and ending spans, and a line it takes from memory does not hold this core up
-/// as one taken from this core's cache does (docs/performance.md, "The caller writes back").
-/// Unrolled: the three lines of a span with two attributes or fewer, the others after one test.
-/// Nothing where the CPU has no CLWB.
-inline void write_back_record(const SpanRecord& r) noexcept {
-  if (!g_cpu_writes_back_lines) return;
-  const auto a = reinterpret_cast<std::uintptr_t>(&r);
-  write_back_line(a);
-  write_back_line(a + 64);
-  write_back_line(a + 128);
-  if (NEMO_LENS_UNLIKELY(r.inline_used > 2)) {
-    const std::size_t lines = record_lines_written(r);
-    for (std::size_t i = 3; i < lines; ++i) write_back_line(a + 64 * i);
-  }
-}
-
 /// prefetch_record() for the record of a thread's cache `cache` that the start kPrefetchAhead
 /// starts after the next one takes (the cache is a stack, its last taken first): every start
 /// asks before it takes its record from the cache; refill_and_take_record() asks for the nearer
@@ -898,8 +880,7 @@ struct Pipeline {
   std::uint64_t base_started_ = 0, base_ended_ = 0, base_dropped_full_ = 0;
 };
 
-[[gnu::always_inline]] inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
-  write_back_record(*rec);  // (a span then dropped too: one test less on the way)
+inline void Pipeline::enqueue(SpanRecord* rec, ThreadState* current) noexcept {
   // A ring of this pipeline: its exporter thread runs (ring_for()).
   if (NEMO_LENS_LIKELY(current != nullptr && current->ring_pipeline == this &&
                        accepting.load(std::memory_order_acquire) &&
