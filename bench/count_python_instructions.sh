@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The Python thread's instructions per `with` statement, counted by callgrind (repeatable to about
+# 1 %, unlike timings on a shared machine): `with nullcontext()` (the baseline of the Python
+# targets), an enabled managed_span with two attributes and a disabled one
+# (bench/python_instructions.py says how). For the enabled span it also prints the part spent in
+# CPython's PyContextVar_Set and PyContextVar_Reset, which a span needs to be current for the
+# code and the tasks inside it.
+# Usage: bench/count_python_instructions.sh [BUILD_DIR] [null|span|disabled ...]
+#        bench/count_python_instructions.sh --check [--budget FILE] [BUILD_DIR]
+# --check counts the modes of the budget (default bench/python_instruction_budget.txt) and exits 1
+# when one is above its ceiling, 77 when valgrind is missing (the ctest
+# bench.python_instruction_budget). Runs the distribution's python3, which _core is built for.
+set -euo pipefail
+check=0
+here=$(cd "$(dirname "$0")" && pwd)
+budget=$here/python_instruction_budget.txt
+while (($#)); do
+  case "$1" in
+    --check) check=1; shift ;;
+    --budget) budget=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+build=${1:-build}
+shift || true
+modes=${*:-null span disabled}
+if ((check)); then
+  if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
+    echo "count_python_instructions.sh: valgrind is not installed (scripts/install-deps)" >&2
+    exit 77
+  fi
+  modes=$(awk '!/^#/ && NF { print $1 }' "$budget")
+fi
+python=/usr/bin/python3
+small=1000 large=5000  # loop lengths; the difference is counted (python_instructions.py)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONHASHSEED=0  # the same dict and set layouts in every run
+# callgrind's inclusive count for the function named $2 in profile $1 (0 when absent).
+inclusive() {
+  callgrind_annotate --inclusive=yes --threshold=100 "$1" | awk -v f="$2" \
+    '!found && $0 !~ /=>/ && index($0, ":" f " [") { gsub(",", "", $1); v = $1; found = 1 }
+     END { print found ? v : 0 }'
+}
+total() {  # the main thread's profile (the first), which runs the loop
+  callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+per_with() {  # per_with COUNT_AT_SMALL COUNT_AT_LARGE
+  awk -v a="$1" -v b="$2" -v n=$((large - small)) 'BEGIN { printf "%.0f", (b - a) / n }'
+}
+for mode in $modes; do
+  for n in $small $large; do
+    valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$dir/$mode.$n" \
+      "$python" "$here/python_instructions.py" "$mode" "$n" >"$dir/$mode.$n.log" 2>&1 ||
+      { cat "$dir/$mode.$n.log" >&2; exit 1; }
+  done
+  count=$(per_with "$(total "$dir/$mode.$small-01")" "$(total "$dir/$mode.$large-01")")
+  line="$mode: $count instructions per \`with\` on the Python thread"
+  if [[ $mode == span ]]; then
+    a=0 b=0
+    for f in PyContextVar_Set PyContextVar_Reset; do
+      a=$((a + $(inclusive "$dir/$mode.$small-01" "$f")))
+      b=$((b + $(inclusive "$dir/$mode.$large-01" "$f")))
+    done
+    line+=", of which $(per_with $a $b) in the contextvar's set and reset"
+  fi
+  if ((check)); then
+    read -r ceiling goal < <(awk -v m="$mode" '$1 == m { print $2, $3 }' "$budget")
+    verdict=$(awk -v c="$count" -v l="$ceiling" 'BEGIN { print (c + 0 <= l + 0) ? "ok" : "OVER" }')
+    line+=" (ceiling $ceiling, goal $goal): $verdict"
+    [[ $verdict == ok ]] || failed=1
+  fi
+  echo "$line"
+done
+if ((${failed:-0})); then
+  echo "count_python_instructions.sh: above the ceiling of $budget: a change made Python's spans dearer" >&2
+  exit 1
+fi

@@ -1,0 +1,61 @@
+"""The loop bench/count_python_instructions.sh runs under callgrind: N times one `with` statement.
+
+    python3 bench/python_instructions.py null|span|disabled N
+
+null: `with contextlib.nullcontext(): pass` (the baseline of docs/performance.md's Python
+targets); span: an enabled `managed_span` with two attributes, recorded and queued to an
+in-memory exporter (as bench/python_bench.py); disabled: a `managed_span` of a group that is off.
+Every mode sets lens up the same way and, before its loop, runs WARM_UP enabled spans and flushes
+them, so that the loop finds the records it needs in the pool: under callgrind the exporter thread
+lags the loop, and a record allocated per span would be counted as the span's cost. The script
+counts the difference between two values of N, so that start-up and this warm-up cancel out.
+"""
+import contextlib
+import gc
+import os
+import sys
+
+WARM_UP = 5000  # enabled spans before the loop; N may not exceed it
+
+
+def main():
+    mode, n = sys.argv[1], int(sys.argv[2])
+    if mode not in ("null", "span", "disabled"):
+        sys.exit(f"python_instructions.py: unknown mode {mode!r} (valid: null, span, disabled)")
+    if not 0 < n <= WARM_UP:
+        sys.exit(f"python_instructions.py: N must be in 1..{WARM_UP}, not {n}")
+    os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step",
+                      NEMO_LENS_METRICS_ENABLED="0", OTEL_BSP_MAX_QUEUE_SIZE="65536",
+                      NEMO_LENS_EXPORT_STRATEGY="all_ranks", NEMO_LENS_EXPORTER="console")
+    import nemo_lens_cpp as lens
+
+    memory = lens.InMemorySpanExporter()
+    handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(
+        span_group_cls=lens.MegatronSpanGroup), span_exporter=memory)
+    ms, nullcontext = lens.managed_span, contextlib.nullcontext
+    for _ in range(WARM_UP):
+        with ms("step", "train_step", iteration=1, loss=0.5):
+            pass
+    handle.force_flush()
+    memory.clear()
+    # What varies between runs under callgrind: a collection started by the allocation count a
+    # run reaches, and the GIL handed to another thread every interval of (slow) wall time.
+    gc.collect()
+    gc.disable()
+    sys.setswitchinterval(1000.0)
+    if mode == "null":
+        for _ in range(n):
+            with nullcontext():
+                pass
+    elif mode == "span":
+        for _ in range(n):
+            with ms("step", "train_step", iteration=1, loss=0.5):
+                pass
+    else:
+        for _ in range(n):
+            with ms("layer", "layer_forward"):
+                pass
+
+
+if __name__ == "__main__":
+    main()
