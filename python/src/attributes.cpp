@@ -9,7 +9,7 @@
 
 namespace nemo_lens_cpp {
 
-std::string_view utf8_of(PyObject* s) {
+std::string_view utf8_of_encoded(PyObject* s) {
   Py_ssize_t n = 0;
   const char* p = PyUnicode_AsUTF8AndSize(s, &n);
   if (p != nullptr) return {p, static_cast<std::size_t>(n)};

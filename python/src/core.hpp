@@ -45,11 +45,21 @@ namespace lens = nemo::lens;
 // ------------------------------------------------------------------------------------------------
 // attributes.cpp
 
+/// utf8_of() for every str but a compact ASCII one (whose characters are its UTF-8).
+std::string_view utf8_of_encoded(PyObject* s);
+
 /// The UTF-8 of the str `s`. One Python cannot encode (a lone surrogate, e.g. from a file name
 /// decoded with surrogateescape) has each such code point replaced by '?', as attribute values
 /// do; the view then lives until 16 more such strings were converted, long enough for the call it
-/// is made for. Requires the GIL, which also guards that ring.
-std::string_view utf8_of(PyObject* s);
+/// is made for. Requires the GIL, which also guards that ring. Inline: names and keys are nearly
+/// always ASCII, read in place with no call.
+inline std::string_view utf8_of(PyObject* s) {
+  if (PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s)) {
+    return {static_cast<const char*>(PyUnicode_DATA(s)),
+            static_cast<std::size_t>(PyUnicode_GET_LENGTH(s))};
+  }
+  return utf8_of_encoded(s);
+}
 
 /// The storage an AttributeArg made by to_attribute() points into (a converted string or list).
 struct ValueHolder {

@@ -219,6 +219,28 @@ def test_strings_with_a_lone_surrogate_keep_everything_but_that_code_point(traci
     assert [e["name"] for e in s.events] == ["ev?"] and s.events[0]["attributes"] == {"a?": 1}
 
 
+def test_names_and_keys_in_any_script_arrive_as_given(tracing):
+    # ASCII strings are read in place; Latin-1 ones (one byte per character, not UTF-8), other
+    # scripts and a str subclass are encoded first. Each arrives as given.
+    class Name(str):
+        pass
+
+    tracing.start("all")
+    for group, name, key, value in [("step", "train_step", "iteration", "forward"),
+                                    ("step", "größe", "schlüssel", "wert_ä"),
+                                    ("step", "步骤", "键", "值"),
+                                    (Name("step"), Name("sub"), Name("k"), Name("v"))]:
+        with lens.managed_span(group, name, **{key: value}) as span:
+            span.set_attribute(key + "_2", value)
+    spans = tracing.spans()
+    assert [s.name for s in spans] == ["train_step", "größe", "步骤", "sub"]
+    assert [s.attributes for s in spans] == [
+        {"iteration": "forward", "iteration_2": "forward"},
+        {"schlüssel": "wert_ä", "schlüssel_2": "wert_ä"},
+        {"键": "值", "键_2": "值"},
+        {"k": "v", "k_2": "v"}]
+
+
 def test_a_rank_that_does_not_export_records_nothing(tracing):
     tracing.start("all", rank=1, world_size=2, export_strategy="single_rank", export_rank=0)
     assert not tracing.handle.is_exporting
