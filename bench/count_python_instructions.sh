@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The Python thread's instructions per `with` statement, counted by callgrind (repeatable to about
 # 1 %, unlike timings on a shared machine): `with nullcontext()` (the baseline of the Python
-# targets), an enabled managed_span with two attributes and a disabled one
-# (bench/python_instructions.py says how). For the enabled span it also prints the part spent in
+# targets), an enabled managed_span with two attributes (an int and a float; two strings) and a
+# disabled one (bench/python_instructions.py says how). For the enabled span it also prints the part spent in
 # CPython's PyContextVar_Set and PyContextVar_Reset, which a span needs to be current for the
 # code and the tasks inside it.
-# Usage: bench/count_python_instructions.sh [BUILD_DIR] [null|span|disabled ...]
+# Usage: bench/count_python_instructions.sh [BUILD_DIR] [null|span|strings|disabled ...]
 #        bench/count_python_instructions.sh --check [--budget FILE] [BUILD_DIR]
 # --check counts the modes of the budget (default bench/python_instruction_budget.txt) and exits 1
 # when one is above its ceiling, 77 when valgrind is missing (the ctest
@@ -23,7 +23,7 @@ while (($#)); do
 done
 build=${1:-build}
 shift || true
-modes=${*:-null span disabled}
+modes=${*:-null span strings disabled}
 if ((check)); then
   if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
     echo "count_python_instructions.sh: valgrind is not installed (scripts/install-deps)" >&2

@@ -1,10 +1,11 @@
 """The loop bench/count_python_instructions.sh runs under callgrind: N times one `with` statement.
 
-    python3 bench/python_instructions.py null|span|disabled N
+    python3 bench/python_instructions.py null|span|strings|disabled N
 
 null: `with contextlib.nullcontext(): pass` (the baseline of docs/performance.md's Python
-targets); span: an enabled `managed_span` with two attributes, recorded and queued to an
-in-memory exporter (as bench/python_bench.py); disabled: a `managed_span` of a group that is off.
+targets); span: an enabled `managed_span` with two attributes, an int and a float, recorded and
+queued to an in-memory exporter (as bench/python_bench.py); strings: the same with two string
+attributes; disabled: a `managed_span` of a group that is off.
 Every mode sets lens up the same way and, before its loop, runs WARM_UP enabled spans and flushes
 them, so that the loop finds the records it needs in the pool: under callgrind the exporter thread
 lags the loop, and a record allocated per span would be counted as the span's cost. The script
@@ -20,8 +21,9 @@ WARM_UP = 5000  # enabled spans before the loop; N may not exceed it
 
 def main():
     mode, n = sys.argv[1], int(sys.argv[2])
-    if mode not in ("null", "span", "disabled"):
-        sys.exit(f"python_instructions.py: unknown mode {mode!r} (valid: null, span, disabled)")
+    if mode not in ("null", "span", "strings", "disabled"):
+        sys.exit(f"python_instructions.py: unknown mode {mode!r} "
+                 "(valid: null, span, strings, disabled)")
     if not 0 < n <= WARM_UP:
         sys.exit(f"python_instructions.py: N must be in 1..{WARM_UP}, not {n}")
     os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step",
@@ -50,6 +52,10 @@ def main():
     elif mode == "span":
         for _ in range(n):
             with ms("step", "train_step", iteration=1, loss=0.5):
+                pass
+    elif mode == "strings":
+        for _ in range(n):
+            with ms("step", "train_step", stage="forward", phase="backward"):
                 pass
     else:
         for _ in range(n):

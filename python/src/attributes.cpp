@@ -42,7 +42,7 @@ std::optional<lens::AttributeArg> to_attribute(const py::handle& v, ValueHolder&
   if (PyFloat_Check(o)) return lens::AttributeArg(PyFloat_AS_DOUBLE(o));
   if (PyUnicode_Check(o)) {
     Py_ssize_t n = 0;
-    const char* p = PyUnicode_AsUTF8AndSize(o, &n);
+    const char* p = utf8_and_size(o, &n);
     if (p == nullptr) {  // lone surrogates: keep what can be kept
       PyErr_Clear();
       py::object b =
@@ -124,7 +124,7 @@ void set_one(lens::Span& span, PyObject* key, PyObject* value) {
   }
   if (type == &PyUnicode_Type) {
     Py_ssize_t n = 0;
-    if (const char* p = PyUnicode_AsUTF8AndSize(value, &n)) {
+    if (const char* p = utf8_and_size(value, &n)) {
       span.set_attribute(utf8_of(key),
                          lens::AttributeArg(std::string_view(p, static_cast<std::size_t>(n))));
       return;
@@ -182,7 +182,7 @@ bool StartAttributes::add(PyObject* key, PyObject* value) {
     new (slot) lens::Attribute{utf8_of(key), lens::AttributeArg(PyFloat_AS_DOUBLE(value))};
   } else if (PyUnicode_Check(value)) {
     Py_ssize_t n = 0;
-    const char* p = PyUnicode_AsUTF8AndSize(value, &n);
+    const char* p = utf8_and_size(value, &n);
     if (p == nullptr) {
       PyErr_Clear();
       return false;  // lone surrogates: to_attribute() converts it into a holder

@@ -45,7 +45,25 @@ namespace lens = nemo::lens;
 // ------------------------------------------------------------------------------------------------
 // attributes.cpp
 
-/// utf8_of() for every str but a compact ASCII one (whose characters are its UTF-8).
+/// Whether `s` is a compact ASCII str, whose characters are its UTF-8 (nearly every name, key
+/// and short value): `out` then views them in place.
+inline bool ascii_in_place(PyObject* s, std::string_view& out) {
+  if (!PyUnicode_Check(s) || !PyUnicode_IS_COMPACT_ASCII(s)) return false;
+  out = {static_cast<const char*>(PyUnicode_DATA(s)),
+         static_cast<std::size_t>(PyUnicode_GET_LENGTH(s))};
+  return true;
+}
+
+/// PyUnicode_AsUTF8AndSize(s, n) (null, with a Python error set, for a str Python cannot
+/// encode), with no call for a compact ASCII str.
+inline const char* utf8_and_size(PyObject* s, Py_ssize_t* n) {
+  std::string_view v;
+  if (!ascii_in_place(s, v)) return PyUnicode_AsUTF8AndSize(s, n);
+  *n = static_cast<Py_ssize_t>(v.size());
+  return v.data();
+}
+
+/// utf8_of() for every str but a compact ASCII one.
 std::string_view utf8_of_encoded(PyObject* s);
 
 /// The UTF-8 of the str `s`. One Python cannot encode (a lone surrogate, e.g. from a file name
@@ -54,11 +72,8 @@ std::string_view utf8_of_encoded(PyObject* s);
 /// is made for. Requires the GIL, which also guards that ring. Inline: names and keys are nearly
 /// always ASCII, read in place with no call.
 inline std::string_view utf8_of(PyObject* s) {
-  if (PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s)) {
-    return {static_cast<const char*>(PyUnicode_DATA(s)),
-            static_cast<std::size_t>(PyUnicode_GET_LENGTH(s))};
-  }
-  return utf8_of_encoded(s);
+  std::string_view v;
+  return ascii_in_place(s, v) ? v : utf8_of_encoded(s);
 }
 
 /// The storage an AttributeArg made by to_attribute() points into (a converted string or list).

@@ -232,13 +232,17 @@ def test_names_and_keys_in_any_script_arrive_as_given(tracing):
                                     (Name("step"), Name("sub"), Name("k"), Name("v"))]:
         with lens.managed_span(group, name, **{key: value}) as span:
             span.set_attribute(key + "_2", value)
+            span.set_attributes({key + "_3": [value, value]})
+            span.add_event(name, {key: value})
     spans = tracing.spans()
     assert [s.name for s in spans] == ["train_step", "größe", "步骤", "sub"]
     assert [s.attributes for s in spans] == [
-        {"iteration": "forward", "iteration_2": "forward"},
-        {"schlüssel": "wert_ä", "schlüssel_2": "wert_ä"},
-        {"键": "值", "键_2": "值"},
-        {"k": "v", "k_2": "v"}]
+        {k: v for k, v in [(key, value), (key + "_2", value), (key + "_3", [value, value])]}
+        for key, value in [("iteration", "forward"), ("schlüssel", "wert_ä"), ("键", "值"),
+                           ("k", "v")]]
+    assert [(e["name"], e["attributes"]) for s in spans for e in s.events] == [
+        ("train_step", {"iteration": "forward"}), ("größe", {"schlüssel": "wert_ä"}),
+        ("步骤", {"键": "值"}), ("sub", {"k": "v"})]
 
 
 def test_a_rank_that_does_not_export_records_nothing(tracing):
