@@ -11,26 +11,14 @@
 # when one is above its ceiling, 77 when valgrind is missing (the ctest
 # bench.python_instruction_budget). Runs the distribution's python3, which _core is built for.
 set -euo pipefail
-check=0
 here=$(cd "$(dirname "$0")" && pwd)
-budget=$here/python_instruction_budget.txt
-while (($#)); do
-  case "$1" in
-    --check) check=1; shift ;;
-    --budget) budget=$2; shift 2 ;;
-    *) break ;;
-  esac
-done
+source "$here/budget.sh"
+budget_options "$here/python_instruction_budget.txt" "$@"
+set -- "${rest[@]}"
 build=${1:-build}
 shift || true
 modes=${*:-null span strings disabled}
-if ((check)); then
-  if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
-    echo "count_python_instructions.sh: valgrind is not installed (scripts/install-deps)" >&2
-    exit 77
-  fi
-  modes=$(awk '!/^#/ && NF { print $1 }' "$budget")
-fi
+if ((check)); then modes=$(budget_modes count_python_instructions.sh); fi
 python=/usr/bin/python3
 small=1000 large=5000  # loop lengths; the difference is counted (python_instructions.py)
 dir=$(mktemp -d)
@@ -70,7 +58,7 @@ count_mode() {  # count_mode MODE: sets count (and cv for span)
 for mode in $modes; do
   count_mode "$mode"
   if ((check)); then
-    read -r ceiling goal < <(awk -v m="$mode" '$1 == m { print $2, $3 }' "$budget")
+    read -r ceiling goal < <(budget_of "$mode")
     # Now and then a run counts a few hundred more per `with` (something outside the loop lands
     # in one of its two processes, at most a tenth of the count); nothing counts fewer. Above the
     # ceiling by less than a fifth, count once more and keep the lower count.
@@ -85,7 +73,7 @@ for mode in $modes; do
     line+=", of which $cv in the contextvar's set and reset"
   fi
   if ((check)); then
-    verdict=$(awk -v c="$count" -v l="$ceiling" 'BEGIN { print (c + 0 <= l + 0) ? "ok" : "OVER" }')
+    verdict=$(budget_verdict "$count" "$ceiling")
     line+=" (ceiling $ceiling, goal $goal): $verdict"
     [[ $verdict == ok ]] || failed=1
   fi

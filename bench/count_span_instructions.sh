@@ -8,25 +8,13 @@
 # --check counts the modes of the budget (default bench/instruction_budget.txt) and exits 1 when
 # one is above its ceiling, 77 when valgrind is missing (the ctest bench.instruction_budget).
 set -euo pipefail
-check=0
-budget=$(dirname "$0")/instruction_budget.txt
-while (($#)); do
-  case "$1" in
-    --check) check=1; shift ;;
-    --budget) budget=$2; shift 2 ;;
-    *) break ;;
-  esac
-done
+source "$(dirname "$0")/budget.sh"
+budget_options "$(dirname "$0")/instruction_budget.txt" "$@"
+set -- "${rest[@]}"
 build=${1:-build}
 shift || true
 modes=${*:-span managed disabled enabled}
-if ((check)); then
-  if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
-    echo "count_span_instructions.sh: valgrind is not installed (scripts/install-deps)" >&2
-    exit 77
-  fi
-  modes=$(awk '!/^#/ && NF { print $1 }' "$budget")
-fi
+if ((check)); then modes=$(budget_modes count_span_instructions.sh); fi
 chunks=20
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -38,8 +26,8 @@ for mode in $modes; do
   total=$(callgrind_annotate "$dir/$mode-01" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
   count=$(awk -v t="$total" -v n=$((chunks * 1000)) 'BEGIN { printf "%.1f", t / n }')
   if ((check)); then
-    read -r ceiling goal < <(awk -v m="$mode" '$1 == m { print $2, $3 }' "$budget")
-    verdict=$(awk -v c="$count" -v l="$ceiling" 'BEGIN { print (c + 0 <= l + 0) ? "ok" : "OVER" }')
+    read -r ceiling goal < <(budget_of "$mode")
+    verdict=$(budget_verdict "$count" "$ceiling")
     echo "$mode: $count instructions on the calling thread (ceiling $ceiling, goal $goal): $verdict"
     [[ $verdict == ok ]] || failed=1
   else

@@ -60,15 +60,14 @@ def rows_of(cases):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=9, help="rounds (default 9)")
-    parser.add_argument("--number", type=int, default=200000)
-    args = parser.parse_args()
+def set_up_lens():
+    """lens as this benchmark runs it (bench/python_instructions.py too): groups `per_step`, every
+    rank exporting, spans into an InMemorySpanExporter. Returns (nemo_lens_cpp, exporter, handle).
 
-    # Spans go to memory, emptied before every timing run. The exporter thread copies them; on a
-    # small host it does not always keep up and the queue drops some (the fraction is printed): a
-    # dropped span costs its caller as much as an exported one.
+    Spans go to memory, emptied before every timing run. The exporter thread copies them; on a
+    small host it does not always keep up and the queue drops some (the fraction is printed): a
+    dropped span costs its caller as much as an exported one.
+    """
     os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step",
                       NEMO_LENS_METRICS_ENABLED="0", OTEL_BSP_MAX_QUEUE_SIZE="65536",
                       NEMO_LENS_EXPORT_STRATEGY="all_ranks", NEMO_LENS_EXPORTER="console")
@@ -77,6 +76,16 @@ def main():
     memory = lens.InMemorySpanExporter()
     handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(
         span_group_cls=lens.MegatronSpanGroup), span_exporter=memory)
+    return lens, memory, handle
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=9, help="rounds (default 9)")
+    parser.add_argument("--number", type=int, default=200000)
+    args = parser.parse_args()
+
+    lens, memory, handle = set_up_lens()
     env = {"lens": lens, "nullcontext": contextlib.nullcontext, "memory": memory,
            "groups": frozenset(["step", "job"]), "ms": lens.managed_span,
            "enabled": lens.is_span_group_enabled}

@@ -13,8 +13,9 @@ counts the difference between two values of N, so that start-up and this warm-up
 """
 import contextlib
 import gc
-import os
 import sys
+
+from python_bench import set_up_lens  # beside this file
 
 WARM_UP = 5000  # enabled spans before the loop; N may not exceed it
 
@@ -26,14 +27,7 @@ def main():
                  "(valid: null, span, strings, disabled)")
     if not 0 < n <= WARM_UP:
         sys.exit(f"python_instructions.py: N must be in 1..{WARM_UP}, not {n}")
-    os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step",
-                      NEMO_LENS_METRICS_ENABLED="0", OTEL_BSP_MAX_QUEUE_SIZE="65536",
-                      NEMO_LENS_EXPORT_STRATEGY="all_ranks", NEMO_LENS_EXPORTER="console")
-    import nemo_lens_cpp as lens
-
-    memory = lens.InMemorySpanExporter()
-    handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(
-        span_group_cls=lens.MegatronSpanGroup), span_exporter=memory)
+    lens, memory, handle = set_up_lens()
     ms, nullcontext = lens.managed_span, contextlib.nullcontext
     for _ in range(WARM_UP):
         with ms("step", "train_step", iteration=1, loss=0.5):
