@@ -19,12 +19,17 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #include "bench_setup.hpp"
 #include "gpu/gpu_timing.hpp"
@@ -40,6 +45,21 @@ constexpr int kBurst = 1024;
 
 using lens_bench::BM_TwoClockReads;
 BENCHMARK(BM_TwoClockReads);
+
+#if defined(__x86_64__) || defined(__i386__)
+// What an enabled span's clock costs at the least: its start and end each read the time stamp
+// counter (not the realtime clock of the baseline above). The rest of a span's work overlaps
+// these reads, so this is the floor under every span row (docs/performance.md).
+void BM_TwoTscReads(benchmark::State& state) {
+  for (auto _ : state) {
+    const std::uint64_t a = __rdtsc();
+    benchmark::DoNotOptimize(a);
+    const std::uint64_t b = __rdtsc();
+    benchmark::DoNotOptimize(b);
+  }
+}
+BENCHMARK(BM_TwoTscReads);
+#endif
 
 // The benchmark's tracing: `per_step` on a one-rank job (or rank 0 of two, rank 1 exporting, when
 // not `exporting`), the default queue and batch, a real exporter of `kind`; the base catalog, or

@@ -11,6 +11,9 @@ of the run medians, in ns and as ratios, and in how many runs it held its target
   managed_span + two set_attribute (file and OTLP)          <= 1.3x
   a flight-recorded LENS_SPAN                               <= the exported one of the same run
 
+and, beside them, the floor under every span row: two reads of the time stamp counter, which a
+span's start and end make (BM_TwoTscReads).
+
   bench/spread.py                        # 10 runs of the targets' benchmarks, build/bench/span_bench
   bench/spread.py --runs 5 --filter 'TwoClockReads|Gpu' --binary build/bench/span_bench
   bench/spread.py --check                # exit 1 unless every run held every target
@@ -26,8 +29,9 @@ import sys
 import time
 
 BASELINE = "BM_TwoClockReads"
-# The default filter: the baseline and every benchmark with a target.
-DEFAULT_FILTER = ("TwoClockReads|EnabledSpanTwoAttributes/exporter:[01]$|"
+# The default filter: the baseline, a span's floor (its two TSC reads) and every benchmark with a
+# target.
+DEFAULT_FILTER = ("TwoClockReads|TwoTscReads|EnabledSpanTwoAttributes/exporter:[01]$|"
                   "ManagedSpanTwoSetAttributes/exporter:[01]$|RecordedSpanTwoAttributes")
 # Ratio targets against the same run's two clock reads.
 RATIO_TARGETS = {
@@ -109,8 +113,11 @@ def main():
                         help="exit 1 unless every run held every target")
     parser.add_argument("--json", metavar="FILE", help="write every run's medians to FILE")
     args = parser.parse_args()
-    if args.runs < 1 or args.repetitions < 1:
-        parser.error(f"--runs ({args.runs}) and --repetitions ({args.repetitions}) must be >= 1")
+    if args.runs < 1:
+        parser.error(f"--runs ({args.runs}) must be >= 1")
+    if args.repetitions < 2:  # Google Benchmark reports no median of a single repetition
+        parser.error(f"--repetitions ({args.repetitions}) must be >= 2: a run's figure is the "
+                     "median of its repetitions")
     if "TwoClockReads" not in args.filter:
         args.filter = "TwoClockReads|" + args.filter  # every ratio needs the run's baseline
     runs = []

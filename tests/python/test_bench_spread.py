@@ -93,3 +93,20 @@ def test_bad_counts_are_refused_with_their_values(tmp_path):
                        stderr=subprocess.PIPE, text=True)
     assert r.returncode == 2
     assert "--runs (0)" in r.stderr
+
+
+def test_one_repetition_is_refused_for_it_has_no_median(tmp_path):
+    # Google Benchmark prints no median aggregate for a single repetition: every figure would
+    # be missing.
+    r = run_spread(tmp_path, "--repetitions", "1")
+    assert r.returncode == 2
+    assert "--repetitions (1) must be >= 2" in r.stderr
+    assert not (tmp_path / "count").exists()  # refused before any run
+
+
+def test_the_default_runs_measure_the_floor_of_a_span(tmp_path):
+    r = run_spread(tmp_path)
+    assert r.returncode == 0, r.stderr
+    flt = next(a for a in (tmp_path / "args0").read_text().splitlines()
+               if a.startswith("--benchmark_filter="))
+    assert flt.split("=", 1)[1].split("|")[:2] == ["TwoClockReads", "TwoTscReads"]
