@@ -107,15 +107,20 @@ void stop(benchmark::State& state, ExporterKind kind) {
 // (UseManualTime) is its bursts' alone. Not PauseTiming() and ResumeTiming(): ResumeTiming()
 // reads the thread's CPU clock, a system call (1.3 us on this project's VM), inside the timed part
 // of every burst, which made each span row 5-8 ns dearer than its spans and left the baseline,
-// which runs without pauses, as it was (docs/performance.md). The spans of an unfinished last
-// burst are counted untimed: under kBurst of the millions a run makes.
+// which runs without pauses, as it was (docs/performance.md). A thread's first burst is counted
+// untimed (its clock starts before the loop, where a thread of a multi-threaded run waits for
+// the others and for the set-up), and so is an unfinished last one: under 2 * kBurst spans of
+// the millions a run makes.
 class BurstClock {
  public:
   explicit BurstClock(benchmark::State& state) : state_(state), start_(Clock::now()) {}
   template <class Between>
   void count(Between&& between) {
     if (NEMO_LENS_UNLIKELY(++k_ == kBurst)) {
-      state_.SetIterationTime(std::chrono::duration<double>(Clock::now() - start_).count());
+      if (timed_) {
+        state_.SetIterationTime(std::chrono::duration<double>(Clock::now() - start_).count());
+      }
+      timed_ = true;
       k_ = 0;
       between();
       start_ = Clock::now();
@@ -129,6 +134,7 @@ class BurstClock {
   benchmark::State& state_;
   Clock::time_point start_;
   int k_ = 0;
+  bool timed_ = false;  // from the second burst on
 };
 
 // Between two bursts: the exporter exports everything (and every 64 bursts the file the spans
