@@ -494,30 +494,42 @@ def scenario_resume(args, workdir):
 
 
 def scenario_straggler(args, workdir):
-    """4 ranks, one of them (--slow-rank 2) computing 4 times as long: every rank's step lasts
+    """4 ranks, one of them (--slow-rank 2) computing 6 times as long: every rank's step lasts
     about as long, but `lens report` names rank 2, slow in forward_backward and last into the
     all-reduce; the same job without a slow rank names none. Wide layers, so that compute, not
-    the scheduling of 4 ranks on a small machine, makes up the step. At 2.5 times, rank 2 was
-    11.5 ms late in one run, and rank 3, 6.5 ms early by the scheduler's noise, widened the MAD
-    of the four ranks' lateness so that the bound was 18.6 ms: 4 times keeps rank 2 well past
-    such noise."""
+    the scheduling of 4 ranks on a small machine, makes up the step.
+
+    The 4 ranks share 2 cores, so the scheduler alone makes a rank late for real: the rank that
+    gets its core second, step after step. On this machine 10 balanced runs had their latest rank
+    up to 15.5 % of the median step above the median rank, and in CI (2026-12-07) rank 1 was 6 %
+    above it, past the default floor of 5 %, with the other three so close that the MAD left only
+    the floor. Both cases use a floor of 40 % (--straggler-threshold), over twice that noise; the
+    slow rank is late by 5 sixths of its compute, about 80 % of the median step, twice the floor.
+    The rule's MAD and standard errors in balanced jobs are checked on synthetic jobs over seeds
+    (report_cli_test, StragglersOfSyntheticJobsOverSeeds)."""
     shape = ["--steps", "30", "--hidden", "256", "--checkpoint-every", "0", "--eval-every", "0"]
-    for name, extra, expected in (("slow", ["--slow-rank", "2", "--slow-factor", "4"], [2]),
+    for name, extra, expected in (("slow", ["--slow-rank", "2", "--slow-factor", "6"], [2]),
                                   ("balanced", [], [])):
         # Spans only: no metrics for a receiver that takes none.
         _, spans = traced_run(args, workdir, name, "per_step", shape + extra, ranks=4,
                               env_extra={"NEMO_LENS_METRICS_ENABLED": "0"})
         check(spans, "%s: no spans" % name)
         report = subprocess.run(
-            [args.lens, "report", "--json", os.path.join(workdir, name + ".jsonl")],
+            [args.lens, "report", "--json", "--straggler-threshold", "40",
+             os.path.join(workdir, name + ".jsonl")],
             capture_output=True, text=True, timeout=60)
         check(report.returncode == 0, "lens report: %s" % report.stderr)
         j = json.loads(report.stdout)
+        check(j["stragglers"]["threshold_pct"] == 40, "floor %s" % j["stragglers"]["threshold_pct"])
         flagged = sorted(s["rank"] for s in j["stragglers"]["ranks"])
-        lateness = [(r["rank"], r["last_count"], round(r["late_ns"] / 1e6, 2))
+        by = [(s["rank"], s["flagged_by"]) for s in j["stragglers"]["ranks"]]
+        lateness = [(r["rank"], r["last_count"], round(r["late_ns"] / 1e6, 2),
+                     round(r["late_se_ns"] / 1e6, 2), round(r["step_p50_ns"] / 1e6, 2))
                     for c in j["collectives"] for r in c["ranks"]]
-        check(flagged == expected, "%s: stragglers %s, expected %s (rank, last, late ms: %s)"
-              % (name, flagged, expected, lateness))
+        check(flagged == expected, "%s: stragglers %s, expected %s (flagged by %s; rank, last, "
+              "late ms, its standard error, median step ms: %s; floor %.2f ms)"
+              % (name, flagged, expected, by, lateness,
+                 j["collectives"][0]["roles"][0]["floor_ns"] / 1e6 if j["collectives"] else 0))
         if expected:
             s = j["stragglers"]["ranks"][0]
             check("arrival" in s["flagged_by"], "rank 2 flagged by %s" % s["flagged_by"])

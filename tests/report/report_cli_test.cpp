@@ -90,7 +90,7 @@ Step time per rank (top-level spans of group step)
   1     train_step      3  100.0ms  109.0ms  110.0ms
   2     train_step      3  150.0ms  150.0ms  150.0ms  straggler
 
-Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs and 5% of the median step above the median rank)
+Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs, as many standard errors of its excess and 5% of the median step above the median rank)
   rank 2, train_step (3 ranks compared): median step 150.0ms, +50.0% over the median rank's 100.0ms; microbatch +50.00ms per step (+71.4%) over the median rank
 
 Truncated spans (1)
@@ -156,8 +156,9 @@ TEST_F(ReportCli, JsonReport) {
   // (5 % of 100 ms) decides. Its microbatches take 120 ms a step, the median rank's 70.
   EXPECT_EQ(j["stragglers"], json::parse(R"({"threshold_pct":5.0,"mads":3.5,"ranks":[{"rank":2,
       "name":"train_step","flagged_by":["step_time"],"ranks_compared":3,"steps":3,
-      "step_p50_ns":150000000,"median_step_ns":100000000,"median_late_ns":0,"matched_steps":0,
-      "collectives":0,"last_count":0,"last_into":[],"late_ns":0,"waited_ns":0,
+      "step_p50_ns":150000000,"step_p50_se_ns":0,"median_step_ns":100000000,"median_late_ns":0,
+      "matched_steps":0,"collectives":0,"last_count":0,"last_into":[],"late_ns":0,"late_se_ns":0,
+      "waited_ns":0,
       "waited_share":0.0,"wait_caused_ns":0,"wait_caused_per_step_ns":0,
       "wait_caused_share":0.0,"groups":[
         {"group":"microbatch","ns_per_step":120000000,"median_ns_per_step":70000000,
@@ -190,7 +191,7 @@ Time by span group and name
 Step time per rank (top-level spans of group step)
   no spans of group step
 
-Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs and 5% of the median step above the median rank): none
+Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs, as many standard errors of its excess and 5% of the median step above the median rank): none
 
 Truncated spans: none
 
@@ -217,7 +218,7 @@ Time by span group and name
 Step time per rank (top-level spans of group step)
   no spans of group step
 
-Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs and 5% of the median step above the median rank): none
+Stragglers (compared within the ranks that run the same spans: lateness at the collectives, median step time more than 3.5 MADs, as many standard errors of its excess and 5% of the median step above the median rank): none
 
 Truncated spans: none
 
@@ -576,8 +577,9 @@ TEST_F(ReportCli, TextOutputEscapesControlCharacters) {
 TEST_F(ReportCli, StragglerThreshold) {
   auto r = lens(report_args({"--straggler-threshold", "50"}));
   EXPECT_NE(r.out.find("Stragglers (compared within the ranks that run the same spans: lateness "
-                       "at the collectives, median step time more than 3.5 MADs and 50% of the "
-                       "median step above the median rank): none\n"),
+                       "at the collectives, median step time more than 3.5 MADs, as many standard "
+                       "errors of its excess and 50% of the median step above the median rank): "
+                       "none\n"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("straggler\n"), std::string::npos);

@@ -1,11 +1,12 @@
 // The cross-rank analysis of `lens report` (tools/lens/report/stragglers.hpp): the rule (median
-// and MAD with a floor), who arrived last at each collective and who waited for whom (with the
-// arithmetic of each case in its comments), overlapping waits counted once, steps matched by
-// iteration or by order, roles, and the heat map's cells.
+// and MAD with a floor and each rank's own standard error), who arrived last at each collective and
+// who waited for whom (with the arithmetic of each case in its comments), overlapping waits counted
+// once, steps matched by iteration or by order, roles, and the heat map's cells.
 #include "report/stragglers.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -67,6 +68,50 @@ TEST(RobustOutliers, MedianMadAndTheFloor) {
   EXPECT_EQ(robust_outliers(std::vector<double>{10, 10, 10, -100}, 0),
             (std::vector<bool>(4, false)));
   EXPECT_EQ(robust_outliers(std::vector<double>{1, 100}, 0), (std::vector<bool>(2, false)));
+}
+
+// Stop 59's CI: 4 ranks, three of them within 0.4 ms of each other (MAD 0.2 ms), one 1.3 ms above
+// their median in a balanced job, past the bound of max(3.5 x 1.4826 x 0.215, 1.0) = 1.12 ms. The
+// standard error of its excess over the median widens the bound: hypot(its own, the median's),
+// the median's being sqrt(pi / 2) x median(errors) / sqrt(4).
+TEST(RobustOutliers, TheStandardErrorOfARanksExcessWidensItsBound) {
+  const std::vector<double> late = {-0.03, 1.03, -0.46, -0.45};  // median -0.24, rank 1 +1.27
+  EXPECT_EQ(robust_outliers(late, 1.0), (std::vector<bool>{false, true, false, false}));
+  // Errors of 0.3 each: the median's 1.2533 x 0.3 / 2 = 0.188, the excess's hypot(0.3, 0.188)
+  // = 0.354, 3.5 x 0.354 = 1.239: 1.27 is out. At 0.33 each, 3.5 x 0.389 = 1.363: it is not.
+  EXPECT_EQ(robust_outliers(late, 1.0, std::vector<double>(4, 0.3)),
+            (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(robust_outliers(late, 1.0, std::vector<double>(4, 0.33)),
+            (std::vector<bool>(4, false)));
+  // A rank's own error widens its bound alone: 0.4 for rank 1 (the median's 1.2533 x 0.1 / 2 =
+  // 0.063, 3.5 x hypot(0.4, 0.063) = 1.417) keeps it in; 0.4 for rank 0 leaves rank 1 out.
+  EXPECT_EQ(robust_outliers(late, 1.0, std::vector<double>{0.1, 0.4, 0.1, 0.1}),
+            (std::vector<bool>(4, false)));
+  EXPECT_EQ(robust_outliers(late, 1.0, std::vector<double>{0.4, 0.1, 0.1, 0.1}),
+            (std::vector<bool>{false, true, false, false}));
+}
+
+// Checked against the textbook formulas by hand: the comments hold the arithmetic.
+TEST(StandardErrors, OfTheTrimmedMeanAndOfTheMedian) {
+  std::vector<double> one = {3};
+  EXPECT_EQ(trimmed_mean_standard_error(one), 0.0);
+  EXPECT_EQ(median_standard_error(one), 0.0);
+  // Under 10 values nothing is winsorized: the sample standard deviation over sqrt(n).
+  // {1, 2, 3, 4}: mean 2.5, squares 2.25 + 0.25 + 0.25 + 2.25 = 5, sd sqrt(5 / 3), / 2.
+  std::vector<double> four = {4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(trimmed_mean_standard_error(four), std::sqrt(5.0 / 3) / 2);
+  // 10 values, g = 1: 0 and 100 become 1 and 8, so {1, 1, 2, 3, 4, 5, 6, 7, 8, 8}: mean 4.5,
+  // squares 2 x 12.25 + 6.25 + 2.25 + 0.25 + 0.25 + 2.25 + 6.25 + 2 x 12.25 = 66.5;
+  // sd sqrt(66.5 / 9), over (1 - 2 / 10) x sqrt(10).
+  std::vector<double> ten = {100, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_DOUBLE_EQ(trimmed_mean_standard_error(ten), std::sqrt(66.5 / 9) / (0.8 * std::sqrt(10.0)));
+  // The median's: {1, 2, 3, 4, 100} has median 3 and MAD median(2, 1, 0, 1, 97) = 1, so
+  // sqrt(pi / 2) x 1.4826 / sqrt(5); the outlying 100 counts no more than a 5 would.
+  std::vector<double> five = {100, 1, 2, 3, 4};
+  EXPECT_NEAR(median_standard_error(five), std::sqrt(std::acos(-1.0) / 2) * 1.4826 / std::sqrt(5.0),
+              1e-12);
+  std::vector<double> same = {7, 7, 7, 7};
+  EXPECT_EQ(median_standard_error(same), 0.0);  // no noise: no guard beyond the MAD and the floor
 }
 
 TEST(TrimmedMean, LeavesOutTheTenthAtEachEnd) {

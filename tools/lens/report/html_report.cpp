@@ -795,7 +795,8 @@ constexpr std::string_view kTail = R"html(</script>
     s.appendChild(el("p", {"class": "note"}, "Compared within the ranks that run the same spans: a " +
         "rank whose lateness at the collectives, median step time" +
         (d.gpu ? " or median GPU busy per step" : "") + " is more than " + d.stragglers.mads +
-        " MADs and " + d.stragglers.threshold_pct + "% of the median step above the median rank's."));
+        " MADs, as many standard errors of its excess and " + d.stragglers.threshold_pct +
+        "% of the median step above the median rank's."));
     if (d.stragglers.ranks.length === 0) {
       s.appendChild(el("p", {"class": "no-stragglers"}, "None."));
       return;

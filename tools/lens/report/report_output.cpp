@@ -632,7 +632,7 @@ std::string stragglers_text(const Report& r, std::size_t limit) {
       "compared within the ranks that run the same spans: lateness at the "
       "collectives, median step time" +
       std::string(r.has_gpu ? " or median GPU busy per step" : "") + " more than " +
-      printf_string("%g", kStragglerMads) + " MADs and " +
+      printf_string("%g", kStragglerMads) + " MADs, as many standard errors of its excess and " +
       printf_string("%g", r.straggler_threshold_pct) + "% of the median step above the median rank";
   if (r.stragglers.empty()) return "\nStragglers (" + rule + "): none\n";
   std::string out = "\nStragglers (" + rule + ")\n";
@@ -945,6 +945,12 @@ ojson group_times_json(const std::vector<GroupPerStep>& groups) {
   return out;
 }
 
+// A rank's median GPU busy per step and its standard error (null without GPU times).
+void gpu_busy_fields(ojson& row, const RankFigures& x) {
+  row["gpu_busy_p50_ns"] = x.gpu_steps ? ojson(rounded(x.gpu_busy_p50_ns)) : ojson(nullptr);
+  row["gpu_busy_p50_se_ns"] = x.gpu_steps ? ojson(rounded(x.gpu_busy_p50_se_ns)) : ojson(nullptr);
+}
+
 // A rank's figures at the collectives (the fields of a straggler and of `collectives.ranks`).
 void wait_fields(ojson& row, const RankFigures& x) {
   row["matched_steps"] = x.matched_steps;
@@ -956,6 +962,7 @@ void wait_fields(ojson& row, const RankFigures& x) {
   }
   row["last_into"] = std::move(last);
   row["late_ns"] = std::llround(x.late_ns);
+  row["late_se_ns"] = std::llround(x.late_se_ns);
   row["waited_ns"] = x.waited_ns;
   row["waited_share"] = round_to(ratio(x.waited_ns, x.matched_step_ns), 1e6);
   row["wait_caused_ns"] = x.caused_ns;
@@ -981,9 +988,9 @@ ojson findings_json(const Report& r) {
       ojson row = {{"rank", rank_json(x.rank)},
                    {"role", x.role},
                    {"steps", x.steps},
-                   {"step_p50_ns", rounded(x.step_p50_ns)}};
-      if (r.has_gpu)
-        row["gpu_busy_p50_ns"] = x.gpu_steps ? ojson(rounded(x.gpu_busy_p50_ns)) : ojson(nullptr);
+                   {"step_p50_ns", rounded(x.step_p50_ns)},
+                   {"step_p50_se_ns", rounded(x.step_p50_se_ns)}};
+      if (r.has_gpu) gpu_busy_fields(row, x);
       wait_fields(row, x);
       row["straggler"] = x.straggler();
       ranks.push_back(std::move(row));
@@ -1009,10 +1016,11 @@ ojson stragglers_json(const Report& r) {
                  {"ranks_compared", s.role.ranks},
                  {"steps", x.steps},
                  {"step_p50_ns", rounded(x.step_p50_ns)},
+                 {"step_p50_se_ns", rounded(x.step_p50_se_ns)},
                  {"median_step_ns", rounded(s.role.median_step_ns)},
                  {"median_late_ns", std::llround(s.role.median_late_ns)}};
     if (r.has_gpu) {
-      row["gpu_busy_p50_ns"] = x.gpu_steps ? ojson(rounded(x.gpu_busy_p50_ns)) : ojson(nullptr);
+      gpu_busy_fields(row, x);
       row["median_gpu_busy_ns"] = rounded(s.role.median_gpu_busy_ns);
     }
     wait_fields(row, x);

@@ -13,6 +13,8 @@ namespace {
 
 // The MAD of normal noise is 0.6745 of its standard deviation: 1.4826 x MAD estimates the latter.
 constexpr double kMadScale = 1.4826;
+// The standard error of the median of n normal draws is sqrt(pi / 2) times that of their mean.
+constexpr double kSqrtHalfPi = 1.2533141373155003;
 
 // Ranks in order, the one without dl.rank last.
 bool rank_before(std::int64_t a, std::int64_t b) {
@@ -49,7 +51,35 @@ double trimmed_mean(std::vector<double>& values) {
   return sum / static_cast<double>(values.size() - 2 * cut);
 }
 
-std::vector<bool> robust_outliers(std::span<const double> values, double floor) {
+double trimmed_mean_standard_error(std::vector<double>& values) {
+  const std::size_t n = values.size();
+  if (n < 2) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t g = n / 10;
+  // Winsorized: the g lowest raised to the lowest kept, the g highest lowered to the highest kept.
+  auto at = [&](std::size_t i) { return values[std::clamp(i, g, n - 1 - g)]; };
+  double mean = 0;
+  for (std::size_t i = 0; i < n; ++i) mean += at(i);
+  mean /= static_cast<double>(n);
+  double squares = 0;
+  for (std::size_t i = 0; i < n; ++i) squares += (at(i) - mean) * (at(i) - mean);
+  const double sd = std::sqrt(squares / static_cast<double>(n - 1));
+  const double kept = 1 - 2 * static_cast<double>(g) / static_cast<double>(n);
+  return sd / (kept * std::sqrt(static_cast<double>(n)));
+}
+
+double median_standard_error(std::vector<double>& values) {
+  const std::size_t n = values.size();
+  if (n < 2) return 0;
+  const double m = median_of(values);
+  std::vector<double> deviations;
+  deviations.reserve(n);
+  for (const double v : values) deviations.push_back(std::fabs(v - m));
+  return kSqrtHalfPi * kMadScale * median_of(deviations) / std::sqrt(static_cast<double>(n));
+}
+
+std::vector<bool> robust_outliers(std::span<const double> values, double floor,
+                                  std::span<const double> standard_errors) {
   std::vector<bool> out(values.size(), false);
   if (values.size() < 3) return out;
   std::vector<double> sorted(values.begin(), values.end());
@@ -58,7 +88,18 @@ std::vector<bool> robust_outliers(std::span<const double> values, double floor) 
   deviations.reserve(values.size());
   for (const double v : values) deviations.push_back(std::fabs(v - m));
   const double bound = std::max(kStragglerMads * kMadScale * median_of(deviations), floor);
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = values[i] - m > bound;
+  // The median's own error, were each figure's that of the median figure's: sqrt(pi / 2) times it
+  // over sqrt(n), as for the median of n draws.
+  const bool with_errors = standard_errors.size() == values.size();
+  double median_error = 0;
+  if (with_errors) {
+    std::vector<double> errors(standard_errors.begin(), standard_errors.end());
+    median_error = kSqrtHalfPi * median_of(errors) / std::sqrt(static_cast<double>(values.size()));
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double own = with_errors ? standard_errors[i] : 0;
+    out[i] = values[i] - m > std::max(bound, kStragglerMads * std::hypot(own, median_error));
+  }
   return out;
 }
 
@@ -160,8 +201,10 @@ std::vector<StepNameFindings> StragglerAnalysis::finish(const NameTables& tables
         if (s.gpu_busy_ns != kNoGpu) gpu.push_back(static_cast<double>(s.gpu_busy_ns));
       }
       r.step_p50_ns = median_of(durations);
+      r.step_p50_se_ns = median_standard_error(durations);
       r.gpu_steps = gpu.size();
       r.gpu_busy_p50_ns = median_of(gpu);
+      r.gpu_busy_p50_se_ns = median_standard_error(gpu);
       ++f.roles[r.role].ranks;
       f.ranks.push_back(std::move(r));
     }
@@ -269,6 +312,7 @@ std::vector<StepNameFindings> StragglerAnalysis::finish(const NameTables& tables
         if (!std::isnan(late[indices[i]])) lates.push_back(late[indices[i]]);
       }
       f.ranks[k].late_ns = trimmed_mean(lates);
+      f.ranks[k].late_se_ns = trimmed_mean_standard_error(lates);
       for (auto& [name, counts] : last_into[k]) {
         counts.name = name;
         f.ranks[k].last_into.push_back(counts);
@@ -333,15 +377,16 @@ std::vector<StepNameFindings> StragglerAnalysis::finish(const NameTables& tables
       r.median_step_ns = median_of(steps);
       r.floor_ns = options.floor_pct / 100 * r.median_step_ns;
       // Returns the median of the values the rule saw.
-      auto flag = [&](StragglerMeasure measure, auto has, auto value) {
+      auto flag = [&](StragglerMeasure measure, auto has, auto value, auto standard_error) {
         std::vector<std::size_t> who;
-        std::vector<double> values;
+        std::vector<double> values, errors;
         for (const std::size_t k : members) {
           if (!has(f.ranks[k])) continue;
           who.push_back(k);
           values.push_back(value(f.ranks[k]));
+          errors.push_back(standard_error(f.ranks[k]));
         }
-        const std::vector<bool> out_of_line = robust_outliers(values, r.floor_ns);
+        const std::vector<bool> out_of_line = robust_outliers(values, r.floor_ns, errors);
         for (std::size_t j = 0; j < who.size(); ++j) {
           if (out_of_line[j]) f.ranks[who[j]].flagged_by.push_back(measure);
         }
@@ -349,13 +394,16 @@ std::vector<StepNameFindings> StragglerAnalysis::finish(const NameTables& tables
       };
       r.median_late_ns = flag(
           StragglerMeasure::kArrival, [](const RankFigures& x) { return x.matched_steps > 0; },
-          [](const RankFigures& x) { return x.late_ns; });
+          [](const RankFigures& x) { return x.late_ns; },
+          [](const RankFigures& x) { return x.late_se_ns; });
       flag(
           StragglerMeasure::kStepTime, [](const RankFigures&) { return true; },
-          [](const RankFigures& x) { return x.step_p50_ns; });
+          [](const RankFigures& x) { return x.step_p50_ns; },
+          [](const RankFigures& x) { return x.step_p50_se_ns; });
       r.median_gpu_busy_ns = flag(
           StragglerMeasure::kGpuBusy, [](const RankFigures& x) { return x.gpu_steps > 0; },
-          [](const RankFigures& x) { return x.gpu_busy_p50_ns; });
+          [](const RankFigures& x) { return x.gpu_busy_p50_ns; },
+          [](const RankFigures& x) { return x.gpu_busy_p50_se_ns; });
     }
 
     if (options.heatmap) fill_heatmap(f, indices, ranges, key, late, options);

@@ -44,10 +44,16 @@ enum class StragglerMeasure : std::uint8_t {
 /// median rank's, the modified z-score of Iglewicz and Hoaglin.
 inline constexpr double kStragglerMads = 3.5;
 
-/// Which of `values` are out: more than max(kStragglerMads x 1.4826 x MAD, `floor`) above their
-/// median (the mean of the two middle ones for an even count). Needs at least 3 values (with 2,
-/// each is as far from their median as the other); fewer flag none.
-std::vector<bool> robust_outliers(std::span<const double> values, double floor);
+/// Which of `values` are out: more than max(kStragglerMads x 1.4826 x MAD, `floor`,
+/// kStragglerMads x the standard error of the value's excess) above their median (the mean of the
+/// two middle ones for an even count). `standard_errors`, one per value (any other count: none),
+/// are each value's own noise; the excess's error is hypot(standard_errors[i], the median's), the
+/// median's being sqrt(pi / 2) x median(standard_errors) / sqrt(n). So a rank whose figure moves
+/// a lot from step to step must be further out, and with a few ranks, where the MAD can be near 0
+/// by chance, a rank is not named for a few steps' worth of noise. Needs at least 3 values (with
+/// 2, each is as far from their median as the other); fewer flag none.
+std::vector<bool> robust_outliers(std::span<const double> values, double floor,
+                                  std::span<const double> standard_errors = {});
 
 /// The median of `values` (sorted in place): the middle one, or the mean of the two middle ones;
 /// 0 for none.
@@ -56,6 +62,16 @@ double median_of(std::vector<double>& values);
 /// The mean of `values` (sorted in place) without its floor(n / 10) lowest and highest; 0 for
 /// none.
 double trimmed_mean(std::vector<double>& values);
+
+/// The standard error of trimmed_mean(`values`) (sorted in place), Tukey and McLaughlin's: the
+/// standard deviation of `values` winsorized at the same count g = floor(n / 10), over
+/// (1 - 2g / n) x sqrt(n). 0 for fewer than 2 values.
+double trimmed_mean_standard_error(std::vector<double>& values);
+
+/// The standard error of median_of(`values`) (sorted in place) for noise of any scale:
+/// sqrt(pi / 2) x 1.4826 x MAD / sqrt(n), the normal case's with the MAD standing in for the
+/// standard deviation, so that a few outlying steps do not widen it. 0 for fewer than 2 values.
+double median_standard_error(std::vector<double>& values);
 
 /// One group's time per step on a rank, beside the median over the ranks of its role.
 struct GroupPerStep {
@@ -94,6 +110,11 @@ struct RankFigures {
   /// so that a one-off hiccup does not make a straggler and a rank late in most steps stands out
   /// of noise even when it is not late in every one. 0 without matched steps.
   double late_ns = 0;
+  // The standard errors of late_ns, step_p50_ns and gpu_busy_p50_ns over the rank's steps
+  // (trimmed_mean_standard_error(), median_standard_error()): the rule's guard against noise.
+  double late_se_ns = 0;
+  double step_p50_se_ns = 0;
+  double gpu_busy_p50_se_ns = 0;
   std::vector<GroupPerStep> groups;          // own time per step per group (on the step's thread)
   std::vector<GroupPerStep> gpu_groups;      // GPU busy per step per group (leaf GPU-timed spans)
   std::vector<StragglerMeasure> flagged_by;  // empty: not a straggler
