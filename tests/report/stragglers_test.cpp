@@ -1,7 +1,8 @@
 // The cross-rank analysis of `lens report` (tools/lens/report/stragglers.hpp): the rule (median
-// and MAD with a floor and each rank's own standard error), who arrived last at each collective and
-// who waited for whom (with the arithmetic of each case in its comments), overlapping waits counted
-// once, steps matched by iteration or by order, roles, and the heat map's cells.
+// and MAD with a floor and the standard error of each rank's excess), who arrived last at each
+// collective and who waited for whom (with the arithmetic of each case in its comments),
+// overlapping waits counted once, steps matched by iteration or by order, roles, and the heat
+// map's cells.
 #include "report/stragglers.hpp"
 
 #include <gtest/gtest.h>
