@@ -389,6 +389,9 @@ std::chrono::steady_clock::duration Pipeline::next_nap(
 void Pipeline::run() noexcept {
   auto nap = std::chrono::steady_clock::duration::zero();
   auto last_drain = std::chrono::steady_clock::now();
+  // What the flushes' drains took since the last other drain, and their time.
+  std::size_t flushed = 0;
+  auto flushed_busy = std::chrono::steady_clock::duration::zero();
   for (;;) {
     const bool woken = wait_for_spans(nap);
     if (valve_pulled_.load(std::memory_order_relaxed)) {
@@ -409,8 +412,18 @@ void Pipeline::run() noexcept {
     // flush or a stop exports everything.
     const auto drain_start = std::chrono::steady_clock::now();
     const std::size_t taken = drain(woken && !flushing && !stopping, cutoff);
-    nap = next_nap(taken, drain_start - last_drain, std::chrono::steady_clock::now() - drain_start);
-    last_drain = drain_start;
+    const auto busy = std::chrono::steady_clock::now() - drain_start;
+    if (flushing) {
+      // A flush says nothing of the rate spans come at: the nap decided before it stands, and
+      // the next drain's rate counts what the flushes took.
+      flushed += taken;
+      flushed_busy += busy;
+    } else {
+      nap = next_nap(taken + flushed, drain_start - last_drain, busy + flushed_busy);
+      last_drain = drain_start;
+      flushed = 0;
+      flushed_busy = flushed_busy.zero();
+    }
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
     if (gpu != nullptr) {
