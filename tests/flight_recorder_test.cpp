@@ -115,6 +115,45 @@ TEST_F(FlightRecorder, RecordedSpansLeaveOnlyWithACaptureWithTheirIdsAndParents)
   EXPECT_EQ(capture(), 0u) << "nothing left";
 }
 
+// The demo's PyTorch job (2026-12-07): its all-reduces (communication, exported) ran inside
+// microbatch spans (recorded only) and named them as parents, which outside the captured steps
+// never left: 86 of each rank's 96 all-reduces had no parent in the trace, and `lens report`
+// could not place them in their steps. An exported span now takes its nearest exported ancestor,
+// by the fast start (LENS_SPAN) and the general one (by name), as without the recorder; a
+// recorded span keeps its nearest ancestor, exported or not. (Base groups here: step and
+// optimizer exported, forward_backward and checkpoint recorded.)
+TEST_F(FlightRecorder, AnExportedSpanInsideARecordedOneTakesTheNearestExportedParent) {
+  record("step,optimizer", "all");
+  SpanContext step_context, fast_context;
+  {
+    LENS_SPAN(step, SpanGroup::STEP, "train_step");
+    step_context = step.context();
+    LENS_SPAN(fb, SpanGroup::FORWARD_BACKWARD, "forward_backward");
+    {
+      LENS_SPAN(fast, SpanGroup::OPTIMIZER, "exported_fast");
+      fast_context = fast.context();
+      LENS_SPAN(inner, SpanGroup::CHECKPOINT, "recorded_inside");  // under an exported one
+    }
+    {
+      Span by_name = managed_span("optimizer", "exported_by_name");
+      EXPECT_TRUE(by_name.is_recording());
+    }
+  }
+  std::map<std::string, SpanData> exported;
+  for (const SpanData& s : spans()) exported[s.name] = s;
+  ASSERT_EQ(exported.size(), 3u) << "train_step and the two exported inside forward_backward";
+  EXPECT_EQ(exported["exported_fast"].parent_span_id, step_context.span_id);
+  EXPECT_EQ(exported["exported_by_name"].parent_span_id, step_context.span_id);
+  EXPECT_EQ(exported["exported_fast"].context.trace_id, step_context.trace_id);
+
+  // Captured, the recorded spans join the trace under their own parents.
+  EXPECT_EQ(capture(), 2u);
+  std::map<std::string, SpanData> all;
+  for (const SpanData& s : spans()) all[s.name] = s;
+  EXPECT_EQ(all["forward_backward"].parent_span_id, step_context.span_id);
+  EXPECT_EQ(all["recorded_inside"].parent_span_id, fast_context.span_id);
+}
+
 TEST_F(FlightRecorder, WithoutTheVariableNothingChanges) {
   start("step");
   {

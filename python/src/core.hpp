@@ -218,8 +218,11 @@ struct PythonCurrent {
   bool other_task = false;    // the thread's current span is another task's
 };
 
-/// python_current() for the calling thread and task. Requires the GIL.
-PythonCurrent python_current();
+/// python_current() for the calling thread and task. `for_exported`: the parent a span of an
+/// exported group takes, which under a Python span recorded only (flight recorder) is that
+/// span's nearest exported ancestor (none if it has none), as without the recorder. Requires the
+/// GIL.
+PythonCurrent python_current(bool for_exported = false);
 
 // ------------------------------------------------------------------------------------------------
 // What each file adds to the module (module.cpp calls them in this order).

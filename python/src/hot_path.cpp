@@ -249,12 +249,16 @@ struct SpanObject {
   lens::Span span;
   lens::Span attached;        // while a span _start() began is entered: its context, for C++
   lens::SpanContext context;  // valid once started, when the span has ids
-  lens::SpanContext parent;   // an explicit parent (valid) or none
-  std::uint64_t key;          // in python_spans() while open; 0: not registered
+  // Recorded only (flight recorder): the context of its nearest exported ancestor, which the
+  // exported spans started under it take as their parent; unused when `exported_self`.
+  lens::SpanContext exported;
+  lens::SpanContext parent;  // an explicit parent (valid) or none
+  std::uint64_t key;         // in python_spans() while open; 0: not registered
   int kind;
   bool record_exception;
   bool started;
   bool started_unentered;  // started by _start(): the first __enter__ makes it current
+  bool exported_self;      // its group is exported: exported spans under it take `context`
 };
 
 bool is_span_object(PyObject* o);
@@ -271,6 +275,16 @@ lens::SpanContext context_of(PyObject* v) {
   }
 }
 
+// What a span of an exported group started under the contextvar's value `v` takes as its
+// parent: context_of(v), or for a recorded-only span its nearest exported ancestor's context.
+lens::SpanContext exported_of(PyObject* v) {
+  if (v != nullptr && is_span_object(v)) {
+    const auto* s = reinterpret_cast<SpanObject*>(v);
+    return s->exported_self ? s->context : s->exported;
+  }
+  return context_of(v);
+}
+
 void unregister(SpanObject* s) {
   if (s->key == 0) return;
   unregister_python_span(s->key);
@@ -279,7 +293,7 @@ void unregister(SpanObject* s) {
 
 }  // namespace
 
-PythonCurrent python_current() {
+PythonCurrent python_current(bool for_exported) {
   PythonCurrent out;
   const lens::SpanContext top = lens::current_span_context();
   if (top.is_valid() && !is_python_span(top)) {
@@ -289,7 +303,7 @@ PythonCurrent python_current() {
   }
   PyObject* v = nullptr;
   if (PyContextVar_Get(g_current_var, nullptr, &v) == 0 && v != nullptr) {
-    out.context = context_of(v);
+    out.context = for_exported ? exported_of(v) : context_of(v);
     Py_DECREF(v);
   } else {
     PyErr_Clear();
@@ -318,13 +332,22 @@ void start(SpanObject* s, bool make_current = true, std::int64_t start_unix_nano
   const std::string_view group = utf8_of(s->group);
   options.group = group;
   options.kind = static_cast<lens::SpanKind>(s->kind);
+  // Recorded only (flight recorder): the exported spans started under it take its nearest
+  // exported ancestor as their parent, as it does when it is exported under a recorded-only one.
+  lens::detail::SiteGate* gate = gate_for(g_span_gates, g_span_gate_cache, s->group);
+  s->exported_self = gate == nullptr || !lens::detail::site_records_only(*gate);
   PythonCurrent current;
   if (s->parent.is_valid()) {
     options.parent = &s->parent;
   } else {
-    current = python_current();
+    current = python_current(s->exported_self);
     if (current.context.is_valid() && !current.from_cpp) options.parent = &current.context;
     options.root = current.other_task;  // not a child of another task's span
+  }
+  if (!s->exported_self) {  // before the start, which makes this span the current one
+    s->exported = s->parent.is_valid() ? s->parent
+                  : current.from_cpp   ? lens::detail::current_exported_span_context()
+                                       : python_current(true).context;
   }
   // The attributes go with the start when they can: start_span() stores them at less cost than
   // set_attribute() calls after it.
@@ -397,6 +420,7 @@ PyObject* new_span(PyObject* group, PyObject* name, PyObject* attributes, PyObje
   new (&s->span) lens::Span();
   new (&s->attached) lens::Span();
   new (&s->context) lens::SpanContext();
+  new (&s->exported) lens::SpanContext();
   new (&s->parent) lens::SpanContext(parent != nullptr ? *parent : lens::SpanContext{});
   Py_INCREF(group);
   s->group = group;
@@ -417,6 +441,7 @@ void span_dealloc(PyObject* o) {
   s->attached.~Span();
   s->span.~Span();
   s->context.~SpanContext();
+  s->exported.~SpanContext();
   s->parent.~SpanContext();
   Py_XDECREF(s->group);
   Py_XDECREF(s->name);

@@ -7,7 +7,9 @@
 // step or job span ending with an error status (error), the hang watchdog (hang: what was
 // recorded since the stuck step began, and the recorded spans open then, as truncated copies),
 // and capture() (manual: everything the rings hold). Captured spans keep their ids and parents:
-// they join the trace as if they had been exported. Internal.
+// they join the trace as if they had been exported. Exported spans never take a recorded one as
+// their parent (parent_record() in tracing/span.cpp, exported_of() in the Python package): the
+// exported trace is the same with the recorder as without it. Internal.
 //
 // Threading: a ring is guarded by its thread state's lock (ThreadState::mu), which the owner
 // takes on its side at a span's end anyway; a capture takes each state's lock in turn (as a

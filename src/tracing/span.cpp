@@ -133,6 +133,20 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
   return nullptr;
 }
 
+// The parent a span of mode bits `mode` takes on this thread: current_record(), but for a span
+// that is exported, the latest open record that is exported too. A span recorded only for the
+// flight recorder (kModeFlight) leaves with a capture or never, so an exported child naming it
+// would have no parent in the trace outside the captured steps: the exported spans keep the
+// parents they have without the recorder. Requires ts.mu.
+inline SpanRecord* parent_record(ThreadState& ts, std::uint8_t mode) noexcept {
+  const bool exported = (mode & kModeFlight) == 0;
+  for (auto it = ts.stack.rbegin(); it != ts.stack.rend(); ++it) {
+    if ((*it)->not_current || (exported && ((*it)->mode & kModeFlight) != 0)) continue;
+    return *it;
+  }
+  return nullptr;
+}
+
 // Starts a recorded span in `p` (which records something). Inline into both callers: a
 // LENS_SPAN site's request is constant there, and most of the branches fold away.
 [[gnu::always_inline]] inline SpanRecord* start_record(
@@ -145,11 +159,19 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
   try {
     OwnerLockGuard lock(ts->mu);  // this thread's own state
     init_record(*rec, ts, p);
-    // Parent: explicit, else the thread's current span, else the inherited context, else none.
+    // Flight-recorded or watched (record/recorder.hpp): read where the span is named.
+    std::uint8_t mode = rec->mode;
+    if (req.site != nullptr) {
+      mode = span_site_mode(req.site->gate);
+    } else if (!req.group.empty()) {
+      mode = group_state(req.group).mode;
+    }
+    // Parent: explicit, else the thread's current span (parent_record()), else the inherited
+    // context, else none.
     ParentView parent;
     if (req.parent != nullptr && req.parent->is_valid()) {
       parent = ParentView::of(*req.parent);
-    } else if (SpanRecord* top = req.root ? nullptr : current_record(*ts); top != nullptr) {
+    } else if (SpanRecord* top = req.root ? nullptr : parent_record(*ts, mode); top != nullptr) {
       ensure_ids(*top, t_ids);  // this thread's own record: made now if nothing asked before
       parent = ParentView::of(*top);
     } else if (!p->plain_roots && p->inherited.is_valid()) {
@@ -214,12 +236,7 @@ inline SpanRecord* current_record(ThreadState& ts) noexcept {
       }
     }
     rec->not_current = req.not_current;
-    // Flight-recorded or watched (record/recorder.hpp): read where the span is named.
-    if (req.site != nullptr) {
-      rec->mode = span_site_mode(req.site->gate);
-    } else if (!req.group.empty()) {
-      rec->mode = group_state(req.group).mode;
-    }
+    rec->mode = mode;
     ts->stack.push_back(rec);
     if (NEMO_LENS_UNLIKELY((rec->mode & kModeGpu) != 0)) publish_gpu_chain_locked(*ts);
   } catch (...) {
@@ -403,7 +420,9 @@ namespace {
           (top == nullptr ? (p.fast_starts & Pipeline::kFastRoots) == 0
                           : (p.fast_starts & Pipeline::kFastChildren) == 0 || top->not_current ||
                                 !top->span_id.is_valid() || (top->trace_flags & 0x01) == 0 ||
-                                (top->cold_used && !top->cold->trace_state.empty())))) {
+                                (top->cold_used && !top->cold->trace_state.empty()) ||
+                                // an exported span under a recorded one: parent_record()
+                                ((top->mode & ~record_flags) & kModeFlight) != 0))) {
     ts.mu.unlock_as_owner();
     return nullptr;
   }
@@ -961,6 +980,27 @@ void Span::finish_scope() noexcept {
   }
   return finish_general(*this, detail::uncaught_exceptions_now() > uncaught_);
 }
+
+namespace detail {
+
+bool site_records_only(const SiteGate& site) noexcept {
+  return (span_site_mode(site) & kModeFlight) != 0;
+}
+
+SpanContext current_exported_span_context() noexcept {
+  ThreadState* ts = this_thread_state();
+  if (ts == nullptr) return {};
+  OwnerLockGuard lock(ts->mu);
+  SpanRecord* top = parent_record(*ts, 0);
+  if (top == nullptr) return {};
+  try {
+    return top->context();
+  } catch (...) {
+    return {};
+  }
+}
+
+}  // namespace detail
 
 SpanContext current_span_context() noexcept {
   detail::ThreadState* ts = detail::this_thread_state();

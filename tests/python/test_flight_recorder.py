@@ -2,6 +2,8 @@
 go to the same rings as C++ ones, a C++ span inside a recorded Python span is captured with it,
 and each trigger (capture(), an exception in a step, a slow step) exports exactly its spans."""
 
+import contextvars
+import threading
 import time
 
 import pytest
@@ -60,6 +62,38 @@ def test_a_cpp_span_inside_a_recorded_python_span_is_captured_with_it(recording)
     assert {s.parent_span_id for s in by_name["layer"]} == {forward.span_id}
     assert {capture_marks(s)[0] for s in spans if s.name != "train_step"} == {"manual"}
     assert len({s.trace_id for s in spans}) == 1
+
+
+def test_an_exported_span_inside_a_recorded_one_takes_the_nearest_exported_parent(
+        monkeypatch, tracing):
+    """The demo's PyTorch job (2026-12-07): its DDP all-reduces (communication, exported) ran
+    inside microbatch spans (recorded only) and named them as parents, which outside the captured
+    steps never left, so `lens report` could not place them in their steps. An exported span now
+    takes its nearest exported ancestor, as without the recorder, on the span's thread and on
+    another thread the context was copied to (as a DDP hook runs); recorded spans keep theirs."""
+    monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
+    tracing.start("step,communication")
+    with lens.managed_span("step", "train_step") as step:
+        with lens.managed_span("microbatch", "microbatch"):
+            with lens.managed_span("communication", "allreduce") as allreduce:
+                with lens.managed_span("layer", "inside_allreduce"):
+                    pass
+            def in_hook():
+                with lens.managed_span("communication", "in_hook"):
+                    pass
+
+            hook = threading.Thread(target=contextvars.copy_context().run, args=(in_hook,))
+            hook.start()
+            hook.join()
+    step_id = step.get_span_context().span_id_hex
+    exported = {s.name: s for s in tracing.spans()}
+    assert set(exported) == {"train_step", "allreduce", "in_hook"}
+    assert exported["allreduce"].parent_span_id == step_id
+    assert exported["in_hook"].parent_span_id == step_id
+    assert lens.capture() == 2
+    spans = {s.name: s for s in tracing.spans()}
+    assert spans["microbatch"].parent_span_id == step_id
+    assert spans["inside_allreduce"].parent_span_id == allreduce.get_span_context().span_id_hex
 
 
 def test_an_exception_in_a_step_captures_that_steps_recorded_spans(recording):

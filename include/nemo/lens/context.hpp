@@ -73,4 +73,11 @@ struct NEMO_LENS_API SpanContext {
 /// Never throws; cost: a thread-local lookup.
 NEMO_LENS_API SpanContext current_span_context() noexcept;
 
+namespace detail {
+/// For the Python package: the context of the calling thread's latest open span that is
+/// exported (not recorded only for the flight recorder), or an invalid context. A span of an
+/// exported group started inside recorded-only ones takes it as its parent.
+NEMO_LENS_API SpanContext current_exported_span_context() noexcept;
+}  // namespace detail
+
 }  // namespace nemo::lens

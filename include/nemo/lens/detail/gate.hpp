@@ -34,6 +34,10 @@ NEMO_LENS_API bool resolve_site(SiteGate& site) noexcept;
 /// returns that flag's value.
 NEMO_LENS_API bool resolve_span_site(SiteGate& site) noexcept;
 
+/// For the Python package: whether the spans of `site`'s group are recorded only, for the flight
+/// recorder (<PREFIX>_RECORD_GROUPS), and not exported.
+NEMO_LENS_API bool site_records_only(const SiteGate& site) noexcept;
+
 /// Whether the site's group is enabled. After the first call: two loads and a branch.
 inline bool site_enabled(SiteGate& site) noexcept {
   // Relaxed is enough for both loads: every flag lives in a statically initialised array, so there
