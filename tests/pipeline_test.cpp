@@ -171,16 +171,21 @@ class DiscardingRecordExporter : public SpanExporter, public detail::RecordSpanE
   }
 };
 
+// Tracing to a DiscardingRecordExporter with batches of `batch`, a queue of `queue` and no
+// schedule delay to speak of (10 minutes), set in `env`.
+TelemetryHandle start_discarding(ScopedEnv& env, const char* batch, const char* queue) {
+  env.set("OTEL_BSP_SCHEDULE_DELAY", "600000");
+  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", batch);
+  env.set("OTEL_BSP_MAX_QUEUE_SIZE", queue);
+  return start_exporting_to(std::make_shared<DiscardingRecordExporter>());
+}
+
 TEST(Pipeline, ThreadsEndingSpansFastDoNotWakeTheExporter) {
   // While spans come faster than a batch per wake-up, the exporter thread naps between drains:
   // the thread ending them makes no wake-up call for it (exporter_wakeups). An exporter that
   // keeps up, so that the ring is never half full at a batch's end (which calls anyway).
   ScopedEnv env;
-  env.set("OTEL_BSP_SCHEDULE_DELAY", "600000");
-  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "256");
-  env.set("OTEL_BSP_MAX_QUEUE_SIZE", "8192");
-  auto exporter = std::make_shared<DiscardingRecordExporter>();
-  auto h = start_exporting_to(exporter);
+  auto h = start_discarding(env, "256", "8192");
   constexpr int kSpans = 200000;
   for (int i = 0; i < kSpans; ++i) span_cm("fast");
   ASSERT_TRUE(h.force_flush(std::chrono::seconds(20)));
@@ -198,11 +203,7 @@ TEST(Pipeline, AFlushDoesNotMakeTheNextBurstCallTheExporter) {
   // to 91 calls in 9 of 11 runs of this test, and 2,431 and 2,850 in 3,000 bursts of
   // bench/burst_driver with this queue and batch.
   ScopedEnv env;
-  env.set("OTEL_BSP_SCHEDULE_DELAY", "600000");
-  env.set("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512");
-  env.set("OTEL_BSP_MAX_QUEUE_SIZE", "4096");
-  auto exporter = std::make_shared<DiscardingRecordExporter>();
-  auto h = start_exporting_to(exporter);
+  auto h = start_discarding(env, "512", "4096");
   constexpr int kBursts = 200, kBurst = 1024;
   for (int b = 0; b < kBursts; ++b) {
     for (int i = 0; i < kBurst; ++i) {

@@ -8,7 +8,7 @@
 // recorded since the stuck step began, and the recorded spans open then, as truncated copies),
 // and capture() (manual: everything the rings hold). Captured spans keep their ids and parents:
 // they join the trace as if they had been exported. Exported spans never take a recorded one as
-// their parent (parent_record() in tracing/span.cpp, exported_of() in the Python package): the
+// their parent (current_record() in tracing/span.cpp, exported_of() in the Python package): the
 // exported trace is the same with the recorder as without it. Internal.
 //
 // Threading: a ring is guarded by its thread state's lock (ThreadState::mu), which the owner

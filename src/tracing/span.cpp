@@ -125,24 +125,17 @@ struct StartRequest {
 };
 
 // The thread's current span: its latest open record that may be a parent (not one started with
-// SpanStartOptions::current = false); null when there is none. Requires ts.mu.
-inline SpanRecord* current_record(ThreadState& ts) noexcept {
+// SpanStartOptions::current = false); with `exported_only`, the latest such record that is
+// exported. A span recorded only for the flight recorder (kModeFlight) leaves with a capture or
+// never, so an exported child naming it would have no parent in the trace outside the captured
+// steps: exported spans take the parents they have without the recorder. Null when there is
+// none. Requires ts.mu.
+inline SpanRecord* current_record(ThreadState& ts, bool exported_only = false) noexcept {
   for (auto it = ts.stack.rbegin(); it != ts.stack.rend(); ++it) {
-    if (NEMO_LENS_LIKELY(!(*it)->not_current)) return *it;
-  }
-  return nullptr;
-}
-
-// The parent a span of mode bits `mode` takes on this thread: current_record(), but for a span
-// that is exported, the latest open record that is exported too. A span recorded only for the
-// flight recorder (kModeFlight) leaves with a capture or never, so an exported child naming it
-// would have no parent in the trace outside the captured steps: the exported spans keep the
-// parents they have without the recorder. Requires ts.mu.
-inline SpanRecord* parent_record(ThreadState& ts, std::uint8_t mode) noexcept {
-  const bool exported = (mode & kModeFlight) == 0;
-  for (auto it = ts.stack.rbegin(); it != ts.stack.rend(); ++it) {
-    if ((*it)->not_current || (exported && ((*it)->mode & kModeFlight) != 0)) continue;
-    return *it;
+    if (NEMO_LENS_LIKELY(!(*it)->not_current &&
+                         !(exported_only && ((*it)->mode & kModeFlight) != 0))) {
+      return *it;
+    }
   }
   return nullptr;
 }
@@ -166,12 +159,14 @@ inline SpanRecord* parent_record(ThreadState& ts, std::uint8_t mode) noexcept {
     } else if (!req.group.empty()) {
       mode = group_state(req.group).mode;
     }
-    // Parent: explicit, else the thread's current span (parent_record()), else the inherited
-    // context, else none.
+    // Parent: explicit, else the thread's current span (for an exported span, the current
+    // exported one), else the inherited context, else none.
     ParentView parent;
     if (req.parent != nullptr && req.parent->is_valid()) {
       parent = ParentView::of(*req.parent);
-    } else if (SpanRecord* top = req.root ? nullptr : parent_record(*ts, mode); top != nullptr) {
+    } else if (SpanRecord* top =
+                   req.root ? nullptr : current_record(*ts, (mode & kModeFlight) == 0);
+               top != nullptr) {
       ensure_ids(*top, t_ids);  // this thread's own record: made now if nothing asked before
       parent = ParentView::of(*top);
     } else if (!p->plain_roots && p->inherited.is_valid()) {
@@ -421,7 +416,7 @@ namespace {
                           : (p.fast_starts & Pipeline::kFastChildren) == 0 || top->not_current ||
                                 !top->span_id.is_valid() || (top->trace_flags & 0x01) == 0 ||
                                 (top->cold_used && !top->cold->trace_state.empty()) ||
-                                // an exported span under a recorded one: parent_record()
+                                // an exported span under a recorded one: current_record()
                                 ((top->mode & ~record_flags) & kModeFlight) != 0))) {
     ts.mu.unlock_as_owner();
     return nullptr;
@@ -991,7 +986,7 @@ SpanContext current_exported_span_context() noexcept {
   ThreadState* ts = this_thread_state();
   if (ts == nullptr) return {};
   OwnerLockGuard lock(ts->mu);
-  SpanRecord* top = parent_record(*ts, 0);
+  SpanRecord* top = current_record(*ts, true);
   if (top == nullptr) return {};
   try {
     return top->context();

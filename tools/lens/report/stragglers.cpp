@@ -68,14 +68,23 @@ double trimmed_mean_standard_error(std::vector<double>& values) {
   return sd / (kept * std::sqrt(static_cast<double>(n)));
 }
 
+namespace {
+
+// The median absolute deviation of `values` from their median `m`.
+double mad_around(std::span<const double> values, double m) {
+  std::vector<double> deviations;
+  deviations.reserve(values.size());
+  for (const double v : values) deviations.push_back(std::fabs(v - m));
+  return median_of(deviations);
+}
+
+}  // namespace
+
 double median_standard_error(std::vector<double>& values) {
   const std::size_t n = values.size();
   if (n < 2) return 0;
   const double m = median_of(values);
-  std::vector<double> deviations;
-  deviations.reserve(n);
-  for (const double v : values) deviations.push_back(std::fabs(v - m));
-  return kSqrtHalfPi * kMadScale * median_of(deviations) / std::sqrt(static_cast<double>(n));
+  return kSqrtHalfPi * kMadScale * mad_around(values, m) / std::sqrt(static_cast<double>(n));
 }
 
 std::vector<bool> robust_outliers(std::span<const double> values, double floor,
@@ -84,10 +93,7 @@ std::vector<bool> robust_outliers(std::span<const double> values, double floor,
   if (values.size() < 3) return out;
   std::vector<double> sorted(values.begin(), values.end());
   const double m = median_of(sorted);
-  std::vector<double> deviations;
-  deviations.reserve(values.size());
-  for (const double v : values) deviations.push_back(std::fabs(v - m));
-  const double bound = std::max(kStragglerMads * kMadScale * median_of(deviations), floor);
+  const double bound = std::max(kStragglerMads * kMadScale * mad_around(values, m), floor);
   // The median's own error, were each figure's that of the median figure's: sqrt(pi / 2) times it
   // over sqrt(n), as for the median of n draws.
   const bool with_errors = standard_errors.size() == values.size();
