@@ -665,6 +665,15 @@ struct BatchOptions {
   std::chrono::milliseconds export_timeout{30000};
 };
 
+/// Whether a thread whose ring of `capacity` holds `queued` spans at the end of a batch wakes an
+/// exporter thread that naps (the valve, pulled once per drain): when three quarters of the ring
+/// are taken. The nap is sized for half the ring at most (Pipeline::next_nap()), so the valve
+/// leaves room for the rate to grow by half before a thread calls, and a quarter of the ring for
+/// the exporter thread to wake and drain in once it does.
+inline bool valve_due(std::size_t queued, std::size_t capacity) noexcept {
+  return queued >= capacity - capacity / 4;
+}
+
 /// The spans one thread ended in one pipeline, queued for its exporter thread.
 struct SpanRing {
   explicit SpanRing(std::size_t capacity, const ThreadState* p) : queue(capacity), producer(p) {}
@@ -793,17 +802,18 @@ struct Pipeline {
   // enqueue() for every case: shutdown begun, no ring yet, the thread not started, a full ring.
   void enqueue_slow(SpanRecord* rec, ThreadState* current) noexcept;
   // Wakes the exporter thread, `current` having queued a batch's worth since its last call, when
-  // that thread waits to be woken, or once per drain when `current`'s ring is half full.
+  // that thread waits to be woken, or once per drain when valve_due() says so of `current`'s ring.
   void wake_after_batch(ThreadState& current) noexcept;
   void run() noexcept;
   // Waits for spans to export: `nap` long when it is not zero, else until a producer wakes this
   // thread for a batch or the schedule delay passes. True: drain full batches only.
   bool wait_for_spans(std::chrono::steady_clock::duration nap) noexcept;
   // The nap before the next drain, after one that took `taken` spans in `busy`, `since` the one
-  // before began; zero: wait to be woken.
-  std::chrono::steady_clock::duration next_nap(
-      std::size_t taken, std::chrono::steady_clock::duration since,
-      std::chrono::steady_clock::duration busy) const noexcept;
+  // before began, a producer having pulled the valve in between or not; zero: wait to be woken.
+  std::chrono::steady_clock::duration next_nap(std::size_t taken,
+                                               std::chrono::steady_clock::duration since,
+                                               std::chrono::steady_clock::duration busy,
+                                               bool valve_pulled) const noexcept;
   // Exports (or drops) `batch` and empties it; false when the books were closed meanwhile. The
   // GPU-timed spans of a batch not `gpu_sorted` yet may stay with `gpu` until their GPU time is
   // known.
@@ -842,7 +852,7 @@ struct Pipeline {
   // producer woke it. Producers take it, and the exporter thread sets it to 1, with
   // read-modify-writes (see wake_after_batch()).
   alignas(64) std::atomic<std::uint32_t> wake_wanted_{1};
-  // A producer found its ring half full and called since the exporter thread last woke.
+  // A producer found its ring three quarters full and called since the exporter thread last woke.
   std::atomic<bool> valve_pulled_{false};
 
   // The exporter thread's.

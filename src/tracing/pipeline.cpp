@@ -123,11 +123,10 @@ void Pipeline::wake_after_batch(ThreadState& current) noexcept {
   // exporter thread waiting (and is the one producer to wake it), or that thread, acquiring from
   // this one, sees the push.
   if (wake_wanted_.exchange(0, std::memory_order_acq_rel) == 0) {
-    // It drains or naps, or another thread woke it: no call, unless this thread's ring is half
-    // full (a nap that overran: a late timer, a busy host must not make the ring drop spans), and
-    // then one call until it next drains.
+    // It drains or naps, or another thread woke it: no call, unless this thread's ring filled
+    // faster than the nap allowed for (valve_due()), and then one call until it next drains.
     if (current.ring == nullptr ||
-        current.ring->queue.size_estimate() < options.max_queue_size / 2 ||
+        !valve_due(current.ring->queue.size_estimate(), options.max_queue_size) ||
         valve_pulled_.exchange(true, std::memory_order_relaxed)) {
       return;
     }
@@ -364,38 +363,43 @@ bool Pipeline::wait_for_spans(std::chrono::steady_clock::duration nap) noexcept 
   return woken;
 }
 
-std::chrono::steady_clock::duration Pipeline::next_nap(
-    std::size_t taken, std::chrono::steady_clock::duration since,
-    std::chrono::steady_clock::duration busy) const noexcept {
+std::chrono::steady_clock::duration Pipeline::next_nap(std::size_t taken,
+                                                       std::chrono::steady_clock::duration since,
+                                                       std::chrono::steady_clock::duration busy,
+                                                       bool valve_pulled) const noexcept {
   using std::chrono::microseconds;
   // Spans come slower than a batch per drain: producers wake this thread when a batch is queued.
   if (taken < options.max_export_batch_size) return microseconds(0);
-  // This thread drained for most of the time: it is what holds the spans back, and a nap would
-  // only fill the rings (the rate it saw leaves out the spans they dropped). It seldom waits
-  // then, so producers seldom call.
-  if (busy * 2 > since) return microseconds(0);
+  // A ring filled faster than the last nap allowed for (a producer pulled the valve): the rate
+  // this thread saw leaves out what it could not drain in time, and a nap would only fill the
+  // rings. It drains again at once while a batch is queued, and waits to be woken after.
+  if (valve_pulled) return microseconds(0);
   // Faster: rather than have a producer make a system call for every batch (microseconds in a
-  // virtual machine, on the thread being traced), come back when, at the rate just seen, a
-  // quarter of a thread's ring (at least two batches, at most half the ring) is queued, with
-  // room left for the rate to grow.
+  // virtual machine, on the thread being traced), begin the next drain when, at the rate just
+  // seen, a quarter of a thread's ring (at least two batches, at most half the ring) is queued
+  // since this one began, with room left for the rate to grow. A drain that took most of that
+  // time leaves the shortest nap: this thread is then what holds the spans back.
   const std::size_t target =
       std::min(options.max_queue_size / 2,
                std::max(options.max_queue_size / 4, 2 * options.max_export_batch_size));
-  const auto nap = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+  const auto fill = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       since * static_cast<double>(target) / static_cast<double>(taken));
-  return std::clamp<std::chrono::steady_clock::duration>(nap, microseconds(20), microseconds(5000));
+  return std::clamp<std::chrono::steady_clock::duration>(fill - busy, microseconds(20),
+                                                         microseconds(5000));
 }
 
 void Pipeline::run() noexcept {
   auto nap = std::chrono::steady_clock::duration::zero();
   auto last_drain = std::chrono::steady_clock::now();
-  // What the flushes' drains took since the last other drain, and their time.
+  // What the flushes' drains took since the last other drain, and whether a producer pulled the
+  // valve since then.
   std::size_t flushed = 0;
-  auto flushed_busy = std::chrono::steady_clock::duration::zero();
+  bool valve_pulled = false;
   for (;;) {
     const bool woken = wait_for_spans(nap);
     if (valve_pulled_.load(std::memory_order_relaxed)) {
-      valve_pulled_.store(false, std::memory_order_relaxed);  // a half-full ring may call again
+      valve_pulled = true;
+      valve_pulled_.store(false, std::memory_order_relaxed);  // a filling ring may call again
     }
     refresh_clock();
     std::uint64_t flush_target = 0;
@@ -415,14 +419,14 @@ void Pipeline::run() noexcept {
     const auto busy = std::chrono::steady_clock::now() - drain_start;
     if (flushing) {
       // A flush says nothing of the rate spans come at: the nap decided before it stands, and
-      // the next drain's rate counts what the flushes took.
+      // the next drain's rate counts what the flushes took (not their time: the program asked
+      // for them, and waits for them).
       flushed += taken;
-      flushed_busy += busy;
     } else {
-      nap = next_nap(taken + flushed, drain_start - last_drain, busy + flushed_busy);
+      nap = next_nap(taken + flushed, drain_start - last_drain, busy, valve_pulled);
       last_drain = drain_start;
       flushed = 0;
-      flushed_busy = flushed_busy.zero();
+      valve_pulled = false;
     }
     // Shutdown gave up waiting for this thread: it touches nothing more.
     if (ledger_.closed()) return;
