@@ -154,6 +154,48 @@ TEST_F(FlightRecorder, AnExportedSpanInsideARecordedOneTakesTheNearestExportedPa
   EXPECT_EQ(all["recorded_inside"].parent_span_id, fast_context.span_id);
 }
 
+// What the program sees of its current span, inside recorded-only spans: their nearest exported
+// ancestor, as without the recorder, so that what it sends to other processes (carriers) names a
+// span the trace holds. Before, current_span_context() and the carriers named the recorded span,
+// which outside the captured steps never left.
+TEST_F(FlightRecorder, InsideARecordedSpanTheCurrentSpanIsItsNearestExportedAncestor) {
+  record("step,optimizer", "all");
+  // The span every way the program can ask names: the context, the W3C carrier, the binary and
+  // JSON forms, a child process's environment.
+  const auto expect_current = [](const SpanContext& want, const char* where) {
+    EXPECT_EQ(current_span_context().span_id, want.span_id) << where;
+    Carrier carrier;
+    inject_context(carrier);
+    EXPECT_EQ(extract_context(carrier).context.span_id, want.span_id) << where;
+    EXPECT_EQ(deserialize_context(serialize_context()).span_id, want.span_id) << where;
+    EXPECT_EQ(deserialize_context(serialize_context_json()).span_id, want.span_id) << where;
+    const Carrier env = child_environment();
+    const auto traceparent = env.find("TRACEPARENT");
+    ASSERT_NE(traceparent, env.end()) << where;
+    EXPECT_NE(traceparent->second.find(want.span_id.to_hex()), std::string::npos) << where;
+  };
+  {
+    LENS_SPAN(step, SpanGroup::STEP, "train_step");
+    const SpanContext step_context = step.context();
+    expect_current(step_context, "in the step");
+    {
+      LENS_SPAN(fb, SpanGroup::FORWARD_BACKWARD, "forward_backward");  // recorded only
+      ASSERT_TRUE(fb);
+      expect_current(step_context, "in a recorded span");
+      {
+        LENS_SPAN(opt, SpanGroup::OPTIMIZER, "exported_inside");
+        expect_current(opt.context(), "in an exported span inside it");
+        LENS_SPAN(inner, SpanGroup::CHECKPOINT, "recorded_inside");
+        expect_current(opt.context(), "in a recorded span inside that");
+      }
+      Span by_name = managed_span("checkpoint", "recorded_by_name");
+      ASSERT_TRUE(by_name.is_recording());
+      expect_current(step_context, "in a recorded span started by name");
+    }
+  }
+  EXPECT_FALSE(current_span_context().is_valid()) << "outside every span";
+}
+
 TEST_F(FlightRecorder, WithoutTheVariableNothingChanges) {
   start("step");
   {

@@ -242,7 +242,9 @@ def get_current_span_context() -> Optional[SpanContext]:
     """The context of the current span as this code sees it: the thread's C++ span when Python
     was called back from one, else this thread's / asyncio task's Python span (or attached
     context), else OpenTelemetry's current span when OpenTelemetry Python is in use; None when
-    there is none."""
+    there is none. Spans the flight recorder records without exporting them are left out, as the
+    trace leaves them out: inside one, this is its nearest exported ancestor (what inject_context()
+    and broadcast_trace_context() send)."""
     if "opentelemetry.context" in sys.modules:
         _hook.ensure()
     return _core.current_context()

@@ -219,9 +219,9 @@ struct PythonCurrent {
 };
 
 /// python_current() for the calling thread and task. `for_exported`: the parent a span of an
-/// exported group takes, which under a Python span recorded only (flight recorder) is that
-/// span's nearest exported ancestor (none if it has none), as without the recorder. Requires the
-/// GIL.
+/// exported group takes, and what get_current_span_context() returns, which under a span
+/// recorded only (flight recorder), Python's or C++'s, is that span's nearest exported ancestor
+/// (none if it has none), as without the recorder. Requires the GIL.
 PythonCurrent python_current(bool for_exported = false);
 
 // ------------------------------------------------------------------------------------------------

@@ -295,9 +295,9 @@ void unregister(SpanObject* s) {
 
 PythonCurrent python_current(bool for_exported) {
   PythonCurrent out;
-  const lens::SpanContext top = lens::current_span_context();
+  const lens::SpanContext top = lens::detail::innermost_span_context();
   if (top.is_valid() && !is_python_span(top)) {
-    out.context = top;
+    out.context = for_exported ? lens::current_span_context() : top;
     out.from_cpp = true;
     return out;
   }
@@ -345,9 +345,7 @@ void start(SpanObject* s, bool make_current = true, std::int64_t start_unix_nano
     options.root = current.other_task;  // not a child of another task's span
   }
   if (!s->exported_self) {  // before the start, which makes this span the current one
-    s->exported = s->parent.is_valid() ? s->parent
-                  : current.from_cpp   ? lens::detail::current_exported_span_context()
-                                       : python_current(true).context;
+    s->exported = s->parent.is_valid() ? s->parent : python_current(true).context;
   }
   // The attributes go with the start when they can: start_span() stores them at less cost than
   // set_attribute() calls after it.

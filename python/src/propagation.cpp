@@ -95,7 +95,7 @@ void bind_propagation(py::module_& m) {
       py::arg("trace_id"), py::arg("span_id"), py::arg("trace_flags"), py::arg("is_remote"),
       py::arg("trace_state") = "");
   m.def("current_context", []() -> std::optional<lens::SpanContext> {
-    const PythonCurrent c = python_current();
+    const PythonCurrent c = python_current(true);  // recorded-only spans left out
     if (!c.context.is_valid()) return std::nullopt;
     return c.context;
   });

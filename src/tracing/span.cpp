@@ -982,11 +982,11 @@ bool site_records_only(const SiteGate& site) noexcept {
   return (span_site_mode(site) & kModeFlight) != 0;
 }
 
-SpanContext current_exported_span_context() noexcept {
+SpanContext innermost_span_context() noexcept {
   ThreadState* ts = this_thread_state();
   if (ts == nullptr) return {};
   OwnerLockGuard lock(ts->mu);
-  SpanRecord* top = current_record(*ts, true);
+  SpanRecord* top = current_record(*ts);
   if (top == nullptr) return {};
   try {
     return top->context();
@@ -1001,7 +1001,8 @@ SpanContext current_span_context() noexcept {
   detail::ThreadState* ts = detail::this_thread_state();
   if (ts == nullptr) return {};
   detail::OwnerLockGuard lock(ts->mu);
-  detail::SpanRecord* top = detail::current_record(*ts);
+  // A span recorded only (flight recorder) is left out, as the trace leaves it out.
+  detail::SpanRecord* top = detail::current_record(*ts, true);
   if (top == nullptr) return {};
   try {
     return top->context();

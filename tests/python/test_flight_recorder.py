@@ -96,6 +96,50 @@ def test_an_exported_span_inside_a_recorded_one_takes_the_nearest_exported_paren
     assert spans["inside_allreduce"].parent_span_id == allreduce.get_span_context().span_id_hex
 
 
+def test_inside_a_recorded_span_the_current_span_is_its_nearest_exported_ancestor(
+        monkeypatch, tracing):
+    """What the program sees, and sends to other processes, inside recorded-only spans is their
+    nearest exported ancestor, as without the recorder (before, the recorded span, which outside
+    the captured steps never left): get_current_span_context(), inject_context() and the NCCL
+    carrier, on the span's thread, on a thread its context was copied to, and from C++."""
+    from nemo_lens_cpp.contrib.nccl import deserialize_context, serialize_context
+    monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
+    tracing.start("step,communication")
+
+    def current_ids():
+        ctx = lens.get_current_span_context()
+        return {
+            "context": ctx.span_id_hex if ctx is not None else None,
+            "inject": lens.extract_context(lens.inject_context({})).span_context.span_id_hex,
+            "nccl": lens.extract_context(deserialize_context(serialize_context()))
+                        .span_context.span_id_hex,
+        }
+
+    def expect(span_id, where):
+        assert current_ids() == {"context": span_id, "inject": span_id, "nccl": span_id}, where
+
+    with lens.managed_span("step", "train_step") as step:
+        step_id = step.get_span_context().span_id_hex
+        with lens.managed_span("microbatch", "microbatch") as mb:
+            assert mb is not None, "recorded"
+            expect(step_id, "in a recorded span")
+            seen = {}
+            hook = threading.Thread(target=contextvars.copy_context().run,
+                                    args=(lambda: seen.update(current_ids()),))
+            hook.start()
+            hook.join()
+            assert seen == {"context": step_id, "inject": step_id, "nccl": step_id}
+            with lens.managed_span("communication", "allreduce") as allreduce:
+                allreduce_id = allreduce.get_span_context().span_id_hex
+                expect(allreduce_id, "in an exported span inside it")
+                with lens.managed_span("layer", "inside_allreduce"):
+                    expect(allreduce_id, "in a recorded span inside that")
+            lens_demo = pytest.importorskip("lens_demo",
+                                            reason="the examples' C++ extension is not built")
+            assert lens_demo.current_ids()[1] == step_id, "C++ sees it too"
+    assert lens.get_current_span_context() is None
+
+
 def test_an_exception_in_a_step_captures_that_steps_recorded_spans(recording):
     for i in range(3):
         try:

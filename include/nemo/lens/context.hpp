@@ -70,14 +70,17 @@ struct NEMO_LENS_API SpanContext {
 };
 
 /// The context of the calling thread's current span, or an invalid context when there is none.
-/// Never throws; cost: a thread-local lookup.
+/// Spans the flight recorder records without exporting them are left out, as the exported trace
+/// leaves them out: inside one, this is its nearest exported ancestor, the span the program would
+/// see without the recorder (and the parent an exported span started there takes). Carriers
+/// (inject_context(), serialize_context(), child_environment()) and logs name this span. Never
+/// throws; cost: a thread-local lookup.
 NEMO_LENS_API SpanContext current_span_context() noexcept;
 
 namespace detail {
-/// For the Python package: the context of the calling thread's latest open span that is
-/// exported (not recorded only for the flight recorder), or an invalid context. A span of an
-/// exported group started inside recorded-only ones takes it as its parent.
-NEMO_LENS_API SpanContext current_exported_span_context() noexcept;
+/// For the Python package: the context of the calling thread's latest open span, recorded only
+/// (flight recorder) or exported, or an invalid context.
+NEMO_LENS_API SpanContext innermost_span_context() noexcept;
 }  // namespace detail
 
 }  // namespace nemo::lens
