@@ -982,11 +982,13 @@ bool site_records_only(const SiteGate& site) noexcept {
   return (span_site_mode(site) & kModeFlight) != 0;
 }
 
-SpanContext innermost_span_context() noexcept {
+namespace {
+// The context of the calling thread's latest open span, or of its latest exported one.
+SpanContext current_context(bool exported_only) noexcept {
   ThreadState* ts = this_thread_state();
   if (ts == nullptr) return {};
   OwnerLockGuard lock(ts->mu);
-  SpanRecord* top = current_record(*ts);
+  SpanRecord* top = current_record(*ts, exported_only);
   if (top == nullptr) return {};
   try {
     return top->context();
@@ -994,21 +996,15 @@ SpanContext innermost_span_context() noexcept {
     return {};
   }
 }
+}  // namespace
+
+SpanContext innermost_span_context() noexcept { return current_context(false); }
 
 }  // namespace detail
 
 SpanContext current_span_context() noexcept {
-  detail::ThreadState* ts = detail::this_thread_state();
-  if (ts == nullptr) return {};
-  detail::OwnerLockGuard lock(ts->mu);
   // A span recorded only (flight recorder) is left out, as the trace leaves it out.
-  detail::SpanRecord* top = detail::current_record(*ts, true);
-  if (top == nullptr) return {};
-  try {
-    return top->context();
-  } catch (...) {
-    return {};
-  }
+  return detail::current_context(true);
 }
 
 }  // namespace nemo::lens
