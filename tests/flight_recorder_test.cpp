@@ -251,6 +251,64 @@ TEST_F(FlightRecorder, TheRingKeepsTheNewestAndCountsTheOverwritten) {
   EXPECT_EQ(kept, newest);
 }
 
+// A span's end overwrites the oldest in place (src/record/recorder.cpp, try_push_own_flight()),
+// and the next span reuses the overwritten one's record: the ring wraps around its end, also after
+// a capture emptied it part-way through, and no span carries what the record's previous span left
+// (its ids, read while it was open, or its attributes).
+TEST_F(FlightRecorder, TheRingWrapsAroundAndEverySpanKeepsItsOwnIdsAndAttributes) {
+  record("step", "all", "16");
+  std::map<std::int64_t, SpanContext> read;        // i: the context read while span i was open
+  std::map<std::string, std::int64_t> read_by_id;  // span id: i
+  int next = 0;
+  auto run = [&](int n) {
+    for (int k = 0; k < n; ++k, ++next) {
+      LENS_SPAN(fb, SpanGroup::FORWARD_BACKWARD, "forward_backward", {"i", next});
+      if (next % 2 == 0) {
+        read[next] = fb.context();  // its ids made, in the record
+        EXPECT_TRUE(read_by_id.emplace(read[next].span_id.to_hex(), next).second)
+            << "span " << next << " has the ids of span "
+            << read_by_id[read[next].span_id.to_hex()];
+      }
+    }
+  };
+  auto captured = [&](const std::string& reason) {
+    std::vector<std::int64_t> is;
+    for (const SpanData& s : spans()) {
+      if (reason_of(s) != reason) continue;
+      const std::int64_t i = std::get<std::int64_t>(*attribute(s, "i"));
+      is.push_back(i);
+      EXPECT_EQ(s.parent_span_id.is_valid(), false) << "span " << i << " is a root";
+      if (const auto it = read.find(i); it != read.end()) {
+        EXPECT_EQ(s.context.span_id, it->second.span_id) << "span " << i;
+        EXPECT_EQ(s.context.trace_id, it->second.trace_id) << "span " << i;
+      } else if (const auto other = read_by_id.find(s.context.span_id.to_hex());
+                 other != read_by_id.end()) {
+        ADD_FAILURE() << "span " << i << " has the ids of span " << other->second;
+      }
+    }
+    std::sort(is.begin(), is.end());
+    return is;
+  };
+  auto range = [](std::int64_t from, std::int64_t to) {
+    std::vector<std::int64_t> v;
+    for (std::int64_t i = from; i < to; ++i) v.push_back(i);
+    return v;
+  };
+  run(20);  // full after 16: the head now at 4
+  EXPECT_EQ(capture("first"), 16u);
+  EXPECT_EQ(captured("first"), range(4, 20));
+  run(14);  // from slot 4 on, around the end to slot 1
+  EXPECT_EQ(capture("second"), 14u);
+  EXPECT_EQ(captured("second"), range(20, 34));
+  run(40);  // full again, overwritten two times around
+  EXPECT_EQ(capture("third"), 16u);
+  EXPECT_EQ(captured("third"), range(58, 74));
+  const TelemetryStats st = handle_.stats();
+  EXPECT_EQ(st.spans_recorded, 74u);
+  EXPECT_EQ(st.spans_record_overwritten, 4u + 24u);
+  EXPECT_EQ(st.record_spans_held, 0u);
+}
+
 TEST_F(FlightRecorder, AThreadThatExitedLeavesItsRecordedSpansToCapture) {
   record("step", "all");
   std::thread([] {

@@ -124,6 +124,51 @@ void push_flight(SpanRecord* rec) noexcept {
   recycle_all(retired);
 }
 
+// push_flight()'s common case, with no call on its way: a span ended on its own thread (`current`),
+// whose lock no guest shares, into a ring of the recorder's capacity. The span it overwrites, when
+// the ring is full, goes cleaned to the thread's cache, which has room for it without growing.
+// False, with nothing changed, otherwise.
+[[gnu::always_inline]] inline bool try_push_own_flight(SpanRecord* rec,
+                                                       ThreadState* current) noexcept {
+  if (rec->owner != current || !current->mu.try_lock_as_owner_if_unshared()) return false;
+  FlightRing* ring = current->flight;
+  auto& cache = current->cache;
+  const std::size_t capacity = g_capacity.load(std::memory_order_relaxed);
+  if (NEMO_LENS_UNLIKELY(ring == nullptr || ring->slots.size() != capacity ||
+                         !g_on.load(std::memory_order_relaxed) ||
+                         cache.size() == cache.capacity())) {
+    current->mu.unlock_as_owner();
+    return false;
+  }
+  RingCounts& counts = counted(ring)->counts;
+  SpanRecord* evicted = nullptr;
+  if (NEMO_LENS_LIKELY(ring->size == capacity)) {
+    evicted = std::exchange(ring->slots[ring->head], rec);
+    if (++ring->head == capacity) ring->head = 0;
+    // The record that the end kPrefetchAhead ends from now overwrites: a ring's records do not
+    // fit in the core's cache, and the next start reuses the overwritten one. (Within the ring
+    // after one wrap: its capacity is at least kMinRecordSpans.)
+    static_assert(kPrefetchAhead <= kMinRecordSpans);
+    std::size_t ahead = ring->head + kPrefetchAhead;
+    if (ahead >= capacity) ahead -= capacity;
+    prefetch_record(ring->slots[ahead]);
+    bump(counts.overwritten);
+  } else {
+    std::size_t tail = ring->head + ring->size;
+    if (tail >= capacity) tail -= capacity;
+    ring->slots[tail] = rec;
+    ++ring->size;
+  }
+  bump(counts.recorded);
+  current->mu.unlock_as_owner();
+  if (evicted != nullptr) {  // nobody else sees it now: out of the ring, not yet in the cache
+    clean_record(*evicted);
+    if (cache.size() == cache.capacity()) __builtin_unreachable();  // checked above
+    cache.push_back(evicted);  // within its capacity: no allocation
+  }
+  return true;
+}
+
 // What the triggers need of a watched span, read before it is queued or recorded.
 struct WatchedEnd {
   std::int64_t start = 0;  // Unix ns
@@ -225,7 +270,10 @@ void stop_flight_recorder() noexcept {
 
 bool flight_recorder_on() noexcept { return g_on.load(std::memory_order_relaxed); }
 
-void end_span_with_mode(SpanRecord* rec, ThreadState* current) noexcept {
+namespace {
+// end_span_with_mode() for every case try_push_own_flight() does not take. Apart, so that the
+// common case saves no registers.
+[[gnu::noinline]] void end_span_with_mode_general(SpanRecord* rec, ThreadState* current) noexcept {
   const std::uint8_t mode = rec->mode;
   WatchedEnd w;
   if ((mode & kModeWatch) != 0) w = watched(*rec);  // before the record is handed on
@@ -235,6 +283,12 @@ void end_span_with_mode(SpanRecord* rec, ThreadState* current) noexcept {
     rec->pipeline->enqueue(rec, current);
   }
   if ((mode & kModeWatch) != 0) run_triggers(w);
+}
+}  // namespace
+
+void end_span_with_mode(SpanRecord* rec, ThreadState* current) noexcept {
+  if (NEMO_LENS_LIKELY(rec->mode == kModeFlight && try_push_own_flight(rec, current))) return;
+  return end_span_with_mode_general(rec, current);
 }
 
 Capture capture_window(std::string_view reason, const CaptureWindow& window) noexcept {
