@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The Python thread's instructions per `with` statement, counted by callgrind (repeatable to about
 # 1 %, unlike timings on a shared machine): `with nullcontext()` (the baseline of the Python
-# targets), an enabled managed_span with two attributes (an int and a float; two strings) and a
-# disabled one (bench/python_instructions.py says how). For the enabled span it also prints the part spent in
-# CPython's PyContextVar_Set and PyContextVar_Reset, which a span needs to be current for the
-# code and the tasks inside it.
-# Usage: bench/count_python_instructions.sh [BUILD_DIR] [null|span|strings|disabled ...]
+# targets), an enabled managed_span with two attributes (an int and a float; two strings), the
+# first recorded by the flight recorder instead, and a disabled one (bench/python_instructions.py
+# says how). For the enabled span it also prints the part spent in CPython's PyContextVar_Set and
+# PyContextVar_Reset, which a span needs to be current for the code and the tasks inside it.
+# Usage: bench/count_python_instructions.sh [BUILD_DIR] [null|span|strings|recorded|disabled ...]
 #        bench/count_python_instructions.sh --check [--budget FILE] [BUILD_DIR]
 # --check counts the modes of the budget (default bench/python_instruction_budget.txt) and exits 1
 # when one is above its ceiling, 77 when valgrind is missing (the ctest

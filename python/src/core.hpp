@@ -221,8 +221,10 @@ struct PythonCurrent {
 /// python_current() for the calling thread and task. `for_exported`: the parent a span of an
 /// exported group takes, and what get_current_span_context() returns, which under a span
 /// recorded only (flight recorder), Python's or C++'s, is that span's nearest exported ancestor
-/// (none if it has none), as without the recorder. Requires the GIL.
-PythonCurrent python_current(bool for_exported = false);
+/// (none if it has none), as without the recorder. `exported`, when given, receives in the same
+/// pass what python_current(true).context would be (a recorded-only span's start needs both).
+/// Requires the GIL.
+PythonCurrent python_current(bool for_exported = false, lens::SpanContext* exported = nullptr);
 
 // ------------------------------------------------------------------------------------------------
 // What each file adds to the module (module.cpp calls them in this order).

@@ -293,30 +293,39 @@ void unregister(SpanObject* s) {
 
 }  // namespace
 
-PythonCurrent python_current(bool for_exported) {
+PythonCurrent python_current(bool for_exported, lens::SpanContext* exported) {
   PythonCurrent out;
   const lens::SpanContext top = lens::detail::innermost_span_context();
   if (top.is_valid() && !is_python_span(top)) {
     out.context = for_exported ? lens::current_span_context() : top;
+    if (exported != nullptr) *exported = for_exported ? out.context : lens::current_span_context();
     out.from_cpp = true;
     return out;
   }
+  lens::SpanContext for_export;  // what python_current(true) gives, while `exported` wants it
   PyObject* v = nullptr;
   if (PyContextVar_Get(g_current_var, nullptr, &v) == 0 && v != nullptr) {
     out.context = for_exported ? exported_of(v) : context_of(v);
+    if (exported != nullptr) for_export = for_exported ? out.context : exported_of(v);
     Py_DECREF(v);
   } else {
     PyErr_Clear();
   }
-  if (!out.context.is_valid() && g_bridge_parent != nullptr && !bridge_context_has_no_span()) {
+  // The bridge, asked once, gives whichever of the two has no span.
+  const bool export_missing = exported != nullptr && !for_export.is_valid();
+  if ((!out.context.is_valid() || export_missing) && g_bridge_parent != nullptr &&
+      !bridge_context_has_no_span()) {
     PyObject* b = PyObject_CallNoArgs(g_bridge_parent);
     if (b != nullptr) {
-      out.context = context_of(b);
+      const lens::SpanContext from_bridge = context_of(b);
+      if (!out.context.is_valid()) out.context = from_bridge;
+      if (export_missing) for_export = from_bridge;
       Py_DECREF(b);
     } else {
       PyErr_Clear();  // a failing bridge gives no parent, never an exception
     }
   }
+  if (exported != nullptr) *exported = for_export;
   out.other_task = !out.context.is_valid() && top.is_valid();
   return out;
 }
@@ -336,16 +345,16 @@ void start(SpanObject* s, bool make_current = true, std::int64_t start_unix_nano
   // exported ancestor as their parent, as it does when it is exported under a recorded-only one.
   lens::detail::SiteGate* gate = gate_for(g_span_gates, g_span_gate_cache, s->group);
   s->exported_self = gate == nullptr || !lens::detail::site_records_only(*gate);
+  // Before the start, which makes this span the current one.
+  lens::SpanContext* exported = s->exported_self ? nullptr : &s->exported;
   PythonCurrent current;
   if (s->parent.is_valid()) {
     options.parent = &s->parent;
+    if (exported != nullptr) *exported = s->parent;
   } else {
-    current = python_current(s->exported_self);
+    current = python_current(s->exported_self, exported);
     if (current.context.is_valid() && !current.from_cpp) options.parent = &current.context;
     options.root = current.other_task;  // not a child of another task's span
-  }
-  if (!s->exported_self) {  // before the start, which makes this span the current one
-    s->exported = s->parent.is_valid() ? s->parent : python_current(true).context;
   }
   // The attributes go with the start when they can: start_span() stores them at less cost than
   // set_attribute() calls after it.

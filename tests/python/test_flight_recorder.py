@@ -3,12 +3,14 @@ go to the same rings as C++ ones, a C++ span inside a recorded Python span is ca
 and each trigger (capture(), an exception in a step, a slow step) exports exactly its spans."""
 
 import contextvars
+import sys
 import threading
 import time
 
 import pytest
 
 import nemo_lens_cpp as lens
+from nemo_lens_cpp import _core
 
 
 @pytest.fixture
@@ -138,6 +140,40 @@ def test_inside_a_recorded_span_the_current_span_is_its_nearest_exported_ancesto
                                             reason="the examples' C++ extension is not built")
             assert lens_demo.current_ids()[1] == step_id, "C++ sees it too"
     assert lens.get_current_span_context() is None
+
+
+def test_a_recorded_root_asks_the_bridge_once_for_its_parent_and_its_exported_ancestor(
+        monkeypatch, tracing):
+    """Under OpenTelemetry's current span (bridge_opentelemetry()), a recorded-only root span's
+    parent and the nearest exported ancestor that exported spans inside it take are both that
+    span: one question to the bridge gives both (before, one each)."""
+    if "opentelemetry" in sys.modules:  # set-up joined it: its bridge must stay
+        pytest.skip("OpenTelemetry's bridge is installed")
+    monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
+    tracing.start("step,communication")
+    remote = lens.extract_context(
+        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}).span_context
+    calls = []
+
+    def parent():
+        calls.append(1)
+        return remote
+
+    _core._set_bridge_parent(parent)  # no variable given: asked for every root span
+    try:
+        with lens.managed_span("microbatch", "microbatch"):
+            assert calls == [1]
+            with lens.managed_span("communication", "allreduce"):
+                assert lens.get_current_span_context().span_id_hex != "b7ad6b7169203331"
+            assert lens.get_current_span_context().span_id_hex == "b7ad6b7169203331"
+    finally:
+        _core._set_bridge_parent(None)
+    assert calls == [1], "the exported span inside had a parent: no question"
+    assert tracing.by_name()["allreduce"].parent_span_id == "b7ad6b7169203331"
+    assert lens.capture() == 1
+    microbatch = tracing.by_name()["microbatch"]
+    assert microbatch.parent_span_id == "b7ad6b7169203331"
+    assert microbatch.trace_id == "0af7651916cd43dd8448eb211c80319c"
 
 
 def test_an_exception_in_a_step_captures_that_steps_recorded_spans(recording):
