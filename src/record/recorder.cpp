@@ -87,6 +87,32 @@ void recycle_all(std::vector<SpanRecord*>& records) noexcept {
   records.clear();
 }
 
+// Puts `rec` into `ring` (of the recorder's capacity), counted; when the ring is full it
+// overwrites the oldest, returned (null otherwise), and prefetches the record that the put
+// kPrefetchAhead puts later overwrites: a ring's records do not fit in the core's cache, and the
+// next start reuses the overwritten one. Requires the ring's owner's lock.
+[[gnu::always_inline]] inline SpanRecord* put_in_ring(FlightRing& ring, SpanRecord* rec) noexcept {
+  const std::size_t capacity = ring.slots.size();
+  RingCounts& counts = counted(&ring)->counts;
+  bump(counts.recorded);
+  if (NEMO_LENS_UNLIKELY(ring.size != capacity)) {
+    std::size_t tail = ring.head + ring.size;
+    if (tail >= capacity) tail -= capacity;
+    ring.slots[tail] = rec;
+    ++ring.size;
+    return nullptr;
+  }
+  SpanRecord* evicted = std::exchange(ring.slots[ring.head], rec);
+  if (++ring.head == capacity) ring.head = 0;
+  // Within the ring after one wrap: its capacity is at least kMinRecordSpans.
+  static_assert(kPrefetchAhead <= kMinRecordSpans);
+  std::size_t ahead = ring.head + kPrefetchAhead;
+  if (ahead >= capacity) ahead -= capacity;
+  prefetch_record(ring.slots[ahead]);
+  bump(counts.overwritten);
+  return evicted;
+}
+
 // Puts an ended flight span into its owner's ring, overwriting the oldest when it is full.
 void push_flight(SpanRecord* rec) noexcept {
   ThreadState* owner = rec->owner;
@@ -102,17 +128,7 @@ void push_flight(SpanRecord* rec) noexcept {
           retire_ring(*owner, retired);
         }
         if (owner->flight == nullptr) owner->flight = new CountedRing(capacity);
-        FlightRing& ring = *owner->flight;
-        RingCounts& counts = counted(&ring)->counts;
-        if (ring.size == capacity) {
-          evicted = std::exchange(ring.slots[ring.head], rec);
-          ring.head = (ring.head + 1) % capacity;
-          bump(counts.overwritten);
-        } else {
-          ring.slots[(ring.head + ring.size) % capacity] = rec;
-          ++ring.size;
-        }
-        bump(counts.recorded);
+        evicted = put_in_ring(*owner->flight, rec);
         kept = true;
       } catch (...) {
         // Out of memory for the ring: this span is not recorded.
@@ -140,26 +156,7 @@ void push_flight(SpanRecord* rec) noexcept {
     current->mu.unlock_as_owner();
     return false;
   }
-  RingCounts& counts = counted(ring)->counts;
-  SpanRecord* evicted = nullptr;
-  if (NEMO_LENS_LIKELY(ring->size == capacity)) {
-    evicted = std::exchange(ring->slots[ring->head], rec);
-    if (++ring->head == capacity) ring->head = 0;
-    // The record that the end kPrefetchAhead ends from now overwrites: a ring's records do not
-    // fit in the core's cache, and the next start reuses the overwritten one. (Within the ring
-    // after one wrap: its capacity is at least kMinRecordSpans.)
-    static_assert(kPrefetchAhead <= kMinRecordSpans);
-    std::size_t ahead = ring->head + kPrefetchAhead;
-    if (ahead >= capacity) ahead -= capacity;
-    prefetch_record(ring->slots[ahead]);
-    bump(counts.overwritten);
-  } else {
-    std::size_t tail = ring->head + ring->size;
-    if (tail >= capacity) tail -= capacity;
-    ring->slots[tail] = rec;
-    ++ring->size;
-  }
-  bump(counts.recorded);
+  SpanRecord* evicted = put_in_ring(*ring, rec);
   current->mu.unlock_as_owner();
   if (evicted != nullptr) {  // nobody else sees it now: out of the ring, not yet in the cache
     clean_record(*evicted);
