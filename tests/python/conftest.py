@@ -8,10 +8,12 @@ PYTHONPATH), or by hand:
 import asyncio
 import json
 import os
+import sys
 
 import pytest
 
 import nemo_lens_cpp as lens
+from nemo_lens_cpp import _core
 
 _PREFIXES = ("NEMO_LENS_", "OTEL_", "MEGATRON_OTEL_", "RL_OTEL_", "SLURM_", "WANDB_",
              "TRACEPARENT", "TRACESTATE", "BAGGAGE")
@@ -102,3 +104,28 @@ def tracing():
     t.start()
     yield t
     t.handle.shutdown(10000)
+
+
+class CountingBridge:
+    """A stand-in for what bridge_opentelemetry() registers: `parent` gives `remote` (the span
+    id b7ad6b7169203331 of trace 0af7651916cd43dd8448eb211c80319c) as OpenTelemetry's current span
+    and counts its calls in `calls`."""
+
+    def __init__(self):
+        self.remote = lens.extract_context(
+            {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}).span_context
+        self.calls = []
+
+    def parent(self):
+        self.calls.append(1)
+        return self.remote
+
+
+@pytest.fixture
+def counting_bridge():
+    """A CountingBridge, unregistered at the end (the test registers it, with
+    _core._set_bridge_parent); skips where OpenTelemetry's own bridge is installed."""
+    if "opentelemetry" in sys.modules:  # set-up joined it: its bridge must stay
+        pytest.skip("OpenTelemetry's bridge is installed")
+    yield CountingBridge()
+    _core._set_bridge_parent(None)

@@ -3,7 +3,6 @@ go to the same rings as C++ ones, a C++ span inside a recorded Python span is ca
 and each trigger (capture(), an exception in a step, a slow step) exports exactly its spans."""
 
 import contextvars
-import sys
 import threading
 import time
 
@@ -143,31 +142,19 @@ def test_inside_a_recorded_span_the_current_span_is_its_nearest_exported_ancesto
 
 
 def test_a_recorded_root_asks_the_bridge_once_for_its_parent_and_its_exported_ancestor(
-        monkeypatch, tracing):
+        monkeypatch, tracing, counting_bridge):
     """Under OpenTelemetry's current span (bridge_opentelemetry()), a recorded-only root span's
     parent and the nearest exported ancestor that exported spans inside it take are both that
     span: one question to the bridge gives both (before, one each)."""
-    if "opentelemetry" in sys.modules:  # set-up joined it: its bridge must stay
-        pytest.skip("OpenTelemetry's bridge is installed")
     monkeypatch.setenv("NEMO_LENS_RECORD_GROUPS", "all")
     tracing.start("step,communication")
-    remote = lens.extract_context(
-        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}).span_context
-    calls = []
-
-    def parent():
-        calls.append(1)
-        return remote
-
-    _core._set_bridge_parent(parent)  # no variable given: asked for every root span
-    try:
-        with lens.managed_span("microbatch", "microbatch"):
-            assert calls == [1]
-            with lens.managed_span("communication", "allreduce"):
-                assert lens.get_current_span_context().span_id_hex != "b7ad6b7169203331"
-            assert lens.get_current_span_context().span_id_hex == "b7ad6b7169203331"
-    finally:
-        _core._set_bridge_parent(None)
+    calls = counting_bridge.calls
+    _core._set_bridge_parent(counting_bridge.parent)  # no variable given: asked for every root
+    with lens.managed_span("microbatch", "microbatch"):
+        assert calls == [1]
+        with lens.managed_span("communication", "allreduce"):
+            assert lens.get_current_span_context().span_id_hex != "b7ad6b7169203331"
+        assert lens.get_current_span_context().span_id_hex == "b7ad6b7169203331"
     assert calls == [1], "the exported span inside had a parent: no question"
     assert tracing.by_name()["allreduce"].parent_span_id == "b7ad6b7169203331"
     assert lens.capture() == 1

@@ -5,7 +5,6 @@ cache and the bridge's parent hook."""
 import contextvars
 import enum
 import random
-import sys
 
 import pytest
 
@@ -123,38 +122,27 @@ def test_group_switches_reach_sites_whatever_str_object_names_the_group(tracing)
                 assert (span is not None) is (n in on)
 
 
-def test_the_bridge_is_asked_for_a_root_spans_parent_only_when_its_context_holds_a_span(tracing):
+def test_the_bridge_is_asked_for_a_root_spans_parent_only_when_its_context_holds_a_span(
+        tracing, counting_bridge):
     # What bridge_opentelemetry() registers: a callable giving the parent of a root span, and
     # optionally the ContextVar and key where OpenTelemetry keeps its current span.
-    if "opentelemetry" in sys.modules:  # set-up joined it: its bridge must stay
-        pytest.skip("OpenTelemetry's bridge is installed")
-    remote = lens.extract_context(
-        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}).span_context
-    calls = []
-
-    def parent():
-        calls.append(1)
-        return remote
-
+    calls = counting_bridge.calls
     otel_current = contextvars.ContextVar("current_context", default={})
-    _core._set_bridge_parent(parent, otel_current, "current-span")
-    try:
-        with lens.managed_span("step", "no_span_there"):
-            with lens.managed_span("step", "nested"):
-                pass
-        assert calls == []
-        token = otel_current.set({"current-span": object()})
-        with lens.managed_span("step", "span_there"):
-            with lens.managed_span("step", "nested_too"):
-                pass
-        otel_current.reset(token)
-        assert calls == [1]  # the root only
-        _core._set_bridge_parent(parent)  # no variable given: asked for every root span
-        with lens.managed_span("step", "asked"):
+    _core._set_bridge_parent(counting_bridge.parent, otel_current, "current-span")
+    with lens.managed_span("step", "no_span_there"):
+        with lens.managed_span("step", "nested"):
             pass
-        assert calls == [1, 1]
-    finally:
-        _core._set_bridge_parent(None)
+    assert calls == []
+    token = otel_current.set({"current-span": object()})
+    with lens.managed_span("step", "span_there"):
+        with lens.managed_span("step", "nested_too"):
+            pass
+    otel_current.reset(token)
+    assert calls == [1]  # the root only
+    _core._set_bridge_parent(counting_bridge.parent)  # no variable given: asked for every root
+    with lens.managed_span("step", "asked"):
+        pass
+    assert calls == [1, 1]
     spans = tracing.by_name()
     assert spans["no_span_there"].parent_span_id is None
     assert spans["span_there"].parent_span_id == "b7ad6b7169203331"
